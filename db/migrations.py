@@ -1,0 +1,142 @@
+"""The database schema: the one place it is defined.
+
+Every change to the schema is a new migration appended here; existing ones
+are never edited, because databases in the field have already applied them.
+Every command that opens the database applies what is pending
+(:func:`pipeline.store.open_database`).
+
+Nothing that must not be exposed has a column here: no quiz questions,
+answers or explanations, and no user data. Datasette shows every table to
+researchers, so the only safe place for such data is nowhere.
+"""
+
+from sqlite_utils.migrations import Migrations
+
+migrations = Migrations("qsite")
+
+TAG_CHECK = "tag IN ('Science', 'Industry', 'Investing')"
+
+
+@migrations()
+def m001_catalog(db):
+    """Courses, their sections, the glossary and the site totals."""
+    db.executescript(
+        """
+        CREATE TABLE courses (
+            id TEXT PRIMARY KEY,
+            position INTEGER NOT NULL,
+            title TEXT NOT NULL,
+            summary TEXT NOT NULL,
+            level TEXT,
+            url TEXT NOT NULL,
+            section_count INTEGER NOT NULL,
+            slide_count INTEGER NOT NULL
+        );
+        CREATE UNIQUE INDEX courses_position ON courses(position);
+
+        CREATE TABLE sections (
+            course_id TEXT NOT NULL REFERENCES courses(id) ON DELETE CASCADE,
+            id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            title TEXT NOT NULL,
+            url TEXT,
+            slide_count INTEGER NOT NULL CHECK (slide_count >= 0),
+            PRIMARY KEY (course_id, id)
+        );
+        CREATE UNIQUE INDEX sections_course_position ON sections(course_id, position);
+
+        CREATE TABLE glossary (
+            id TEXT PRIMARY KEY,
+            term TEXT NOT NULL,
+            definition TEXT NOT NULL,
+            lesson_title TEXT NOT NULL,
+            lesson_url TEXT NOT NULL,
+            course_id TEXT,
+            section_id TEXT,
+            FOREIGN KEY (course_id, section_id) REFERENCES sections(course_id, id) ON DELETE SET NULL
+        );
+        CREATE INDEX glossary_term ON glossary(term COLLATE NOCASE);
+        CREATE INDEX glossary_section ON glossary(course_id, section_id);
+
+        CREATE TABLE site_totals (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            site_name TEXT,
+            site_base_url TEXT,
+            exported_at TEXT,
+            courses INTEGER NOT NULL,
+            slides INTEGER NOT NULL,
+            quizzes INTEGER NOT NULL,
+            question_bank_size INTEGER NOT NULL,
+            glossary_terms INTEGER NOT NULL
+        );
+
+        -- Validators of the last export fetched, so an unchanged export writes nothing.
+        CREATE TABLE export_state (
+            source TEXT PRIMARY KEY,
+            etag TEXT,
+            last_modified TEXT,
+            content_hash TEXT,
+            fetched_at TEXT
+        );
+
+        -- When each dataset behind the API last changed: bumped in the same
+        -- transaction as the change, read by the service for updated_at and ETags.
+        CREATE TABLE data_versions (
+            dataset TEXT PRIMARY KEY CHECK (dataset IN ('catalog', 'glossary', 'news', 'totals')),
+            version INTEGER NOT NULL DEFAULT 0,
+            changed_at TEXT NOT NULL
+        );
+
+        CREATE TABLE ingest_runs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            kind TEXT NOT NULL CHECK (kind IN ('site', 'news')),
+            source TEXT NOT NULL,
+            started_at TEXT NOT NULL,
+            finished_at TEXT,
+            status TEXT NOT NULL CHECK (status IN ('running', 'ok', 'unchanged', 'warning', 'failed')),
+            counts TEXT NOT NULL DEFAULT '{}',
+            error TEXT
+        );
+        CREATE INDEX ingest_runs_kind_source ON ingest_runs(kind, source, id);
+        """
+    )
+    db["glossary"].enable_fts(["term", "definition"], create_triggers=True, tokenize="porter")
+
+
+@migrations()
+def m002_news(db):
+    """News sources and their items."""
+    db.executescript(
+        f"""
+        CREATE TABLE sources (
+            name TEXT PRIMARY KEY,
+            url TEXT NOT NULL,
+            tag TEXT NOT NULL CHECK ({TAG_CHECK}),
+            etag TEXT,
+            last_modified TEXT,
+            content_hash TEXT,
+            last_fetch_at TEXT,
+            last_status TEXT,
+            last_error TEXT,
+            consecutive_failures INTEGER NOT NULL DEFAULT 0,
+            next_fetch_at TEXT,
+            disabled INTEGER NOT NULL DEFAULT 0
+        );
+
+        CREATE TABLE news (
+            id TEXT PRIMARY KEY,
+            url TEXT NOT NULL UNIQUE,
+            title TEXT NOT NULL,
+            summary TEXT NOT NULL,
+            source TEXT NOT NULL REFERENCES sources(name),
+            tag TEXT NOT NULL CHECK ({TAG_CHECK}),
+            published_at TEXT NOT NULL,
+            first_seen_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE INDEX news_newest ON news(published_at DESC, id DESC);
+        CREATE INDEX news_tag_newest ON news(tag, published_at DESC, id DESC);
+        CREATE INDEX news_source ON news(source);
+        """
+    )
+    db["news"].enable_fts(["title", "summary"], create_triggers=True, tokenize="porter")

@@ -1,0 +1,199 @@
+"""Loading and validating the qsite YAML configuration.
+
+One YAML file configures everything: the database, the site export, the news
+sources and the API. Validation is done by pydantic models with
+``extra="forbid"`` so that a typo in a key is an error naming that key rather
+than a setting silently ignored. Relative paths resolve against the folder of
+the config file, so a config can be moved together with its data.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
+
+#: The bundled default config, pointing at the bundled samples.
+DEFAULT_CONFIG = Path(__file__).parent / "qsite.yml"
+
+#: The three categories a news item can carry (spec part 2).
+TAGS = ("Science", "Industry", "Investing")
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class ConfigError(Exception):
+    """A config that cannot be used; the message names the file and the key."""
+
+
+def parse_duration(value: object) -> int:
+    """Turn ``30s``, ``15m``, ``1h`` or ``1d`` (or a number of seconds) into seconds."""
+    if isinstance(value, bool):
+        raise ValueError("must be a duration such as 30s, 15m, 1h or 1d")
+    if isinstance(value, (int, float)) and value > 0:
+        return int(value)
+    match = _DURATION.match(value) if isinstance(value, str) else None
+    if not match or int(match.group(1)) == 0:
+        raise ValueError("must be a duration such as 30s, 15m, 1h or 1d")
+    return int(match.group(1)) * _DURATION_UNITS[match.group(2)]
+
+
+def _compile_regex(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"is not a valid regular expression: {exc}") from None
+    return value
+
+
+Duration = Annotated[int, BeforeValidator(parse_duration)]
+Tag = Literal["Science", "Industry", "Investing"]
+Regex = Annotated[str, AfterValidator(_compile_regex)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
+
+
+class SiteExportConfig(_Strict):
+    source: str
+    every: Duration = 3600
+
+
+class RuleConfig(_Strict):
+    match: Regex
+    tag: Tag
+
+
+class SourceConfig(_Strict):
+    name: Annotated[str, Field(min_length=1)]
+    url: Annotated[str, Field(min_length=1)]
+    tag: Tag
+    rules: list[RuleConfig] = []
+
+
+class NewsConfig(_Strict):
+    every: Duration = 900
+    retention_days: Annotated[int, Field(gt=0)] | None = None
+    sources: list[SourceConfig] = []
+
+    @field_validator("sources")
+    @classmethod
+    def _unique_names(cls, sources: list[SourceConfig]) -> list[SourceConfig]:
+        seen = set()
+        for source in sources:
+            if source.name in seen:
+                raise ValueError(f"duplicate source name {source.name!r}")
+            seen.add(source.name)
+        return sources
+
+
+class ApiConfig(_Strict):
+    cache_max_age: Annotated[int, Field(ge=0)] = 300
+    rate_limit: str = "120/minute"
+    rate_limit_storage: str = "memory://"
+    trusted_proxies: Annotated[int, Field(ge=0)] = 0
+
+
+class Config(_Strict):
+    database: str = "site.db"
+    site_export: SiteExportConfig
+    news: NewsConfig = NewsConfig()
+    api: ApiConfig = ApiConfig()
+    #: Where the config came from; not a key of the file.
+    path: Path = Field(default=Path("."), exclude=True)
+
+    @property
+    def database_path(self) -> Path:
+        return resolve(self.path.parent, self.database)
+
+    @property
+    def site_export_source(self) -> str:
+        return resolve_source(self.path.parent, self.site_export.source)
+
+    def source_location(self, source: SourceConfig) -> str:
+        return resolve_source(self.path.parent, source.url)
+
+
+def is_url(value: str) -> bool:
+    return value.startswith(("http://", "https://"))
+
+
+def resolve(base: Path, value: str | os.PathLike) -> Path:
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else (base / path).resolve()
+
+
+def resolve_source(base: Path, value: str) -> str:
+    """An http(s) URL stays as it is; a path resolves against ``base``."""
+    return value if is_url(value) else str(resolve(base, value))
+
+
+def _location(loc: tuple) -> str:
+    text = ""
+    for part in loc:
+        # pydantic adds the name of the matching union member / literal; not a key
+        if isinstance(part, str) and (part.startswith(("function-", "literal[")) or part in ("int", "str", "float")):
+            continue
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
+
+
+def format_validation_error(error: ValidationError) -> list[str]:
+    """One line per problem: ``key.path: message``."""
+    lines = []
+    for problem in error.errors():
+        where = _location(problem["loc"])
+        message = problem["msg"].removeprefix("Value error, ")
+        if problem["type"] == "extra_forbidden":
+            message = "unknown key"
+        elif problem["type"] == "missing":
+            message = "required key is missing"
+        elif problem["type"] == "literal_error":
+            message = f"must be one of {', '.join(TAGS)} (got {problem.get('input')!r})"
+        lines.append(f"{where}: {message}")
+    return lines
+
+
+def load_config(path: str | os.PathLike | None = None, database: str | None = None) -> Config:
+    """Read and validate the config at ``path`` (default: the bundled one).
+
+    :param database: overrides the ``database`` key (``--db`` / ``QSITE_DB``).
+    :raises ConfigError: with the file's name and every bad key in the message.
+    """
+    config_path = Path(path).expanduser().resolve() if path else DEFAULT_CONFIG
+    try:
+        text = config_path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{config_path}: config file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{config_path}: cannot read config file: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{config_path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{config_path}: must be a YAML mapping of keys such as database, site_export, news, api")
+    if "path" in data:  # a model field for bookkeeping, never a key of the file
+        raise ConfigError(f"{config_path}: invalid config\n  path: unknown key")
+    try:
+        config = Config(**data, path=config_path)
+    except ValidationError as exc:
+        problems = "\n  ".join(format_validation_error(exc))
+        raise ConfigError(f"{config_path}: invalid config\n  {problems}") from None
+    if database:
+        config = config.model_copy(update={"database": str(Path(database).expanduser().resolve())})
+    return config

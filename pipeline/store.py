@@ -1,0 +1,132 @@
+"""Opening the database and the bookkeeping every ingest shares.
+
+The database runs in WAL mode so that Datasette keeps reading while the
+pipeline writes; each unit of work (one export, one news source) is one
+transaction, so readers see the old data or the new, never a mix.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
+
+import sqlite_utils
+
+from db.migrations import migrations
+
+#: How long a writer waits for another writer's transaction before giving up.
+BUSY_TIMEOUT_MS = 10_000
+
+
+class StoreError(Exception):
+    """The database cannot be opened or written; the message says which file and why."""
+
+
+def utc_now() -> str:
+    """The current time as RFC 3339 UTC with a ``Z``, to the second."""
+    return format_time(datetime.now(timezone.utc))
+
+
+def format_time(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def open_database(path: str | Path) -> sqlite_utils.Database:
+    """Open (creating if need be) the database at ``path`` and apply pending migrations.
+
+    :raises StoreError: when the file or its folder cannot be created, read or written.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        db = sqlite_utils.Database(conn)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        migrations.apply(db)
+    except (sqlite3.Error, OSError) as exc:
+        raise StoreError(f"{path}: cannot open database: {exc}") from None
+    return db
+
+
+@contextmanager
+def transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+    """One all-or-nothing unit of work; ``BEGIN IMMEDIATE`` takes the write lock up front."""
+    conn = db.conn
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    else:
+        conn.execute("COMMIT")
+
+
+def bump_version(db: sqlite_utils.Database, dataset: str, changed_at: str | None = None) -> None:
+    """Record that ``dataset`` changed; call inside the transaction that changed it."""
+    db.execute(
+        """
+        INSERT INTO data_versions (dataset, version, changed_at) VALUES (?, 1, ?)
+        ON CONFLICT(dataset) DO UPDATE SET version = version + 1, changed_at = excluded.changed_at
+        """,
+        [dataset, changed_at or utc_now()],
+    )
+
+
+def start_run(db: sqlite_utils.Database, kind: str, source: str) -> int:
+    """Insert a ``running`` row in ``ingest_runs`` and return its id."""
+    cursor = db.execute(
+        "INSERT INTO ingest_runs (kind, source, started_at, status) VALUES (?, ?, ?, 'running')",
+        [kind, source, utc_now()],
+    )
+    return cursor.lastrowid
+
+
+def finish_run(
+    db: sqlite_utils.Database, run_id: int, status: str, counts: dict | None = None, error: str | None = None
+) -> None:
+    """Close the ``ingest_runs`` row ``run_id`` with its outcome."""
+    db.execute(
+        "UPDATE ingest_runs SET finished_at = ?, status = ?, counts = ?, error = ? WHERE id = ?",
+        [utc_now(), status, json.dumps(counts or {}, sort_keys=True), error, run_id],
+    )
+
+
+class RunReport:
+    """The outcome of ingesting one thing (the export, or one news source).
+
+    ``status`` is one of ``ok``, ``unchanged``, ``warning`` or ``failed``,
+    as stored in ``ingest_runs``.
+    """
+
+    def __init__(self, kind: str, source: str, status: str, counts: dict | None = None, error: str | None = None):
+        self.kind = kind
+        self.source = source
+        self.status = status
+        self.counts = counts or {}
+        self.error = error
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
+
+    def line(self) -> str:
+        """One summary line, e.g. ``news Lab Notes: ok (new 3, updated 1)``."""
+        counts = ", ".join(f"{key} {value}" for key, value in self.counts.items())
+        text = f"{self.kind} {self.source}: {self.status}"
+        if counts:
+            text += f" ({counts})"
+        if self.error:
+            text += f": {self.error}"
+        return text
+
+    def __repr__(self) -> str:
+        return f"RunReport({self.line()!r})"
