@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
+import limits
 import yaml
 from pydantic import (
     AfterValidator,
@@ -101,10 +102,35 @@ class NewsConfig(_Strict):
         return sources
 
 
+def parse_rate_limit(value: str) -> limits.RateLimitItem | None:
+    """``off`` -> None, else exactly one limits-style limit such as ``120/minute``."""
+    if value.strip().lower() == "off":
+        return None
+    try:
+        items = list(limits.parse_many(value))
+    except ValueError:
+        items = []
+    if len(items) != 1 or items[0].amount < 1:
+        raise ValueError(f"must be one limit such as 120/minute or '10 per 2 seconds', or off (got {value!r})")
+    return items[0]
+
+
+def _check_rate_limit(value: str) -> str:
+    parse_rate_limit(value)
+    return value
+
+
+def _check_rate_limit_storage(value: str) -> str:
+    # the storages whose client libraries qsite installs (limits[redis])
+    if not value.startswith(("memory://", "redis://", "rediss://", "redis+unix://")):
+        raise ValueError(f"must be memory:// or a redis://host:port/db URL (got {value!r})")
+    return value
+
+
 class ApiConfig(_Strict):
     cache_max_age: Annotated[int, Field(ge=0)] = 300
-    rate_limit: str = "120/minute"
-    rate_limit_storage: str = "memory://"
+    rate_limit: Annotated[str, AfterValidator(_check_rate_limit)] = "120/minute"
+    rate_limit_storage: Annotated[str, AfterValidator(_check_rate_limit_storage)] = "memory://"
     trusted_proxies: Annotated[int, Field(ge=0)] = 0
 
 

@@ -1,0 +1,239 @@
+"""Fair-use rate limiting for the whole Datasette instance (issue 5).
+
+An ASGI middleware, installed through Datasette's ``asgi_wrapper`` hook, that
+counts requests per client with the `limits <https://limits.readthedocs.io>`_
+library (moving-window strategy) in the storage named by
+``api.rate_limit_storage``: ``memory://`` for one process, ``redis://...`` so
+that several replicas count against one limit.
+
+What is limited: every HTTP request except OPTIONS (CORS preflight) and static
+assets, so /api/v1, Datasette's JSON, CSV and ``?sql=`` pages and its HTML
+pages share one budget per client. Every limited response carries the
+``RateLimit-Policy`` and ``RateLimit`` fields of
+draft-ietf-httpapi-ratelimit-headers (the structured-field form of drafts 08
+to 10)::
+
+    RateLimit-Policy: "default";q=120;w=60
+    RateLimit: "default";r=119;t=37
+
+``q`` is the quota, ``w`` the window in seconds, ``r`` what is left of the
+quota and ``t`` the seconds until the oldest counted request leaves the
+window (so until ``r`` grows again). A request over the limit gets a 429
+problem+json with ``Retry-After``.
+
+Fair use must never take the service down: when the storage cannot be
+reached the request is served unlimited, a warning is logged at most once a
+minute, and the storage is not tried again for a few seconds so that a dead
+Redis costs no latency.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass
+
+import limits
+from datasette import hookimpl
+from limits.aio.strategies import MovingWindowRateLimiter
+from limits.storage import storage_from_string
+
+from pipeline.config import parse_rate_limit
+from service.settings import qsite_config
+
+log = logging.getLogger("qsite.ratelimit")
+
+#: The name of the one quota policy, as it appears in the headers.
+POLICY = "default"
+PROBLEM_TYPE = "/api/v1/problems/rate-limited"
+# TODO(lead): the same values as service/problems.py of the /api/v1 service;
+# kept private here because that module did not exist yet. Unify them.
+_CORS_HEADERS = [
+    (b"access-control-allow-origin", b"*"),
+    (
+        b"access-control-expose-headers",
+        b"ETag, Last-Modified, Link, Retry-After, RateLimit, RateLimit-Policy",
+    ),
+]
+_EXEMPT_PREFIXES = ("/-/static/", "/-/static-plugins/")
+_EXEMPT_PATHS = frozenset({"/favicon.ico", "/robots.txt"})
+#: Seconds between two warnings about an unreachable storage.
+WARN_EVERY = 60.0
+#: Seconds during which a storage that just failed is not asked again.
+STORAGE_RETRY_AFTER = 5.0
+#: Redis socket timeouts (seconds): a lost Redis must not hold requests up.
+REDIS_TIMEOUT = 0.5
+
+
+def client_address(scope: dict, trusted_proxies: int) -> str:
+    """Who a request counts against.
+
+    The socket's peer address, unless ``trusted_proxies`` proxies stand in
+    front: then the ``X-Forwarded-For`` entry that many hops from the right,
+    the last address a trusted proxy saw. Entries to the left of it may be
+    made up by the client and are never used; with fewer entries than
+    proxies the peer address is used.
+    """
+    peer = scope.get("client")
+    address = peer[0] if peer else "unknown"
+    if trusted_proxies > 0:
+        forwarded = [
+            part.strip()
+            for name, value in scope.get("headers", ())
+            if name == b"x-forwarded-for"
+            for part in value.decode("latin-1").split(",")
+        ]
+        if len(forwarded) >= trusted_proxies and forwarded[-trusted_proxies]:
+            address = forwarded[-trusted_proxies]
+    return address
+
+
+def is_limited(scope: dict) -> bool:
+    if scope["type"] != "http" or scope.get("method") == "OPTIONS":
+        return False
+    path = scope.get("path", "")
+    return not (path in _EXEMPT_PATHS or path.startswith(_EXEMPT_PREFIXES))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    remaining: int
+    reset_in: int
+
+    def headers(self, item: limits.RateLimitItem) -> list[tuple[bytes, bytes]]:
+        return [
+            (b"ratelimit-policy", f'"{POLICY}";q={item.amount};w={item.get_expiry()}'.encode()),
+            (b"ratelimit", f'"{POLICY}";r={self.remaining};t={self.reset_in}'.encode()),
+        ]
+
+
+class FairUse:
+    """One limit, one storage and the client rule of one Datasette instance."""
+
+    def __init__(self, item: limits.RateLimitItem, storage_uri: str, trusted_proxies: int):
+        self.item = item
+        self.trusted_proxies = trusted_proxies
+        self.storage_uri = storage_uri
+        options = {}
+        if storage_uri.startswith(("redis", "rediss")):
+            from redis.asyncio.retry import Retry
+            from redis.backoff import NoBackoff
+
+            # redis-py's default retries with backoff would stall each request
+            # for seconds while Redis is down; fail fast and serve instead.
+            options = {
+                "implementation": "redispy",
+                "socket_connect_timeout": REDIS_TIMEOUT,
+                "socket_timeout": REDIS_TIMEOUT,
+                "retry": Retry(NoBackoff(), 0),
+            }
+        storage = storage_from_string(f"async+{storage_uri}", wrap_exceptions=True, **options)
+        self.limiter = MovingWindowRateLimiter(storage)
+        self._down_until = 0.0
+        self._warned_at = -math.inf
+
+    async def hit(self, client: str) -> Verdict | None:
+        """Count one request of ``client``; None when the storage cannot say."""
+        now = time.monotonic()
+        if now < self._down_until:
+            return None
+        try:
+            allowed = await self.limiter.hit(self.item, "qsite", client)
+            stats = await self.limiter.get_window_stats(self.item, "qsite", client)
+        except Exception as exc:  # any storage failure: serve rather than refuse
+            self._down_until = now + STORAGE_RETRY_AFTER
+            if now - self._warned_at >= WARN_EVERY:
+                self._warned_at = now
+                log.warning(
+                    "rate limit storage %s unreachable, serving without limits: %s",
+                    _redact(self.storage_uri),
+                    exc,
+                )
+            return None
+        reset_in = max(0, math.ceil(stats.reset_time - time.time()))
+        return Verdict(allowed, max(0, stats.remaining), reset_in)
+
+
+def _redact(uri: str) -> str:
+    """The storage URI without a password, for logs."""
+    scheme, sep, rest = uri.partition("://")
+    if "@" in rest:
+        rest = "***@" + rest.split("@", 1)[1]
+    return scheme + sep + rest
+
+
+def fair_use(datasette) -> FairUse | None:
+    """The instance's :class:`FairUse`, made on first use (inside the event loop,
+    where the async storage belongs); None when ``api.rate_limit`` is ``off``."""
+    if not hasattr(datasette, "_qsite_fair_use"):
+        api = qsite_config(datasette).api
+        item = parse_rate_limit(api.rate_limit)
+        datasette._qsite_fair_use = (
+            FairUse(item, api.rate_limit_storage, api.trusted_proxies) if item else None
+        )
+    return datasette._qsite_fair_use
+
+
+def too_many_requests(item: limits.RateLimitItem, verdict: Verdict) -> tuple[list, bytes]:
+    """Headers and body of the 429 problem response."""
+    retry_after = max(1, verdict.reset_in)
+    body = json.dumps(
+        {
+            "type": PROBLEM_TYPE,
+            "title": "Too many requests",
+            "status": 429,
+            "detail": (
+                f"Fair use allows {item.amount} requests per {item.get_expiry()} seconds"
+                f" from one client; retry after {retry_after} seconds."
+            ),
+        }
+    ).encode("utf-8")
+    headers = [
+        (b"content-type", b"application/problem+json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"cache-control", b"no-store"),
+        (b"retry-after", str(retry_after).encode()),
+        *_CORS_HEADERS,
+        *verdict.headers(item),
+    ]
+    return headers, body
+
+
+class RateLimitMiddleware:
+    """ASGI middleware applying :func:`fair_use` to every limited request."""
+
+    def __init__(self, app, datasette):
+        self.app = app
+        self.datasette = datasette
+
+    async def __call__(self, scope, receive, send):
+        if not is_limited(scope):
+            return await self.app(scope, receive, send)
+        limiter = fair_use(self.datasette)
+        verdict = await limiter.hit(client_address(scope, limiter.trusted_proxies)) if limiter else None
+        if verdict is None:
+            return await self.app(scope, receive, send)
+        if not verdict.allowed:
+            headers, body = too_many_requests(limiter.item, verdict)
+            await send({"type": "http.response.start", "status": 429, "headers": headers})
+            await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
+            return
+        extra = verdict.headers(limiter.item)
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+@hookimpl
+def asgi_wrapper(datasette):
+    def wrap(app):
+        return RateLimitMiddleware(app, datasette)
+
+    return wrap
