@@ -75,6 +75,36 @@ def open_db_or_exit(config):
         sys.exit(EXIT_FAILED)
 
 
+def single_writer(command):
+    """Run the command holding the database's writer lock (:mod:`pipeline.lock`); adds ``--wait``.
+
+    Goes below ``@common_options``. A second writer waits up to ``--wait``
+    seconds, then ends with a message naming the lock and exit status 1.
+    """
+    from .lock import DEFAULT_WAIT
+
+    @click.option(
+        "--wait",
+        type=click.FloatRange(min=0),
+        default=DEFAULT_WAIT,
+        show_default=True,
+        envvar="QSITE_LOCK_WAIT",
+        help="Seconds to wait while another qsite run writes. Env: QSITE_LOCK_WAIT.",
+    )
+    @functools.wraps(command)
+    def wrapper(config, wait, **kwargs):
+        from .lock import WriterLockTimeout, writer_lock
+
+        try:
+            with writer_lock(config.database_path, wait):
+                return command(config=config, **kwargs)
+        except WriterLockTimeout as exc:
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(EXIT_FAILED)
+
+    return wrapper
+
+
 @click.group()
 @click.version_option(__version__, prog_name="qsite")
 def cli():
@@ -99,6 +129,7 @@ def ingest():
 
 @ingest.command(name="site")
 @common_options
+@single_writer
 def ingest_site_command(config):
     """Ingest the site export. Example: qsite ingest site --config qsite.yml"""
     from .site_export import ingest_site
@@ -107,3 +138,76 @@ def ingest_site_command(config):
     report = ingest_site(db, config)
     click.echo(report.line())
     sys.exit(EXIT_FAILED if report.failed else 0)
+
+
+# --- Operations: the scheduler, status and `qsite up` (pipeline/schedule.py, pipeline/status.py) ---
+
+
+def _quiet_apscheduler() -> None:
+    # APScheduler logs every job start and finish at INFO; our jobs log their own one line per source.
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
+
+
+@cli.command(name="schedule")
+@common_options
+@click.option("--wait", type=click.FloatRange(min=0), default=None, envvar="QSITE_LOCK_WAIT",
+              help="Seconds a job waits while another qsite run writes [default: 30]. Env: QSITE_LOCK_WAIT.")
+@click.option("--grace", type=click.FloatRange(min=0), default=None,
+              help="Seconds a running ingest may finish after SIGTERM/SIGINT [default: 5].")
+@click.option("--run-now/--no-run-now", default=True, show_default=True, help="Ingest once at start-up.")
+def schedule_command(config, wait, grace, run_now):
+    """Run the ingests on their intervals in the foreground until SIGTERM/Ctrl-C. Example: qsite schedule --config qsite.yml"""
+    import os
+
+    from .lock import DEFAULT_WAIT
+    from .schedule import DEFAULT_GRACE, Scheduler, run_forever
+
+    _quiet_apscheduler()
+    scheduler = Scheduler(
+        config,
+        wait=DEFAULT_WAIT if wait is None else wait,
+        grace=DEFAULT_GRACE if grace is None else grace,
+        run_now=run_now,
+    )
+    if not run_forever(scheduler):
+        # A job is still running: leave without waiting for its thread;
+        # SQLite rolls its open transaction back.
+        logging.shutdown()
+        os._exit(0)
+
+
+@cli.command(name="status")
+@common_options
+@click.option("--json", "as_json", is_flag=True, help="Print stable JSON (keys documented in the README) instead of a table.")
+def status_command(config, as_json):
+    """Show each source's last fetch, the site export's last run, the totals and the data version. Example: qsite status --json"""
+    import json
+
+    from .status import collect_status, format_status
+
+    if not config.database_path.exists():
+        click.echo(f"Error: {config.database_path}: no database yet; run `qsite ingest all` first", err=True)
+        sys.exit(EXIT_FAILED)
+    db = open_db_or_exit(config)
+    try:
+        status = collect_status(db, config)
+    finally:
+        db.close()
+    if as_json:
+        click.echo(json.dumps(status, indent=2))
+    else:
+        click.echo(format_status(status))
+
+
+@cli.command(name="up")
+@common_options
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on.")
+@click.option("--port", default=8001, show_default=True, type=int, help="Port to serve on.")
+@click.option("--wait", type=click.FloatRange(min=0), default=None, envvar="QSITE_LOCK_WAIT",
+              help="Seconds to wait while another qsite run writes [default: 30]. Env: QSITE_LOCK_WAIT.")
+def up_command(config, host, port, wait):
+    """Migrate, ingest once, then schedule ingests in the background and serve in the foreground. Example: qsite up --port 8001"""
+    from .schedule import run_up
+
+    sys.exit(run_up(config, host=host, port=port, wait=wait, log_level=logging.getLogger().getEffectiveLevel()))

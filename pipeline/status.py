@@ -1,0 +1,238 @@
+"""``qsite status``: what the pipeline last did, read from the database's own bookkeeping.
+
+Everything comes from tables the ingests keep up to date in the same
+transactions as the data (``sources``, ``ingest_runs``, ``export_state``,
+``site_totals``, ``data_versions``), so the status never disagrees with what
+the API serves.
+
+The JSON form (``--json``) is a stable interface for monitoring; its keys are
+documented in the README's operations section and only ever grow:
+
+``database``, ``generated_at``, ``ingest_running``,
+``data_version`` {``version``, ``changed_at``, ``datasets`` {name: {``version``, ``changed_at``}}},
+``site_export`` {``source``, ``every``, ``fetched_at``, ``last_run``, ``last_success_at``},
+``totals`` {``courses``, ``slides``, ``quizzes``, ``question_bank_size``, ``glossary_terms``, ``news_items``, ``exported_at``},
+``sources`` [{``name``, ``url``, ``tag``, ``configured``, ``disabled``, ``last_fetch_at``, ``last_status``,
+``last_error``, ``consecutive_failures``, ``next_fetch_at``, ``items``}].
+"""
+
+from __future__ import annotations
+
+import json
+
+import sqlite_utils
+
+from .config import Config
+from .lock import lock_is_held
+from .store import utc_now
+
+TOTAL_KEYS = ("courses", "slides", "quizzes", "question_bank_size", "glossary_terms")
+SUCCESS = ("ok", "unchanged", "warning")
+
+
+def _tables(db: sqlite_utils.Database) -> set[str]:
+    return set(db.table_names())
+
+
+def _rows(db: sqlite_utils.Database, sql: str, params=()) -> list[dict]:
+    cursor = db.execute(sql, params)
+    names = [column[0] for column in cursor.description]
+    return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
+def _run(row: dict | None) -> dict | None:
+    if row is None:
+        return None
+    try:
+        counts = json.loads(row["counts"] or "{}")
+    except ValueError:
+        counts = {}
+    return {
+        "id": row["id"],
+        "status": row["status"],
+        "started_at": row["started_at"],
+        "finished_at": row["finished_at"],
+        "counts": counts,
+        "error": row["error"],
+    }
+
+
+def collect_status(db: sqlite_utils.Database, config: Config) -> dict:
+    """The status of the database ``db`` configured by ``config``, as a JSON-ready dict."""
+    tables = _tables(db)
+
+    datasets = {}
+    if "data_versions" in tables:
+        for row in _rows(db, "SELECT dataset, version, changed_at FROM data_versions ORDER BY dataset"):
+            datasets[row["dataset"]] = {"version": row["version"], "changed_at": row["changed_at"]}
+    data_version = {
+        # The sum only ever grows, so it orders snapshots of this database.
+        "version": sum(item["version"] for item in datasets.values()),
+        "changed_at": max((item["changed_at"] for item in datasets.values()), default=None),
+        "datasets": datasets,
+    }
+
+    last_run = last_success = None
+    if "ingest_runs" in tables:
+        found = _rows(db, "SELECT * FROM ingest_runs WHERE kind = 'site' ORDER BY id DESC LIMIT 1")
+        last_run = found[0] if found else None
+        found = _rows(
+            db,
+            "SELECT finished_at FROM ingest_runs WHERE kind = 'site' AND status IN (?, ?, ?) ORDER BY id DESC LIMIT 1",
+            SUCCESS,
+        )
+        last_success = found[0]["finished_at"] if found else None
+    fetched_at = None
+    if "export_state" in tables:
+        found = _rows(db, "SELECT max(fetched_at) AS fetched_at FROM export_state")
+        fetched_at = found[0]["fetched_at"] if found else None
+
+    totals = dict.fromkeys(TOTAL_KEYS)
+    totals["exported_at"] = None
+    if "site_totals" in tables:
+        found = _rows(db, f"SELECT {', '.join(TOTAL_KEYS)}, exported_at FROM site_totals WHERE id = 1")
+        if found:
+            totals.update(found[0])
+    totals["news_items"] = db.execute("SELECT count(*) FROM news").fetchone()[0] if "news" in tables else 0
+
+    sources = []
+    stored = {}
+    if "sources" in tables:
+        counts = {}
+        if "news" in tables:
+            counts = dict(db.execute("SELECT source, count(*) FROM news GROUP BY source").fetchall())
+        for row in _rows(db, "SELECT * FROM sources ORDER BY name"):
+            stored[row["name"]] = {
+                "name": row["name"],
+                "url": row["url"],
+                "tag": row["tag"],
+                "configured": False,
+                "disabled": bool(row["disabled"]),
+                "last_fetch_at": row["last_fetch_at"],
+                "last_status": row["last_status"],
+                "last_error": row["last_error"],
+                "consecutive_failures": row["consecutive_failures"],
+                "next_fetch_at": row["next_fetch_at"],
+                "items": counts.get(row["name"], 0),
+            }
+    # Configured sources first, in config order; then any the config no longer lists.
+    for source in config.news.sources:
+        entry = stored.pop(source.name, None) or {
+            "name": source.name,
+            "url": source.url,
+            "tag": source.tag,
+            "disabled": False,
+            "last_fetch_at": None,
+            "last_status": None,
+            "last_error": None,
+            "consecutive_failures": 0,
+            "next_fetch_at": None,
+            "items": 0,
+        }
+        entry["configured"] = True
+        sources.append(entry)
+    sources.extend(stored.values())
+
+    return {
+        "database": str(config.database_path),
+        "generated_at": utc_now(),
+        "ingest_running": lock_is_held(config.database_path),
+        "data_version": data_version,
+        "site_export": {
+            "source": config.site_export.source,
+            "every": config.site_export.every,
+            "fetched_at": fetched_at,
+            "last_run": _run(last_run),
+            "last_success_at": last_success,
+        },
+        "totals": totals,
+        "sources": sources,
+    }
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
+    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(headers, widths)).rstrip()]
+    lines.append("  ".join("-" * width for width in widths))
+    for row in rows:
+        lines.append("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
+    return lines
+
+
+def _dash(value) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def _short(text: str | None, width: int = 60) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def format_status(status: dict) -> str:
+    """The status as a few readable lines and tables for a terminal."""
+    version = status["data_version"]
+    lines = [
+        f"database        {status['database']}",
+        f"data version    {version['version']} (last change {_dash(version['changed_at'])})",
+        f"ingest running  {'yes' if status['ingest_running'] else 'no'}",
+        "",
+    ]
+    site = status["site_export"]
+    run = site["last_run"]
+    lines.append(f"site export     {site['source']} (every {site['every']} s)")
+    if run:
+        counts = ", ".join(f"{key} {value}" for key, value in run["counts"].items())
+        lines.append(
+            f"  last run      #{run['id']} {run['status']} at {_dash(run['finished_at'] or run['started_at'])}"
+            + (f" ({counts})" if counts else "")
+        )
+        if run["error"]:
+            lines.append(f"  error         {_short(run['error'], 100)}")
+    else:
+        lines.append("  last run      never")
+    lines.append(f"  last success  {_dash(site['last_success_at'])}")
+    lines.append("")
+
+    totals = status["totals"]
+    lines.extend(
+        _table(
+            ["courses", "slides", "quizzes", "question bank", "glossary terms", "news items", "exported at"],
+            [
+                [
+                    _dash(totals["courses"]),
+                    _dash(totals["slides"]),
+                    _dash(totals["quizzes"]),
+                    _dash(totals["question_bank_size"]),
+                    _dash(totals["glossary_terms"]),
+                    _dash(totals["news_items"]),
+                    _dash(totals["exported_at"]),
+                ]
+            ],
+        )
+    )
+    lines.append("")
+
+    if status["sources"]:
+        rows = []
+        for source in status["sources"]:
+            state = _dash(source["last_status"])
+            if source["disabled"]:
+                state += " (disabled)"
+            if not source["configured"]:
+                state += " (not in config)"
+            rows.append(
+                [
+                    source["name"],
+                    source["tag"],
+                    _dash(source["last_fetch_at"]),
+                    state,
+                    str(source["consecutive_failures"]),
+                    _dash(source["next_fetch_at"]),
+                    str(source["items"]),
+                    _short(source["last_error"], 50) or "-",
+                ]
+            )
+        lines.extend(_table(["source", "tag", "last fetch", "status", "failures", "next fetch", "items", "error"], rows))
+    else:
+        lines.append("no news sources")
+    return "\n".join(lines)
