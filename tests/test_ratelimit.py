@@ -1,0 +1,302 @@
+"""Fair-use rate limiting (issue 5): memory and real Redis storage, real ``qsite serve`` replicas."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+import httpx
+import pytest
+from datasette.app import Datasette
+
+import service.ratelimit
+from pipeline.config import ConfigError, load_config
+from pipeline.store import open_database
+
+from conftest import QSITE
+
+EXPOSED = "ETag, Last-Modified, Link, Retry-After, RateLimit, RateLimit-Policy"
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def datasette_for(make_config):
+    """A Datasette over a migrated database whose qsite config has these ``api`` keys."""
+
+    def make(**api) -> Datasette:
+        path = make_config(api=api)
+        config = load_config(path)
+        open_database(config.database_path).close()
+        return Datasette(
+            [str(config.database_path)],
+            metadata={"plugins": {"qsite": {"config": str(path)}}},
+        )
+
+    return make
+
+
+def assert_rate_limited(response: httpx.Response, quota: int, window: int):
+    assert response.status_code == 429
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.headers["cache-control"] == "no-store"
+    assert response.headers["access-control-allow-origin"] == "*"
+    assert response.headers["access-control-expose-headers"] == EXPOSED
+    retry_after = int(response.headers["retry-after"])
+    assert 1 <= retry_after <= window
+    assert response.headers["ratelimit-policy"] == f'"default";q={quota};w={window}'
+    assert response.headers["ratelimit"] == f'"default";r=0;t={retry_after}'
+    body = response.json()
+    assert body["type"] == "/api/v1/problems/rate-limited"
+    assert body["status"] == 429
+    assert body["title"]
+    assert f"retry after {retry_after} seconds" in body["detail"]
+    return retry_after
+
+
+def test_limit_reached_refused_then_reset(datasette_for):
+    ds = datasette_for(rate_limit="3 per 2 seconds")
+
+    async def scenario():
+        seen = []
+        for _ in range(3):
+            response = await ds.client.get("/-/versions.json")
+            assert response.status_code == 200
+            assert response.headers["ratelimit-policy"] == '"default";q=3;w=2'
+            seen.append(response.headers["ratelimit"])
+        assert [value.split(";")[1] for value in seen] == ["r=2", "r=1", "r=0"]
+        refused = await ds.client.get("/-/versions.json")
+        retry_after = assert_rate_limited(refused, quota=3, window=2)
+        head = await ds.client.head("/-/versions.json")
+        assert head.status_code == 429 and head.content == b""
+        await asyncio.sleep(retry_after + 0.2)
+        again = await ds.client.get("/-/versions.json")
+        assert again.status_code == 200
+        assert again.headers["ratelimit"].startswith('"default";r=')
+
+    run(scenario())
+
+
+def test_json_sql_csv_and_api_share_one_budget_static_is_exempt(datasette_for):
+    ds = datasette_for(rate_limit="100/minute")
+
+    async def scenario():
+        remaining = []
+        for path in ["/site.json", "/site.csv?sql=select+1", "/site?sql=select+1", "/api/v1/stats", "/-/versions.json"]:
+            response = await ds.client.get(path)
+            remaining.append(response.headers["ratelimit"].split(";")[1])
+        assert remaining == ["r=99", "r=98", "r=97", "r=96", "r=95"]
+        static = await ds.client.get("/-/static/app.css")
+        assert static.status_code == 200 and "ratelimit" not in static.headers
+        preflight = await ds.client.options("/api/v1/stats")
+        assert "ratelimit" not in preflight.headers
+        after = await ds.client.get("/-/versions.json")
+        assert after.headers["ratelimit"].split(";")[1] == "r=94"
+
+    run(scenario())
+
+
+def test_off_means_no_limit_and_no_headers(datasette_for):
+    ds = datasette_for(rate_limit="off")
+
+    async def scenario():
+        for _ in range(5):
+            response = await ds.client.get("/-/versions.json")
+            assert response.status_code == 200
+            assert "ratelimit" not in response.headers
+
+    run(scenario())
+
+
+def test_spoofed_forwarded_for_ignored_without_trusted_proxies(datasette_for):
+    ds = datasette_for(rate_limit="2/minute", trusted_proxies=0)
+
+    async def scenario():
+        for n in range(2):
+            response = await ds.client.get("/-/versions.json", headers={"X-Forwarded-For": f"10.0.0.{n}"})
+            assert response.status_code == 200
+        spoofed = await ds.client.get("/-/versions.json", headers={"X-Forwarded-For": "10.0.0.99"})
+        assert_rate_limited(spoofed, quota=2, window=60)
+
+    run(scenario())
+
+
+def test_forwarded_for_honoured_one_hop_from_the_right(datasette_for):
+    ds = datasette_for(rate_limit="2/minute", trusted_proxies=1)
+
+    async def scenario():
+        for _ in range(2):
+            assert (await ds.client.get("/-/versions.json", headers={"X-Forwarded-For": "203.0.113.7"})).status_code == 200
+        # the client may prepend anything; only the entry the trusted proxy added counts
+        faked = await ds.client.get("/-/versions.json", headers={"X-Forwarded-For": "1.2.3.4, 203.0.113.7"})
+        assert_rate_limited(faked, quota=2, window=60)
+        other = await ds.client.get("/-/versions.json", headers={"X-Forwarded-For": "203.0.113.8"})
+        assert other.status_code == 200
+        assert other.headers["ratelimit"].split(";")[1] == "r=1"
+
+    run(scenario())
+
+
+@pytest.mark.parametrize(
+    "trusted, header, expected",
+    [
+        (0, "1.1.1.1", "127.0.0.1"),
+        (1, None, "127.0.0.1"),
+        (1, "1.1.1.1, 2.2.2.2", "2.2.2.2"),
+        (2, "1.1.1.1, 2.2.2.2, 3.3.3.3", "2.2.2.2"),
+        (2, "3.3.3.3", "127.0.0.1"),
+    ],
+)
+def test_client_address(trusted, header, expected):
+    headers = [(b"x-forwarded-for", header.encode())] if header else []
+    scope = {"type": "http", "client": ("127.0.0.1", 5000), "headers": headers}
+    assert service.ratelimit.client_address(scope, trusted) == expected
+
+
+@pytest.mark.parametrize("value", ["lots", "120/minute;10/second", "0/minute", ""])
+def test_bad_rate_limit_is_a_config_error(make_config, value):
+    with pytest.raises(ConfigError) as error:
+        load_config(make_config(api={"rate_limit": value}))
+    assert "api.rate_limit:" in str(error.value)
+
+
+def test_bad_rate_limit_storage_is_a_config_error(make_config):
+    with pytest.raises(ConfigError) as error:
+        load_config(make_config(api={"rate_limit_storage": "memcache://localhost"}))
+    assert "api.rate_limit_storage:" in str(error.value)
+
+
+# --- real Redis ------------------------------------------------------------
+
+
+class RedisServer:
+    def __init__(self, tmp_path):
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(tmp_path)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
+                    sock.sendall(b"PING\r\n")
+                    if sock.recv(16).startswith(b"+PONG"):
+                        return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"redis-server did not answer on port {self.port}")
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    if shutil.which("redis-server") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("redis-server is missing on CI; .ci/run installs Debian's redis-server package")
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    server = RedisServer(tmp_path)
+    yield server
+    server.stop()
+
+
+def test_redis_down_mid_run_still_serves(datasette_for, redis_server, caplog, monkeypatch):
+    # try the storage on every request, to show the warning is still logged only once
+    monkeypatch.setattr(service.ratelimit, "STORAGE_RETRY_AFTER", 0.0)
+    ds = datasette_for(rate_limit="2/minute", rate_limit_storage=redis_server.url)
+
+    async def scenario():
+        response = await ds.client.get("/-/versions.json")
+        assert response.headers["ratelimit"].split(";")[1] == "r=1"
+        redis_server.stop()
+        with caplog.at_level(logging.WARNING, logger="qsite.ratelimit"):
+            for _ in range(4):
+                response = await ds.client.get("/-/versions.json")
+                assert response.status_code == 200
+                assert "ratelimit" not in response.headers
+        warnings = [r for r in caplog.records if r.name == "qsite.ratelimit"]
+        assert len(warnings) == 1
+        assert "unreachable" in warnings[0].getMessage()
+
+    run(scenario())
+
+
+class QsiteServe:
+    """A real ``qsite serve`` process on a free port."""
+
+    def __init__(self, config_path, log_path):
+        self.port = free_port()
+        self.log = open(log_path, "wb")
+        self.process = subprocess.Popen(
+            [QSITE, "serve", "--config", str(config_path), "--port", str(self.port)],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, log_path.read_text()
+            try:
+                # static assets are exempt, so waiting costs no budget
+                if httpx.get(self.url("/-/static/app.css"), timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"qsite serve did not start: {log_path.read_text()}")
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+
+
+def test_two_replicas_share_one_redis_limit(make_config, redis_server, tmp_path):
+    path = make_config(api={"rate_limit": "4/minute", "rate_limit_storage": redis_server.url})
+    open_database(load_config(path).database_path).close()
+    replicas = [QsiteServe(path, tmp_path / f"serve-{n}.log") for n in range(2)]
+    try:
+        # a made-up X-Forwarded-For must not give a client a fresh budget on either replica
+        statuses, remaining = [], []
+        for n in range(5):
+            response = httpx.get(
+                replicas[n % 2].url("/-/versions.json"), headers={"X-Forwarded-For": f"192.0.2.{n}"}, timeout=5
+            )
+            statuses.append(response.status_code)
+            remaining.append(response.headers["ratelimit"].split(";")[1])
+        assert statuses == [200, 200, 200, 200, 429]
+        assert remaining == ["r=3", "r=2", "r=1", "r=0", "r=0"]
+        assert json.loads(response.text)["type"] == "/api/v1/problems/rate-limited"
+        assert httpx.get(replicas[0].url("/-/versions.json"), timeout=5).status_code == 429
+    finally:
+        for replica in replicas:
+            replica.stop()
