@@ -1,0 +1,102 @@
+"""Parsing fetched feed bytes with feedparser, guarded, into normalised items.
+
+feedparser is only ever given bytes that :mod:`pipeline.fetch` already
+fetched (never a URL, and never a bare string it might take for a file
+name). Whatever it makes of them is judged here: an exception or a document
+that is not a feed is that source's error; a ``bozo`` (not well-formed) feed
+that still yields entries is a warning and its entries are kept.
+
+:func:`read_feed` is the unit of work a process pool runs: it takes plain
+data in and gives plain data back, so parsing can use every core.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+
+import feedparser
+from feedparser.exceptions import CharacterEncodingOverride
+
+from .normalise import Item, normalise_entry, parse_time
+
+
+class FeedError(Exception):
+    """The bytes are not a feed we can read; the message says why."""
+
+
+@dataclass(frozen=True)
+class FeedJob:
+    """Everything needed to turn one fetched body into items."""
+
+    source: str
+    tag: str
+    rules: tuple[tuple[str, str], ...]
+    body: bytes
+    headers: dict[str, str]
+    location: str
+    #: When this run first saw the feed (RFC 3339); the date of undated entries.
+    seen_at: str
+
+
+@dataclass
+class FeedResult:
+    """What :func:`read_feed` made of one body: items, or an error."""
+
+    items: list[Item] = field(default_factory=list)
+    #: Entries dropped because they had no usable link.
+    skipped: int = 0
+    warning: str | None = None
+    error: str | None = None
+
+
+def parse(body: bytes, headers: dict[str, str] | None = None, location: str | None = None):
+    """feedparser's reading of ``body``; raise :class:`FeedError` if it is not a usable feed.
+
+    ``headers`` are the HTTP response headers (for the declared charset);
+    ``location`` is where the body came from after redirects, the base for
+    relative links unless the response says otherwise.
+    """
+    response_headers = {name.lower(): value for name, value in (headers or {}).items()}
+    if location and "content-location" not in response_headers and "://" in location:
+        response_headers["content-location"] = location
+    try:
+        # HTML inside entries is made plain text by nh3 later, so feedparser's own
+        # (slow) sanitising and link rewriting of that HTML would be wasted work.
+        parsed = feedparser.parse(
+            io.BytesIO(body), response_headers=response_headers, sanitize_html=False, resolve_relative_uris=False
+        )
+    except Exception as exc:  # feedparser's failure modes are not a documented set
+        raise FeedError(f"feed could not be parsed: {type(exc).__name__}: {exc}") from None
+    if parsed.entries:
+        return parsed
+    if parsed.get("bozo"):
+        problem = parsed.get("bozo_exception")
+        raise FeedError(f"not a readable feed: {problem or 'malformed XML'}")
+    if not parsed.get("version"):
+        kind = response_headers.get("content-type", "").split(";")[0].strip()
+        raise FeedError(f"not an RSS or Atom feed{f' (content type {kind})' if kind else ''}")
+    return parsed
+
+
+def read_feed(job: FeedJob) -> FeedResult:
+    """Parse and normalise one fetched body; never raises, an unusable feed comes back as ``error``."""
+    try:
+        parsed = parse(job.body, job.headers, job.location)
+    except FeedError as exc:
+        return FeedResult(error=str(exc))
+    base = parsed.get("headers", {}).get("content-location") or (job.location if "://" in job.location else None)
+    seen = parse_time(job.seen_at)
+    result = FeedResult()
+    for entry in parsed.entries:
+        item = normalise_entry(entry, job.tag, job.rules, base, seen)
+        if item is None:
+            result.skipped += 1
+        else:
+            result.items.append(item)
+    if parsed.get("bozo"):
+        problem = parsed.get("bozo_exception")
+        # A charset header contradicting the XML declaration is common and harmless.
+        if not isinstance(problem, CharacterEncodingOverride):
+            result.warning = f"feed is not well-formed ({problem}); read {len(parsed.entries)} entries anyway"
+    return result
