@@ -184,12 +184,18 @@ def test_bad_rate_limit_storage_is_a_config_error(make_config):
 
 
 class RedisServer:
+    """A real redis-server on a free loopback port, without persistence (restarts empty)."""
+
     def __init__(self, tmp_path):
+        self.tmp_path = tmp_path
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._start()
+
+    def _start(self):
         self.process = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(tmp_path)],
+             "--appendonly", "no", "--dir", str(self.tmp_path)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -210,6 +216,9 @@ class RedisServer:
             self.process.terminate()
             self.process.wait(timeout=10)
 
+    def restart(self):
+        self._start()
+
 
 @pytest.fixture
 def redis_server(tmp_path):
@@ -222,7 +231,7 @@ def redis_server(tmp_path):
     server.stop()
 
 
-def test_redis_down_mid_run_still_serves(datasette_for, redis_server, caplog, monkeypatch):
+def test_redis_down_mid_run_still_serves_and_counting_resumes(datasette_for, redis_server, caplog, monkeypatch):
     # try the storage on every request, to show the warning is still logged only once
     monkeypatch.setattr(service.ratelimit, "STORAGE_RETRY_AFTER", 0.0)
     ds = datasette_for(rate_limit="2/minute", rate_limit_storage=redis_server.url)
@@ -239,6 +248,9 @@ def test_redis_down_mid_run_still_serves(datasette_for, redis_server, caplog, mo
         warnings = [r for r in caplog.records if r.name == "qsite.ratelimit"]
         assert len(warnings) == 1
         assert "unreachable" in warnings[0].getMessage()
+        redis_server.restart()
+        response = await ds.client.get("/-/versions.json")
+        assert response.headers["ratelimit"].split(";")[1] == "r=1"
 
     run(scenario())
 
