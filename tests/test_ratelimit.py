@@ -174,6 +174,12 @@ def test_bad_rate_limit_is_a_config_error(make_config, value):
     assert "api.rate_limit:" in str(error.value)
 
 
+def test_cli_refuses_a_bad_rate_limit(make_config, qsite):
+    result = qsite("migrate", "--config", str(make_config(api={"rate_limit": "fast"})))
+    assert result.returncode == 2
+    assert "api.rate_limit: must be one limit such as 120/minute" in result.stderr
+
+
 def test_bad_rate_limit_storage_is_a_config_error(make_config):
     with pytest.raises(ConfigError) as error:
         load_config(make_config(api={"rate_limit_storage": "memcache://localhost"}))
