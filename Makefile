@@ -20,5 +20,9 @@ up: install
 test: install
 	$(BIN)/python -m pytest -q
 
+# Benchmark: API vs raw ASGI and Datasette, ingestion vs feedparser, memory (see bench/run.py).
+bench: install
+	bench/run.sh
+
 clean:
 	rm -rf $(VENV) *.egg-info db/site.db db/site.db-wal db/site.db-shm

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Profile before optimising: py-spy samples `qsite serve` under wrk load (news,
+# news 304, Datasette's news JSON) and a full + unchanged news ingest, then
+# prints the hottest functions. Collapsed stacks land in bench/results/profile-*.txt
+# (feed them to flamegraph.pl or speedscope for a picture).
+# Arguments go to bench/run.py, e.g. bench/profile.sh --skip ingest
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ ! -x .venv/bin/py-spy ]; then
+    echo "bench: installing py-spy into .venv" >&2
+    .venv/bin/python -m pip install --quiet py-spy
+fi
+exec .venv/bin/python -m bench.run --profile --rounds 1 --ingest-repeats 1 --visibility-trials 1 "$@"
