@@ -84,10 +84,10 @@ def run_all(config: Config, wait: float = DEFAULT_WAIT) -> list[RunReport]:
 
 
 def log_reports(reports: list[RunReport], logger: logging.Logger = log) -> None:
-    """One log line per source: its report line, at WARNING when it failed."""
+    """One log line per news source that did not fail (the site export and failures log their own)."""
     for report in reports:
-        level = logging.WARNING if report.failed or report.status == "warning" else logging.INFO
-        logger.log(level, "%s", report.line())
+        if report.kind == "news" and not report.failed:
+            logger.log(logging.WARNING if report.status == "warning" else logging.INFO, "%s", report.line())
 
 
 @dataclass

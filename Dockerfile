@@ -1,0 +1,37 @@
+# qsite: one image for both roles.
+#   API replica:  qsite serve --host 0.0.0.0 --port 8001   (the default command)
+#   ingestion:    qsite schedule
+# The database lives on the /data volume, shared by the two roles.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    QSITE_CONFIG=/app/deploy/qsite.yml \
+    QSITE_PORT=8001
+
+WORKDIR /app
+COPY pyproject.toml README.md metadata.yml ./
+COPY pipeline ./pipeline
+COPY service ./service
+COPY db ./db
+COPY deploy ./deploy
+# Editable, so the code runs from /app: service/ reads metadata.yml from the
+# project root beside it, which a plain wheel install would leave behind.
+RUN pip install -e . \
+    && useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin qsite \
+    && mkdir -p /data \
+    && chown qsite:qsite /data
+
+# A named volume created from this image starts out owned by qsite.
+VOLUME /data
+USER qsite
+EXPOSE 8001
+
+# Healthy = the API answers /api/v1/stats with a 2xx (a 503 before the first
+# ingest counts as not yet healthy). Python's urllib, because slim has no curl.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/api/v1/stats' % os.environ.get('QSITE_PORT', '8001'), timeout=4)"]
+
+CMD ["sh", "-c", "exec qsite serve --host 0.0.0.0 --port \"$QSITE_PORT\""]

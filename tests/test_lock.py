@@ -1,0 +1,128 @@
+"""The single-writer lock: one ingest at a time, bounded waits, and no lock outlives its process."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import Reply
+from pipeline.lock import WriterLockTimeout, lock_is_held, lock_path, writer_lock
+
+HOLDER = """
+import sys, time
+from pipeline.lock import writer_lock
+with writer_lock(sys.argv[1], 0):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def hold_lock(db_path, seconds: float) -> subprocess.Popen:
+    """Another process holding the writer lock for ``seconds``; returns once it holds it."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(db_path), str(seconds)], stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout.readline().strip() == "held"
+    return process
+
+
+def table_count(db_path, table: str) -> int:
+    with sqlite3.connect(db_path) as conn:
+        return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def integrity(db_path) -> str:
+    with sqlite3.connect(db_path) as conn:
+        return conn.execute("PRAGMA integrity_check").fetchone()[0]
+
+
+def test_lock_is_reentrant_in_a_thread_and_exclusive_between_threads(tmp_path):
+    db = tmp_path / "site.db"
+    outcome = []
+    with writer_lock(db, 0):
+        with writer_lock(db, 0):  # `ingest all` holding it while its parts take it again
+            pass
+
+        def other_thread():
+            try:
+                with writer_lock(db, 0.2):
+                    outcome.append("acquired")
+            except WriterLockTimeout as exc:
+                outcome.append(str(exc))
+
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join()
+        assert lock_is_held(db)
+    assert "another qsite run is writing" in outcome[0] and str(lock_path(db)) in outcome[0]
+    assert not lock_is_held(db)
+
+
+def test_second_ingest_gives_up_after_wait_with_a_clear_message(qsite, make_config, tmp_path):
+    config = make_config()
+    holder = hold_lock(tmp_path / "site.db", 30)
+    try:
+        result = qsite("ingest", "site", "--config", str(config), "--wait", "0.5")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.returncode == 1
+    assert "another qsite run is writing to this database" in result.stderr
+    assert f"pid {holder.pid}" in result.stderr  # who holds it
+    assert str(tmp_path / "site.db.lock") in result.stderr and "--wait" in result.stderr
+    assert not (tmp_path / "site.db").exists()  # it never touched the database
+
+
+def test_second_ingest_waits_for_the_first_to_finish(qsite, make_config, tmp_path):
+    config = make_config()
+    holder = hold_lock(tmp_path / "site.db", 1.0)
+    result = qsite("ingest", "site", "--config", str(config), "--wait", "20")
+    holder.wait()
+    assert result.returncode == 0, result.stderr
+    assert table_count(tmp_path / "site.db", "courses") > 0
+
+
+def test_lock_of_a_killed_process_does_not_block(qsite, make_config, tmp_path):
+    config = make_config()
+    holder = hold_lock(tmp_path / "site.db", 60)
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    assert lock_path(tmp_path / "site.db").exists()  # the file stays; the kernel dropped the flock
+    result = qsite("ingest", "site", "--config", str(config), "--wait", "0")
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("wait", ["0", "30"])
+def test_two_concurrent_ingest_all_runs_never_overlap(qsite, make_config, http_server, sample_export, tmp_path, wait):
+    """One ingests; the other waits for it (long --wait) or exits 1 (no wait). Never both at once."""
+    body = __import__("json").dumps(sample_export)
+    spans = []
+
+    def slow_export(seen):
+        spans.append(time.monotonic())
+        return Reply(200, body, {"Content-Type": "application/json"}, stall=1.0)
+
+    http_server.routes["/export.json"] = slow_export
+    config = make_config(site_export={"source": http_server.url("/export.json")})
+    command = [sys.executable, "-m", "pipeline", "ingest", "all", "--config", str(config), "--wait", wait]
+    runs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [run.communicate(timeout=60) for run in runs]
+    codes = sorted(run.returncode for run in runs)
+    db = tmp_path / "site.db"
+    assert integrity(db) == "ok"
+    assert table_count(db, "courses") == len(sample_export["courses"])
+    if wait == "0":
+        assert codes == [0, 1], outputs
+        assert len(spans) == 1
+        assert any("another qsite run is writing" in err for _, err in outputs)
+    else:
+        assert codes == [0, 0], outputs
+        assert len(spans) == 2
+        # The second fetch began only after the first run (which stalls 1 s in its fetch) let go.
+        assert spans[1] - spans[0] >= 1.0

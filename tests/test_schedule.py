@@ -1,0 +1,114 @@
+"""The scheduler: jobs run on second-scale intervals, never overlap, survive failures and stop on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+from conftest import Reply
+from pipeline.config import load_config
+from pipeline.schedule import JobSpec, Scheduler, run_forever
+from pipeline.store import RunReport
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+def test_jobs_run_in_turn_and_a_raising_job_does_not_stop_the_scheduler(make_config):
+    config = load_config(make_config())
+    spans: list[tuple[str, float, float]] = []
+    calls = {"flaky": 0, "steady": 0}
+
+    def flaky(config, wait):
+        calls["flaky"] += 1
+        start = time.monotonic()
+        time.sleep(0.2)
+        spans.append(("flaky", start, time.monotonic()))
+        if calls["flaky"] == 1:
+            raise RuntimeError("feed host exploded")
+        return [RunReport("news", "Flaky", "ok")]
+
+    def steady(config, wait):
+        calls["steady"] += 1
+        start = time.monotonic()
+        time.sleep(0.3)
+        spans.append(("steady", start, time.monotonic()))
+        return [RunReport("site", "export", "unchanged")]
+
+    scheduler = Scheduler(config, jobs=[JobSpec("steady", 1, steady), JobSpec("flaky", 1, flaky)], grace=2)
+    stop = threading.Event()
+    result = []
+    thread = threading.Thread(target=lambda: result.append(run_forever(scheduler, stop)))
+    thread.start()
+    try:
+        assert wait_until(lambda: calls["flaky"] >= 3 and calls["steady"] >= 3, timeout=15)
+        next_runs = scheduler.next_runs()
+    finally:
+        stop.set()
+        thread.join(10)
+    assert result == [True]  # stopped with nothing left running
+    assert scheduler.activity.failures >= 1
+    assert set(next_runs) == {"steady", "flaky"}
+    # The start-up runs come first, site-like job before the other, and no two runs ever overlap.
+    assert [name for name, _, _ in spans[:2]] == ["steady", "flaky"]
+    ordered = sorted(spans, key=lambda span: span[1])
+    for (_, _, end), (_, start, _) in zip(ordered, ordered[1:]):
+        assert start >= end
+
+
+def test_qsite_schedule_process(qsite, make_config, http_server, sample_export, tmp_path):
+    """A real `qsite schedule`: a failed first run, then data; runs never overlap; SIGTERM exits 0 in time."""
+    body = json.dumps(sample_export)
+    seen: list[float] = []
+    stall = 0.6
+
+    def export(request):
+        seen.append(time.monotonic())
+        if len(seen) == 1:
+            return Reply(500, "down for maintenance")
+        return Reply(200, body, {"Content-Type": "application/json"}, stall=stall)
+
+    http_server.routes["/export.json"] = export
+    config = make_config(site_export={"source": http_server.url("/export.json"), "every": "1s"})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "schedule", "--config", str(config), "--grace", "3"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert wait_until(lambda: len(seen) >= 4, timeout=20), "the scheduler stopped fetching"
+        # Let a fetch be in flight when the signal comes, so the stop has to let it finish.
+        assert wait_until(lambda: time.monotonic() - seen[-1] < stall / 2, timeout=5)
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=15)
+        took = time.monotonic() - sent
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, err
+    assert took < 6, f"SIGTERM took {took:.1f} s"
+    assert "received SIGTERM, stopping" in err and "scheduler stopped" in err
+    # The failure was logged with the source, and later runs still happened and stored the export.
+    assert "site " in err and "failed" in err and "500" in err
+    with sqlite3.connect(tmp_path / "site.db") as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert conn.execute("SELECT count(*) FROM courses").fetchone()[0] == len(sample_export["courses"])
+        statuses = [row[0] for row in conn.execute("SELECT status FROM ingest_runs WHERE kind = 'site' ORDER BY id")]
+    assert statuses[0] == "failed" and "ok" in statuses[1:]
+    # max_instances=1 and one worker: each fetch starts after the previous one's stall ended.
+    for before, after in zip(seen[1:], seen[2:]):
+        assert after - before >= stall
