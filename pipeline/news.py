@@ -40,6 +40,9 @@ KIND = "news"
 MAX_BACKOFF = 24 * 3600
 #: Fewer changed feeds than this are parsed in this process: a pool costs more than it saves.
 POOL_MIN_FEEDS = 8
+#: Fetches in flight at once. Below the client's connection limit, because httpcore
+#: rescans its whole queue of waiting requests on every change (quadratic in the queue).
+MAX_CONCURRENT_FETCHES = 16
 #: Options of :func:`ingest_news`'s ``client_options`` that go to each fetch rather than the client.
 FETCH_OPTIONS = ("max_bytes", "deadline")
 
@@ -151,12 +154,13 @@ async def _ingest(db, config, rows, started, now, progress, client_options, pars
                     [KIND, source.name, now],
                 ).lastrowid
     parser = _Parser(parse_workers, len(due))
+    slots = asyncio.Semaphore(MAX_CONCURRENT_FETCHES)
     reports = []
     try:
         async with make_client(**client_options) as client:
             tasks = {
                 source.name: asyncio.ensure_future(
-                    _fetch_and_parse(client, parser, config, source, rows[source.name], now, fetch_options)
+                    _fetch_and_parse(client, slots, parser, config, source, rows[source.name], now, fetch_options)
                 )
                 for source in due
             }
@@ -210,9 +214,10 @@ class _Parser:
             self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-async def _fetch_and_parse(client, parser, config, source, row, now, fetch_options) -> _Outcome:
+async def _fetch_and_parse(client, slots, parser, config, source, row, now, fetch_options) -> _Outcome:
     try:
-        fetched = await fetch(client, config.source_location(source), row["etag"], row["last_modified"], **fetch_options)
+        async with slots:
+            fetched = await fetch(client, config.source_location(source), row["etag"], row["last_modified"], **fetch_options)
     except FetchError as exc:
         return _Outcome(error=exc)
     if fetched.not_modified:
