@@ -140,6 +140,75 @@ def ingest_site_command(config):
     sys.exit(EXIT_FAILED if report.failed else 0)
 
 
+@ingest.command(name="news")
+@common_options
+@single_writer
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but failures.")
+def ingest_news_command(config, quiet):
+    """Fetch the configured news feeds. Example: qsite ingest news --config qsite.yml"""
+    db = open_db_or_exit(config)
+    reports = _run_news(db, config, quiet)
+    sys.exit(EXIT_FAILED if any(report.failed for report in reports) else 0)
+
+
+@ingest.command(name="all")
+@common_options
+@single_writer
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but failures.")
+def ingest_all_command(config, quiet):
+    """Ingest the site export, then the news feeds. Example: qsite ingest all"""
+    from .site_export import ingest_site
+
+    db = open_db_or_exit(config)
+    site = ingest_site(db, config)
+    _echo_report(site, quiet)
+    reports = _run_news(db, config, quiet)
+    sys.exit(EXIT_FAILED if site.failed or any(report.failed for report in reports) else 0)
+
+
+def _echo_report(report, quiet: bool) -> None:
+    if report.failed:
+        click.echo(report.line(), err=quiet)
+    elif not quiet:
+        click.echo(report.line())
+
+
+def _run_news(db, config, quiet: bool):
+    """Ingest news with a progress bar on a terminal, else a line per source as each is stored."""
+    from .news import ingest_news
+
+    if quiet:
+        logging.getLogger("qsite").setLevel(logging.ERROR)  # failures are echoed below
+        reports = ingest_news(db, config)
+        for report in reports:
+            _echo_report(report, quiet)
+        return reports
+    if not sys.stdout.isatty() or not config.news.sources:
+        return ingest_news(db, config, progress=lambda report: click.echo(report.line()))
+    with click.progressbar(
+        length=len(config.news.sources),
+        label="news",
+        item_show_func=lambda report: report.source if report else None,
+        file=sys.stderr,
+    ) as bar:
+        reports = ingest_news(db, config, progress=lambda report: bar.update(1, report))
+    for report in reports:
+        click.echo(report.line())
+    return reports
+
+
+@cli.command(name="serve")
+@common_options
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on.")
+@click.option("--port", default=8001, show_default=True, type=click.IntRange(0, 65535), help="Port to serve on.")
+def serve_command(config, host, port):
+    """Serve /api/v1 and Datasette, read-only, over the database. Example: qsite serve --port 8001"""
+    from service.serve import serve
+
+    open_db_or_exit(config).close()  # migrations first, so the service finds its tables
+    sys.exit(serve(config, host=host, port=port, log_level=logging.getLogger().getEffectiveLevel()))
+
+
 # --- Operations: the scheduler, status and `qsite up` (pipeline/schedule.py, pipeline/status.py) ---
 
 
