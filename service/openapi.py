@@ -1,0 +1,400 @@
+"""The OpenAPI 3.1 document of /api/v1, built from the same constants the code checks.
+
+Enums, bounds and defaults come from :mod:`service.api` and
+:mod:`service.problems`, so the document cannot drift from what the service
+enforces; the tests validate every response they see against it.
+"""
+
+from __future__ import annotations
+
+from pipeline.config import TAGS
+
+from . import api
+from .problems import ALLOWED_METHODS, API_PREFIX, EXPOSE_HEADERS, PROBLEM_CONTENT_TYPE, PROBLEMS
+
+REF = "#/components/"
+
+_TIME = {"type": "string", "format": "date-time", "description": "UTC, RFC 3339 with Z, whole seconds."}
+_URL = {"type": "string", "format": "uri"}
+
+
+def _ref(kind: str, name: str) -> dict:
+    return {"$ref": f"{REF}{kind}/{name}"}
+
+
+def _object(properties: dict, description: str = "") -> dict:
+    schema = {"type": "object", "additionalProperties": False, "required": list(properties), "properties": properties}
+    if description:
+        schema["description"] = description
+    return schema
+
+
+def _schemas() -> dict:
+    count = {"type": "integer", "minimum": 0}
+    return {
+        "Section": _object(
+            {
+                "id": {"type": "string", "description": "Unique within its course."},
+                "title": {"type": "string"},
+                "position": {"type": "integer", "minimum": 0},
+                "slide_count": count,
+                "url": {**_URL, "type": ["string", "null"]},
+            }
+        ),
+        "Course": _object(
+            {
+                "id": {"type": "string"},
+                "title": {"type": "string"},
+                "summary": {"type": "string"},
+                "level": {"type": ["string", "null"]},
+                "url": _URL,
+                "position": {"type": "integer", "minimum": 0},
+                "section_count": count,
+                "slide_count": count,
+                "sections": {"type": "array", "items": _ref("schemas", "Section")},
+            },
+            "A course; never any quiz content.",
+        ),
+        "CourseList": _object(
+            {
+                "count": count,
+                "updated_at": _TIME,
+                "results": {"type": "array", "items": _ref("schemas", "Course")},
+            },
+            "The catalog in catalog order.",
+        ),
+        "GlossaryEntry": _object(
+            {
+                "id": {"type": "string"},
+                "term": {"type": "string"},
+                "definition": {"type": "string"},
+                "lesson": _object({"title": {"type": "string"}, "url": _URL}, "The lesson that teaches the term."),
+            }
+        ),
+        "GlossaryList": _object(
+            {
+                "count": count,
+                "updated_at": _TIME,
+                "results": {"type": "array", "items": _ref("schemas", "GlossaryEntry")},
+            },
+            "Entries ordered by term, ignoring letter case.",
+        ),
+        "NewsItem": _object(
+            {
+                "id": {"type": "string"},
+                "title": {"type": "string"},
+                "url": _URL,
+                "source": {"type": "string", "description": "The publisher; the item belongs to it."},
+                "summary": {"type": "string"},
+                "tag": {"type": "string", "enum": list(TAGS)},
+                "published_at": _TIME,
+            }
+        ),
+        "NewsPage": _object(
+            {
+                "count": {**count, "description": "All items matching tag and since, not just this page."},
+                "tag": {"type": ["string", "null"], "enum": [*TAGS, None], "description": "null: all tags."},
+                "limit": {"type": "integer", "minimum": api.LIMIT_MIN, "maximum": api.LIMIT_MAX},
+                "next": {
+                    "type": ["string", "null"],
+                    "format": "uri-reference",
+                    "description": "The next page (also sent as Link rel=next); null on the last page.",
+                },
+                "updated_at": _TIME,
+                "results": {"type": "array", "maxItems": api.LIMIT_MAX, "items": _ref("schemas", "NewsItem")},
+            },
+            "Newest first: published_at descending, then id descending.",
+        ),
+        "Stats": _object(
+            {
+                "courses": count,
+                "slides": count,
+                "quizzes": count,
+                "question_bank_size": count,
+                "glossary_terms": count,
+                "news_items": count,
+                "updated_at": _TIME,
+            }
+        ),
+        "Index": _object(
+            {
+                "name": {"type": "string"},
+                "version": {"const": "v1"},
+                "terms": {"type": "string"},
+                "documentation": {"const": f"{API_PREFIX}/openapi.json"},
+                "endpoints": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string", "format": "uri-reference"},
+                },
+            }
+        ),
+        "ParameterError": _object(
+            {"parameter": {"type": "string"}, "detail": {"type": "string"}},
+        ),
+        "Problem": {
+            "type": "object",
+            "description": "RFC 9457 problem details.",
+            "additionalProperties": False,
+            "required": ["type", "title", "status", "detail"],
+            "properties": {
+                "type": {
+                    "type": "string",
+                    "format": "uri-reference",
+                    "enum": [f"{API_PREFIX}/problems/{name}" for name in PROBLEMS],
+                },
+                "title": {"type": "string"},
+                "status": {"type": "integer", "enum": sorted({status for status, _ in PROBLEMS.values()})},
+                "detail": {"type": "string"},
+                "errors": {
+                    "type": "array",
+                    "minItems": 1,
+                    "description": "One per bad query parameter (400 only).",
+                    "items": _ref("schemas", "ParameterError"),
+                },
+            },
+        },
+        "OpenAPI": {"type": "object", "required": ["openapi", "info", "paths"]},
+    }
+
+
+def _headers(max_age: int) -> dict:
+    def header(schema: dict, description: str) -> dict:
+        return {"description": description, "required": True, "schema": schema}
+
+    return {
+        "CacheControl": header({"const": f"public, max-age={max_age}"}, "How long the response may be reused."),
+        "NoStore": header({"const": "no-store"}, "Errors are never cached."),
+        "ETag": header({"type": "string", "pattern": '^"[0-9a-f]{32}"$'}, "Strong validator of the body."),
+        "LastModified": header(
+            {"type": "string", "pattern": r"^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$"},
+            "updated_at as an HTTP date.",
+        ),
+        "Link": {
+            "description": 'The next page, <...>; rel="next"; absent on the last page.',
+            "required": False,
+            "schema": {"type": "string", "pattern": '^<[^>]+>; rel="next"$'},
+        },
+        "AllowOrigin": header({"const": "*"}, "Any origin may read every response, errors included."),
+        "ExposeHeaders": header({"const": EXPOSE_HEADERS}, "Headers browser scripts may read."),
+        "RetryAfter": header({"type": "string", "pattern": r"^\d+$"}, "Seconds to wait before trying again."),
+        "Allow": header({"const": ALLOWED_METHODS}, "The methods the API answers."),
+        "RateLimit": header({"type": "string"}, "IETF httpapi RateLimit: what is left in the window."),
+        "RateLimitPolicy": header({"type": "string"}, "IETF httpapi RateLimit-Policy: the limit applied."),
+    }
+
+
+_CORS = {
+    "Access-Control-Allow-Origin": _ref("headers", "AllowOrigin"),
+    "Access-Control-Expose-Headers": _ref("headers", "ExposeHeaders"),
+}
+
+
+def _problem(description: str, **headers) -> dict:
+    return {
+        "description": description,
+        "headers": {"Cache-Control": _ref("headers", "NoStore"), **_CORS, **headers},
+        "content": {PROBLEM_CONTENT_TYPE: {"schema": _ref("schemas", "Problem")}},
+    }
+
+
+def _responses() -> dict:
+    return {
+        "NotModified": {
+            "description": "If-None-Match matched the ETag, or If-Modified-Since is not older than the data. No body.",
+            "headers": {"Cache-Control": _ref("headers", "CacheControl"), "ETag": _ref("headers", "ETag"), **_CORS},
+        },
+        "BadRequest": _problem(
+            "Bad query parameters: an unknown tag, a limit out of range, a bad cursor or since, "
+            "an unknown parameter or one given twice. errors names every one."
+        ),
+        "NotFound": _problem("No such endpoint or item."),
+        "MethodNotAllowed": _problem("The API only answers GET and HEAD.", Allow=_ref("headers", "Allow")),
+        "TooManyRequests": _problem(
+            "Over the fair-use rate limit.",
+            **{
+                "Retry-After": _ref("headers", "RetryAfter"),
+                "RateLimit": _ref("headers", "RateLimit"),
+                "RateLimit-Policy": _ref("headers", "RateLimitPolicy"),
+            },
+        ),
+        "Unavailable": _problem(
+            "No data has been ingested yet (before the first ingest), or the database is briefly unreadable.",
+            **{"Retry-After": _ref("headers", "RetryAfter")},
+        ),
+        "Preflight": {
+            "description": "CORS preflight answer.",
+            "headers": {
+                **_CORS,
+                "Access-Control-Allow-Methods": {"schema": {"const": "GET, HEAD, OPTIONS"}, "required": True},
+                "Access-Control-Allow-Headers": {"schema": {"const": "*"}, "required": True},
+                "Access-Control-Max-Age": {"schema": {"const": "86400"}, "required": True},
+            },
+        },
+    }
+
+
+def _parameters() -> dict:
+    return {
+        "tag": {
+            "name": "tag",
+            "in": "query",
+            "required": False,
+            "description": "Only items of this category, matched ignoring letter case. Omitted: all tags.",
+            "schema": {"type": "string", "enum": list(TAGS)},
+        },
+        "limit": {
+            "name": "limit",
+            "in": "query",
+            "required": False,
+            "description": "Items per page.",
+            "schema": {"type": "integer", "minimum": api.LIMIT_MIN, "maximum": api.LIMIT_MAX, "default": api.LIMIT_DEFAULT},
+        },
+        "cursor": {
+            "name": "cursor",
+            "in": "query",
+            "required": False,
+            "description": "Opaque; only as given in next. Keyset on (published_at, id), so paging stays "
+            "right while new items arrive.",
+            "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]+$"},
+        },
+        "since": {
+            "name": "since",
+            "in": "query",
+            "required": False,
+            "description": "Only items published after this RFC 3339 time (with a time zone).",
+            "schema": {"type": "string", "format": "date-time"},
+        },
+        "q": {
+            "name": "q",
+            "in": "query",
+            "required": False,
+            "description": "Full-text search of term and definition; words are matched as words, "
+            "all of them must occur. Empty: no filter.",
+            "schema": {"type": "string", "maxLength": api.Q_MAX},
+        },
+        "id": {"name": "id", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}},
+    }
+
+
+def _ok(schema: str, description: str, data: bool = True, link: bool = False) -> dict:
+    headers = {"Cache-Control": _ref("headers", "CacheControl"), "ETag": _ref("headers", "ETag"), **_CORS}
+    if data:
+        headers["Last-Modified"] = _ref("headers", "LastModified")
+    if link:
+        headers["Link"] = _ref("headers", "Link")
+    return {
+        "description": description,
+        "headers": headers,
+        "content": {"application/json": {"schema": _ref("schemas", schema)}},
+    }
+
+
+def _path(operation_id: str, summary: str, ok: dict, params=(), data: bool = True, not_found: bool = False) -> dict:
+    responses = {"200": ok, "304": _ref("responses", "NotModified"), "400": _ref("responses", "BadRequest")}
+    if not_found:
+        responses["404"] = _ref("responses", "NotFound")
+    responses["429"] = _ref("responses", "TooManyRequests")
+    if data:
+        responses["503"] = _ref("responses", "Unavailable")
+    parameters = [_ref("parameters", name) for name in params]
+    get = {"operationId": operation_id, "summary": summary, "parameters": parameters, "responses": responses}
+    head_responses = {
+        status: ({key: value for key, value in response.items() if key != "content"} if "content" in response else response)
+        for status, response in responses.items()
+    }
+    head = {
+        "operationId": operation_id + "Head",
+        "summary": summary + " (headers only)",
+        "parameters": parameters,
+        "responses": head_responses,
+    }
+    item = {
+        "get": get,
+        "head": head,
+        "options": {
+            "operationId": operation_id + "Preflight",
+            "summary": "CORS preflight",
+            "responses": {"204": _ref("responses", "Preflight")},
+        },
+    }
+    for method in ("post", "put", "patch", "delete"):
+        item[method] = {
+            "operationId": f"{operation_id}{method.title()}",
+            "summary": "Not allowed: the API is read-only",
+            "responses": {"405": _ref("responses", "MethodNotAllowed")},
+        }
+    return item
+
+
+def build_document(max_age: int) -> dict:
+    """The OpenAPI 3.1 document; ``max_age`` is the configured ``api.cache_max_age``."""
+    v1 = API_PREFIX
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "qsite API",
+            "version": "v1",
+            "summary": "Free, read-only JSON over the cached data of a quantum-computing learning site.",
+            "description": (
+                "Course catalog (with sections and slide counts, never quiz content), glossary, news items "
+                "and site totals. GET and HEAD only, no authentication. Responses are cached; every 200 "
+                "carries a strong ETag, Cache-Control and (for data) Last-Modified = updated_at, and answers "
+                "If-None-Match / If-Modified-Since with 304. Errors are RFC 9457 problem details "
+                "(application/problem+json) with Cache-Control: no-store. Every response carries CORS headers."
+                "\n\nUsage terms: " + api.USAGE_TERMS
+            ),
+            "termsOfService": v1,
+            "x-usage-terms": api.USAGE_TERMS,
+        },
+        "paths": {
+            v1: _path("index", "Links to the endpoints and this document", _ok("Index", "The index.", data=False), data=False),
+            v1 + "/": _path(
+                "indexSlash", "Same as /api/v1", _ok("Index", "The index.", data=False), data=False
+            ),
+            v1 + "/openapi.json": _path(
+                "openapi", "This document", _ok("OpenAPI", "OpenAPI 3.1 document.", data=False), data=False
+            ),
+            v1 + "/courses": _path("courses", "The course catalog", _ok("CourseList", "Courses in catalog order.")),
+            v1 + "/glossary": _path(
+                "glossary", "The glossary", _ok("GlossaryList", "Entries ordered by term."), params=("q",)
+            ),
+            v1 + "/glossary/{id}": {
+                **_path(
+                    "glossaryEntry", "One glossary entry", _ok("GlossaryEntry", "The entry."), not_found=True
+                ),
+                "parameters": [_ref("parameters", "id")],
+            },
+            v1 + "/news": _path(
+                "news",
+                "News items, newest first",
+                _ok("NewsPage", "One page of items.", link=True),
+                params=("tag", "limit", "cursor", "since"),
+            ),
+            v1 + "/stats": _path("stats", "Site totals", _ok("Stats", "The totals.")),
+        },
+        "components": {
+            "schemas": _schemas(),
+            "parameters": _parameters(),
+            "headers": _headers(max_age),
+            "responses": _responses(),
+        },
+    }
+
+
+def build_index() -> dict:
+    """The small JSON index at /api/v1."""
+    v1 = API_PREFIX
+    return {
+        "name": "qsite",
+        "version": "v1",
+        "terms": api.USAGE_TERMS,
+        "documentation": f"{v1}/openapi.json",
+        "endpoints": {
+            "courses": f"{v1}/courses",
+            "glossary": f"{v1}/glossary",
+            "glossary_entry": f"{v1}/glossary/{{id}}",
+            "news": f"{v1}/news",
+            "stats": f"{v1}/stats",
+            "openapi": f"{v1}/openapi.json",
+        },
+    }

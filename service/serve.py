@@ -1,0 +1,45 @@
+"""``qsite serve``: Datasette with the qsite plugin over the configured database.
+
+The database is served mutable (never ``-i``): the pipeline writes to it while
+it is served, and Datasette's read connections are read-only anyway. Uvicorn
+runs in-process, so there is one process to stop, and Ctrl-C or SIGTERM end it
+cleanly.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import uvicorn
+from datasette.app import Datasette
+
+from pipeline.config import Config
+
+from .metadata import load_metadata
+from .settings import PLUGIN_NAME
+
+#: Seconds open connections get to finish when the server is asked to stop.
+GRACEFUL_SHUTDOWN = 5
+
+
+def make_datasette(config: Config, settings: dict | None = None) -> Datasette:
+    """A Datasette serving ``config``'s database with ``metadata.yml`` and the plugin settings."""
+    database = config.database_path
+    metadata = load_metadata(database.stem)
+    metadata["plugins"] = {PLUGIN_NAME: {"config": str(config.path), "database": str(database)}}
+    return Datasette([str(database)], metadata=metadata, settings=settings or {})
+
+
+def serve(config: Config, host: str, port: int, log_level: int = logging.INFO) -> int:
+    """Serve until stopped; returns the exit status."""
+    datasette = make_datasette(config)
+    uvicorn.run(
+        datasette.app(),
+        host=host,
+        port=port,
+        log_level=logging.getLevelName(log_level).lower(),
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
+    )
+    return 0
