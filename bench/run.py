@@ -188,7 +188,8 @@ def worker(*args: str, profile: Path | None = None) -> dict:
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"bench: {' '.join(args[:1])} worker failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    # py-spy writes its own lines to stdout too; the worker's answer is its last JSON line.
+    return json.loads(next(l for l in reversed(done.stdout.splitlines()) if l.startswith("{")))
 
 
 def feed_stats(base: str, reset: bool = False) -> dict:
@@ -197,7 +198,7 @@ def feed_stats(base: str, reset: bool = False) -> dict:
 
 def bench_ingestion(args, work: Path, feed_base: str, feeds: list[dict]) -> dict:
     sources = [{"name": f"Bench Wire {i:03d}", "url": feed_base + f["path"], "tag": f["tag"]} for i, f in enumerate(feeds)]
-    log(f"ingestion: feedparser alone over {len(feeds)} bodies, best of {args.ingest_repeats} medians")
+    log(f"ingestion: feedparser alone over {len(feeds)} bodies, median of {args.ingest_repeats}")
     reference = worker("feedparser", str(work / "ingest-feeds"), "--repeats", str(args.ingest_repeats))
     log(f"ingestion: feedparser {reference['seconds']:.2f} s for {reference['entries']} entries")
     fetch_only = worker("fetch", *[s["url"] for s in sources])
@@ -393,6 +394,10 @@ def py_spy_record(output: Path, rest: list[str]) -> list[str]:
     return [py_spy, "record", "--format", "raw", "--rate", "250", "-o", str(output), *rest]
 
 
+def shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def summarise_profile(raw: Path, top: int = 15) -> dict:
     """Self and inclusive sample shares per function from py-spy's collapsed stacks."""
     own, inclusive, total = Counter(), Counter(), 0
@@ -440,7 +445,7 @@ def profile_serving(args, server_pid: int, targets: list[dict], out: Path) -> di
         _, err = spy.communicate(timeout=60)
         if spy.returncode != 0 or not raw.exists():
             raise SystemExit(f"bench: py-spy failed: {err.decode()[-2000:]}")
-        profiles[target["name"]] = {"raw": str(raw.relative_to(ROOT)), **summarise_profile(raw)}
+        profiles[target["name"]] = {"raw": shown(raw), **summarise_profile(raw)}
     return profiles
 
 
@@ -607,7 +612,7 @@ def main(argv: list[str] | None = None) -> None:
                 sources = [{"name": f"Bench Wire {i:03d}", "url": feed_base + f["path"], "tag": f["tag"]} for i, f in enumerate(ingest_feeds)]
                 raw = args.out / "profile-ingest.txt"
                 worker("ingest", str(news_config(work / "profile.yml", work / "profile.db", sources)), str(work / "profile.db"), profile=raw)
-                results["profile_ingest"] = {"raw": str(raw.relative_to(ROOT)), **summarise_profile(raw)}
+                results["profile_ingest"] = {"raw": shown(raw), **summarise_profile(raw)}
 
         if "api" not in args.skip:
             log(f"building the {args.news_items}-item database through qsite ingest site / news")
@@ -676,7 +681,7 @@ def main(argv: list[str] | None = None) -> None:
     path.write_text(text, encoding="utf-8")
     (args.out / "latest.json").write_text(text, encoding="utf-8")
     print(table(results))
-    print(f"\nresults: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} ({results['elapsed_s']:.0f} s)")
+    print(f"\nresults: {shown(path)} ({results['elapsed_s']:.0f} s)")
 
 
 if __name__ == "__main__":
