@@ -70,12 +70,14 @@ def parse(body: bytes, headers: dict[str, str] | None = None, location: str | No
         raise FeedError(f"feed could not be parsed: {type(exc).__name__}: {exc}") from None
     if parsed.entries:
         return parsed
-    if parsed.get("bozo"):
-        problem = parsed.get("bozo_exception")
-        raise FeedError(f"not a readable feed: {problem or 'malformed XML'}")
+    problem = parsed.get("bozo_exception") if parsed.get("bozo") else None
     if not parsed.get("version"):
         kind = response_headers.get("content-type", "").split(";")[0].strip()
-        raise FeedError(f"not an RSS or Atom feed{f' (content type {kind})' if kind else ''}")
+        details = [f"content type {kind}"] if kind else []
+        details += [f"{problem}"] if problem else []
+        raise FeedError("not an RSS or Atom feed" + (f" ({'; '.join(details)})" if details else ""))
+    if problem:
+        raise FeedError(f"not a readable feed: {problem}")
     return parsed
 
 
