@@ -1,0 +1,435 @@
+"""The /api/v1 contract (issue 4) through ``datasette.client``: shapes, parameters, errors, headers.
+
+Every /api/v1 response these tests see is also validated against the
+service's own OpenAPI 3.1 document (``api_helpers.OpenAPICheck``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from api_helpers import (
+    CATALOG_AT,
+    COURSES,
+    GLOSSARY,
+    NEWS_AT,
+    SECTIONS,
+    TOTALS,
+    ApiClient,
+    datasette_for_config,
+    news_items,
+    parse_http_date,
+    seeded_database,
+)
+from pipeline.store import open_database
+
+EXPOSED = "ETag, Last-Modified, Link, Retry-After, RateLimit, RateLimit-Policy"
+
+
+@pytest.fixture
+def config_path(make_config):
+    return make_config(api={"cache_max_age": 300, "rate_limit": "off"})
+
+
+@pytest.fixture
+def api(config_path, tmp_path):
+    seeded_database(tmp_path / "site.db").close()
+    client = ApiClient(datasette_for_config(config_path))
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def empty_api(config_path, tmp_path):
+    open_database(tmp_path / "site.db").close()
+    client = ApiClient(datasette_for_config(config_path))
+    yield client
+    client.close()
+
+
+def all_news(tag=None):
+    items = news_items(45)
+    items.sort(key=lambda item: (item["published_at"], item["id"]), reverse=True)
+    return [
+        {key: item[key] for key in ("id", "title", "url", "source", "summary", "tag", "published_at")}
+        for item in items
+        if tag is None or item["tag"] == tag
+    ]
+
+
+def assert_problem(response, status: int, name: str, parameters: list[str] | None = None):
+    assert response.status_code == status
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.headers["cache-control"] == "no-store"
+    assert response.headers["access-control-allow-origin"] == "*"
+    assert response.headers["access-control-expose-headers"] == EXPOSED
+    assert "etag" not in response.headers
+    body = response.json()
+    assert body["type"] == f"/api/v1/problems/{name}"
+    assert body["status"] == status
+    assert body["title"] and body["detail"]
+    if parameters is not None:
+        assert [error["parameter"] for error in body["errors"]] == parameters
+    text = response.text.lower()
+    for leak in ("traceback", "select ", "sqlite", ".db", "/tmp", "file \""):
+        assert leak not in text
+    return body
+
+
+# -- shapes ------------------------------------------------------------------------
+
+
+def test_courses_in_catalog_order_with_sections_and_no_quiz_content(api):
+    response = api.get("/api/v1/courses")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json; charset=utf-8"
+    body = response.json()
+    assert list(body) == ["count", "updated_at", "results"]
+    assert body["count"] == 2 and body["updated_at"] == CATALOG_AT
+    expected = []
+    for course in COURSES:
+        sections = [
+            {key: section[key] for key in ("id", "title", "position", "slide_count", "url")}
+            for section in SECTIONS
+            if section["course_id"] == course["id"]
+        ]
+        expected.append({**course, "sections": sections})
+    assert body["results"] == [
+        {key: course[key] for key in ("id", "title", "summary", "level", "url", "position", "section_count",
+                                      "slide_count", "sections")}
+        for course in expected
+    ]
+    assert list(body["results"][0]) == ["id", "title", "summary", "level", "url", "position", "section_count",
+                                       "slide_count", "sections"]
+    assert "quiz" not in response.text.lower()
+
+
+def test_glossary_ordered_by_term_ignoring_case(api):
+    body = api.get("/api/v1/glossary").json()
+    assert body["count"] == len(GLOSSARY)
+    assert [entry["term"] for entry in body["results"]] == ["Amplitude", "bloch sphere", "Entanglement", "Qubit",
+                                                            "Superposition"]
+    assert body["results"][0] == {
+        "id": "amplitude",
+        "term": "Amplitude",
+        "definition": "The complex number whose square gives a probability.",
+        "lesson": {"title": "Qubits", "url": "https://academy.example/q/qubits"},
+    }
+
+
+@pytest.mark.parametrize(
+    "q, ids",
+    [
+        ("qubit", ["bloch-sphere", "entanglement", "qubit", "superposition"]),  # porter: qubits, qubit's
+        ("SPHERE", ["bloch-sphere"]),
+        ("measured probability", []),
+        ("  complex   number ", ["amplitude"]),
+        ('"unbalanced AND (', []),  # FTS syntax is quoted away, never an error
+        ("", ["amplitude", "bloch-sphere", "entanglement", "qubit", "superposition"]),
+    ],
+)
+def test_glossary_full_text_search(api, q, ids):
+    response = api.get("/api/v1/glossary", params={"q": q})
+    assert response.status_code == 200
+    body = response.json()
+    assert [entry["id"] for entry in body["results"]] == ids
+    assert body["count"] == len(ids)
+
+
+def test_glossary_entry_and_unknown_entry(api):
+    entry = api.get("/api/v1/glossary/bloch-sphere")
+    assert entry.status_code == 200
+    assert entry.json()["term"] == "bloch sphere"
+    assert parse_http_date(entry.headers["last-modified"]).strftime("%Y-%m-%dT%H:%M:%SZ") == CATALOG_AT
+    missing = api.get("/api/v1/glossary/no-such-term")
+    body = assert_problem(missing, 404, "not-found")
+    assert "no-such-term" in body["detail"]
+    assert api.get("/api/v1/glossary/a%20b").status_code == 404
+
+
+def test_stats(api):
+    response = api.get("/api/v1/stats")
+    assert response.json() == {
+        "courses": TOTALS["courses"],
+        "slides": TOTALS["slides"],
+        "quizzes": TOTALS["quizzes"],
+        "question_bank_size": TOTALS["question_bank_size"],
+        "glossary_terms": TOTALS["glossary_terms"],
+        "news_items": 45,
+        "updated_at": NEWS_AT,  # the later of the totals and the news
+    }
+
+
+def test_news_defaults_newest_first(api):
+    response = api.get("/api/v1/news")
+    body = response.json()
+    assert list(body) == ["count", "tag", "limit", "next", "updated_at", "results"]
+    assert body["count"] == 45 and body["tag"] is None and body["limit"] == 20
+    assert body["updated_at"] == NEWS_AT
+    assert body["results"] == all_news()[:20]
+    # items 3 and 4 were published at the same time: id breaks the tie, descending
+    ids = [item["id"] for item in body["results"]]
+    assert ids.index("item-004") == ids.index("item-003") - 1
+    assert body["next"].startswith("/api/v1/news?limit=20&cursor=")
+    assert response.headers["link"] == f'<{body["next"]}>; rel="next"'
+
+
+@pytest.mark.parametrize("given, canonical", [("Science", "Science"), ("science", "Science"), ("INVESTING", "Investing")])
+def test_news_tag_matched_ignoring_case_and_echoed_canonical(api, given, canonical):
+    body = api.get("/api/v1/news", params={"tag": given, "limit": "30"}).json()
+    assert body["tag"] == canonical
+    assert body["count"] == 15
+    assert body["results"] == all_news(canonical)
+    assert body["next"] is None
+
+
+def test_news_paging_with_cursor_visits_every_item_once(api):
+    seen = []
+    path = "/api/v1/news?tag=Industry&limit=4"
+    pages = 0
+    while path:
+        response = api.get(path)
+        body = response.json()
+        assert body["count"] == 15 and body["limit"] == 4 and body["tag"] == "Industry"
+        seen.extend(item["id"] for item in body["results"])
+        path = body["next"]
+        assert ("link" in response.headers) == (path is not None)
+        pages += 1
+    assert pages == 4
+    assert seen == [item["id"] for item in all_news("Industry")]
+
+
+def test_news_paging_stays_right_while_new_items_arrive(api, tmp_path):
+    first = api.get("/api/v1/news?limit=10").json()
+    db = open_database(tmp_path / "site.db")
+    from api_helpers import NEWS_START, seed_news
+    from datetime import timedelta
+
+    seed_news(db, news_items(3, start=NEWS_START + timedelta(days=1), prefix="fresh"), changed_at="2026-11-21T10:00:00Z")
+    second = api.get(first["next"]).json()
+    assert [item["id"] for item in second["results"]] == [item["id"] for item in all_news()[10:20]]
+    assert second["count"] == 48
+
+
+def test_news_since(api):
+    body = api.get("/api/v1/news", params={"since": "2026-11-20T05:00:00Z", "limit": "100"}).json()
+    # items 0..3 (09:00..06:00) and item 4 (06:00): strictly after 05:00
+    assert {item["id"] for item in body["results"]} == {"item-000", "item-001", "item-002", "item-003", "item-004"}
+    assert body["count"] == 5
+    same = api.get("/api/v1/news", params={"since": "2026-11-20T07:00:00+02:00", "limit": "100"}).json()
+    assert same["results"] == body["results"]
+    fraction = api.get("/api/v1/news?since=2026-11-20T05:59:59.5Z&limit=100").json()
+    assert {item["id"] for item in fraction["results"]} == {item["id"] for item in body["results"]}
+    # an unencoded "+" arrives as a space; it is read as the "+" it was
+    spaced = api.get("/api/v1/news?since=2026-11-20T07:00:00+02:00&limit=100").json()
+    assert spaced["results"] == body["results"]
+
+
+def test_news_next_keeps_tag_since_and_limit(api):
+    body = api.get("/api/v1/news?since=2026-11-19T00:00:00Z&tag=science&limit=2").json()
+    query = parse_qs(urlsplit(body["next"]).query)
+    assert query["tag"] == ["Science"] and query["limit"] == ["2"] and query["since"] == ["2026-11-19T00:00:00Z"]
+    page_two = api.get(body["next"]).json()
+    assert [item["id"] for item in page_two["results"]] == [item["id"] for item in all_news("Science")[2:4]]
+
+
+# -- errors ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "query, parameters",
+    [
+        ("tag=Sciense", ["tag"]),
+        ("tag=", ["tag"]),
+        ("limit=0", ["limit"]),
+        ("limit=101", ["limit"]),
+        ("limit=ten", ["limit"]),
+        ("limit=-5", ["limit"]),
+        ("limit=2.5", ["limit"]),
+        ("limit=", ["limit"]),
+        ("cursor=not-a-cursor", ["cursor"]),
+        ("cursor=" + base64.urlsafe_b64encode(b'["yesterday","x"]').decode().rstrip("="), ["cursor"]),
+        ("since=yesterday", ["since"]),
+        ("since=2026-11-20", ["since"]),
+        ("since=2026-11-20T08:00:00", ["since"]),  # no time zone
+        ("since=2026-13-40T08:00:00Z", ["since"]),
+        ("tags=Science", ["tags"]),
+        ("_=1700000000", ["_"]),
+        ("limit=5&limit=5", ["limit"]),
+        ("tag=Sciense&limit=500&since=x&cursor=y&extra=1", ["tag", "limit", "cursor", "since", "extra"]),
+    ],
+)
+def test_news_bad_parameters_are_400_naming_each(api, query, parameters):
+    response = api.get("/api/v1/news?" + query)
+    body = assert_problem(response, 400, "invalid-parameters", parameters)
+    assert all(error["detail"] for error in body["errors"])
+
+
+def test_parameter_error_details(api):
+    errors = api.get("/api/v1/news?limit=500&tag=x&tag=y").json()["errors"]
+    assert errors == [
+        {"parameter": "tag", "detail": "given more than once"},
+        {"parameter": "limit", "detail": "must be an integer from 1 to 100"},
+    ]
+
+
+@pytest.mark.parametrize("path", ["/api/v1/courses?tag=Science", "/api/v1/stats?limit=1", "/api/v1/glossary?query=x",
+                                  "/api/v1/glossary?q=a&q=b", "/api/v1/glossary/qubit?q=x", "/api/v1?x=1",
+                                  "/api/v1/openapi.json?v=2"])
+def test_other_endpoints_refuse_unknown_or_repeated_parameters(api, path):
+    assert_problem(api.get(path), 400, "invalid-parameters")
+
+
+def test_glossary_search_too_long(api):
+    assert_problem(api.get("/api/v1/glossary", params={"q": "x" * 201}), 400, "invalid-parameters", ["q"])
+
+
+@pytest.mark.parametrize("path", ["/api/v1/nope", "/api/v1/news/", "/api/v1/courses.json", "/api/v1/glossary/a/b",
+                                  "/api/v1/problems/not-found", "/api/v1//news"])
+def test_unknown_paths_under_api_v1_are_problem_404(api, path):
+    assert_problem(api.get(path), 404, "not-found")
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE"])
+@pytest.mark.parametrize("path", ["/api/v1/news", "/api/v1/glossary/qubit", "/api/v1"])
+def test_other_methods_are_405(api, tmp_path, method, path):
+    response = api.request(method, path, content=b'{"title": "x"}')
+    assert_problem(response, 405, "method-not-allowed")
+    assert response.headers["allow"] == "GET, HEAD"
+    assert open_database(tmp_path / "site.db")["news"].count == 45
+
+
+def test_options_is_a_cors_preflight(api):
+    response = api.request(
+        "OPTIONS",
+        "/api/v1/news",
+        headers={"Origin": "https://example.org", "Access-Control-Request-Method": "GET",
+                 "Access-Control-Request-Headers": "if-none-match"},
+    )
+    assert response.status_code == 204
+    assert response.headers["access-control-allow-origin"] == "*"
+    assert "GET" in response.headers["access-control-allow-methods"]
+    assert response.headers["access-control-allow-headers"] == "*"
+    assert response.content == b""
+
+
+@pytest.mark.parametrize("path", ["/api/v1/courses", "/api/v1/glossary", "/api/v1/glossary/qubit", "/api/v1/news",
+                                  "/api/v1/news?tag=Science", "/api/v1/stats"])
+def test_no_data_yet_is_503_with_retry_after(empty_api, path):
+    response = empty_api.get(path)
+    assert_problem(response, 503, "no-data")
+    assert int(response.headers["retry-after"]) > 0
+
+
+def test_documents_are_served_before_any_data(empty_api):
+    assert empty_api.get("/api/v1").status_code == 200
+    assert empty_api.get("/api/v1/openapi.json").status_code == 200
+
+
+def test_news_before_any_news_but_after_the_site(config_path, tmp_path):
+    from api_helpers import seed_catalog
+
+    seed_catalog(open_database(tmp_path / "site.db"))
+    client = ApiClient(datasette_for_config(config_path))
+    try:
+        assert client.get("/api/v1/courses").status_code == 200
+        assert client.get("/api/v1/stats").json()["news_items"] == 0
+        assert_problem(client.get("/api/v1/news"), 503, "no-data")
+    finally:
+        client.close()
+
+
+# -- headers, conditional requests, HEAD ---------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/api/v1/courses", "/api/v1/glossary", "/api/v1/glossary/qubit",
+                                  "/api/v1/news?tag=Science&limit=30", "/api/v1/stats"])
+def test_200_headers(api, path):
+    response = api.get(path)
+    assert response.status_code == 200
+    assert response.headers["cache-control"] == "public, max-age=300"
+    assert response.headers["access-control-allow-origin"] == "*"
+    assert response.headers["access-control-expose-headers"] == EXPOSED
+    etag = response.headers["etag"]
+    assert etag.startswith('"') and etag.endswith('"') and not etag.startswith("W/")
+    assert int(response.headers["content-length"]) == len(response.content)
+    body = response.json()
+    updated = body.get("updated_at", CATALOG_AT)
+    assert parse_http_date(response.headers["last-modified"]).strftime("%Y-%m-%dT%H:%M:%SZ") == updated
+
+
+def test_cache_max_age_comes_from_config(make_config, tmp_path):
+    path = make_config(api={"cache_max_age": 17, "rate_limit": "off"})
+    seeded_database(tmp_path / "site.db").close()
+    client = ApiClient(datasette_for_config(path))
+    try:
+        assert client.get("/api/v1/stats").headers["cache-control"] == "public, max-age=17"
+        assert client.get("/api/v1/openapi.json").json()["components"]["headers"]["CacheControl"]["schema"] == {
+            "const": "public, max-age=17"
+        }
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("path", ["/api/v1/courses", "/api/v1/news?tag=Investing", "/api/v1/stats", "/api/v1/openapi.json"])
+def test_if_none_match_gives_304(api, path):
+    first = api.get(path)
+    etag = first.headers["etag"]
+    for value in (etag, f'"other", {etag}', f"W/{etag}", "*"):
+        again = api.get(path, headers={"If-None-Match": value})
+        assert again.status_code == 304
+        assert again.content == b""
+        assert again.headers["etag"] == etag
+        assert again.headers["cache-control"] == "public, max-age=300"
+        assert again.headers["access-control-allow-origin"] == "*"
+    assert api.get(path, headers={"If-None-Match": '"something-else"'}).status_code == 200
+
+
+def test_if_modified_since(api):
+    first = api.get("/api/v1/courses")
+    last_modified = first.headers["last-modified"]
+    assert api.get("/api/v1/courses", headers={"If-Modified-Since": last_modified}).status_code == 304
+    assert api.get("/api/v1/courses", headers={"If-Modified-Since": "Sat, 21 Nov 2026 00:00:00 GMT"}).status_code == 304
+    assert api.get("/api/v1/courses", headers={"If-Modified-Since": "Thu, 19 Nov 2026 00:00:00 GMT"}).status_code == 200
+    assert api.get("/api/v1/courses", headers={"If-Modified-Since": "garbage"}).status_code == 200
+    # If-None-Match wins over If-Modified-Since (RFC 9110 13.1.3)
+    both = api.get("/api/v1/courses", headers={"If-None-Match": '"nope"', "If-Modified-Since": last_modified})
+    assert both.status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/api/v1/courses", "/api/v1/news?limit=3", "/api/v1/nope", "/api/v1/news?limit=0",
+                                  "/api/v1"])
+def test_head_has_the_get_headers_and_no_body(api, path):
+    get = api.get(path)
+    head = api.head(path)
+    assert head.status_code == get.status_code
+    assert head.content == b""
+    for name in ("content-type", "content-length", "etag", "last-modified", "cache-control", "link",
+                 "access-control-allow-origin"):
+        assert head.headers.get(name) == get.headers.get(name)
+
+
+def test_index_links_everything(api):
+    for path in ("/api/v1", "/api/v1/"):
+        body = api.get(path).json()
+        assert body["documentation"] == "/api/v1/openapi.json"
+        assert "education and research" in body["terms"]
+        for link in body["endpoints"].values():
+            if "{" not in link:
+                assert api.get(link).status_code == 200
+
+
+def test_errors_have_cors_even_outside_a_match(api):
+    response = api.get("/api/v1/news?limit=0", headers={"Origin": "https://example.org"})
+    assert response.headers["access-control-allow-origin"] == "*"
+
+
+def test_openapi_checked_every_response(api):
+    for path in ("/api/v1/courses", "/api/v1/news?limit=1", "/api/v1/nope"):
+        api.get(path)
+    assert api.openapi.checked >= 3
+    json.dumps(api.openapi.document)  # JSON-serialisable
