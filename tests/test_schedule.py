@@ -112,3 +112,37 @@ def test_qsite_schedule_process(qsite, make_config, http_server, sample_export, 
     # max_instances=1 and one worker: each fetch starts after the previous one's stall ended.
     for before, after in zip(seen[1:], seen[2:]):
         assert after - before >= stall
+
+
+def test_sigterm_does_not_wait_past_the_grace_for_a_stuck_ingest(make_config, http_server, sample_export, tmp_path):
+    """A fetch stalled far past --grace: the process still exits 0 promptly, and the database stays sound."""
+    fetches = []
+
+    def stuck(request):
+        fetches.append(time.monotonic())
+        return Reply(200, json.dumps(sample_export), {"Content-Type": "application/json"}, stall=8)
+
+    http_server.routes["/export.json"] = stuck
+    config = make_config(site_export={"source": http_server.url("/export.json")})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "schedule", "--config", str(config), "--grace", "0.5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert wait_until(lambda: fetches, timeout=15)
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=10)
+        took = time.monotonic() - sent
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, err
+    assert took < 5, f"SIGTERM took {took:.1f} s"
+    assert "job still running" in err
+    with sqlite3.connect(tmp_path / "site.db") as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert conn.execute("SELECT count(*) FROM courses").fetchone()[0] == 0  # nothing half-written
