@@ -175,13 +175,17 @@ class ResponseCache:
         if old is not None:
             self.size -= old.size
         if entry.size > self.max_bytes // 4:
+            if old is not None:
+                self._prune_aliases()
             return
         self.entries[entry.key] = entry
         self.size += entry.size
+        evicted = old is not None
         while len(self.entries) > self.max_entries or self.size > self.max_bytes:
             _, dropped = self.entries.popitem(last=False)
             self.size -= dropped.size
-        if old is not None or len(self.aliases) > len(self.entries):
+            evicted = True
+        if evicted:
             self._prune_aliases()
 
     def drop(self, datasets: set[str]) -> None:

@@ -1,0 +1,223 @@
+"""The response cache: built once per data version, byte-identical to an uncached answer, fresh after an ingest."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+
+import pytest
+
+from api_helpers import NEWS_START, ApiClient, datasette_for_config, news_items, seed_news, seeded_database
+from pipeline.store import bump_version, open_database, transaction
+from service.cache import Entry, ResponseCache
+from service.plugin import get_api
+
+PATHS = [
+    "/api/v1",
+    "/api/v1/openapi.json",
+    "/api/v1/courses",
+    "/api/v1/glossary",
+    "/api/v1/glossary?q=qubit",
+    "/api/v1/glossary/qubit",
+    "/api/v1/news",
+    "/api/v1/news?tag=Science&limit=30",
+    "/api/v1/news?limit=5&since=2026-11-19T00:00:00Z",
+    "/api/v1/stats",
+]
+
+
+def comparable(response):
+    return response.status_code, sorted(response.headers.multi_items()), response.content
+
+
+@pytest.fixture
+def config_path(make_config, tmp_path):
+    seeded_database(tmp_path / "site.db").close()
+    return make_config(api={"cache_max_age": 300, "rate_limit": "off"})
+
+
+@pytest.fixture
+def clients(config_path):
+    made = []
+
+    def make() -> ApiClient:
+        client = ApiClient(datasette_for_config(config_path))
+        made.append(client)
+        return client
+
+    yield make
+    for client in made:
+        client.close()
+
+
+def test_cached_answers_equal_uncached_ones(clients):
+    warm = clients()
+    first = [comparable(warm.get(path)) for path in PATHS]
+    repeat = [comparable(warm.get(path)) for path in PATHS]  # served by the ASGI fast path
+    api = get_api(warm.datasette)
+    assert all(api.cache.alias((path.split("?")[0].encode(), path.partition("?")[2].encode())) for path in PATHS)
+    fresh = [comparable(clients().get(path)) for path in PATHS]  # a new process: nothing cached
+    assert first == repeat == fresh  # bodies, ETags and every header
+
+
+def test_repeats_run_no_sql(clients):
+    client = clients()
+    before = {path: client.get(path) for path in PATHS}
+    api = get_api(client.datasette)
+
+    async def no_sql(fn):
+        raise AssertionError("SQL ran for a cached response")
+
+    api.execute_fn = no_sql
+    for path, response in before.items():
+        again = client.get(path)
+        assert again.status_code == 200 and again.content == response.content
+    # equivalent requests share the built response: parameter order, tag case, default limit
+    for path, same_as in [
+        ("/api/v1/news?limit=30&tag=science", "/api/v1/news?tag=Science&limit=30"),
+        ("/api/v1/news?limit=20", "/api/v1/news"),
+        ("/api/v1/glossary?q=%20QUBIT%20", "/api/v1/glossary?q=qubit"),
+    ]:
+        assert client.get(path).content == before[same_as].content
+
+
+def test_cookie_requests_get_the_same_bytes_through_datasettes_router(clients):
+    client = clients()
+    plain = client.get("/api/v1/stats")
+    with_cookie = client.get("/api/v1/stats", headers={"Cookie": "ds_actor=x"}, validate=False)
+    assert with_cookie.content == plain.content
+    assert with_cookie.headers["etag"] == plain.headers["etag"]
+    # Datasette's privacy rule for credentialed requests applies (not the fast path)
+    assert with_cookie.headers["cache-control"] == "private, no-store"
+
+
+def test_new_ingest_is_visible_within_two_seconds_and_only_news_is_rebuilt(clients, tmp_path):
+    client = clients()
+    news = client.get("/api/v1/news?limit=5")
+    stats = client.get("/api/v1/stats")
+    courses = client.get("/api/v1/courses")
+    api = get_api(client.datasette)
+    courses_entry = api.cache.get(("courses", None))
+
+    db = open_database(tmp_path / "site.db")
+    with transaction(db):
+        db.execute(
+            "INSERT INTO news (id, url, title, summary, source, tag, published_at, first_seen_at, updated_at) "
+            "VALUES ('late', 'https://news.example/late', 'Late news', 'New', 'Lab Notes', 'Science', "
+            "'2026-11-21T00:00:00Z', '2026-11-21T00:00:05Z', '2026-11-21T00:00:05Z')"
+        )
+        bump_version(db, "news", "2026-11-21T00:00:05Z")
+
+    deadline = time.monotonic() + 2
+    while True:
+        fresh = client.get("/api/v1/news?limit=5")
+        if fresh.json()["results"][0]["id"] == "late" or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert fresh.json()["results"][0]["id"] == "late"
+    assert fresh.json()["count"] == 46
+    assert fresh.headers["etag"] != news.headers["etag"]
+    assert fresh.headers["last-modified"] == "Sat, 21 Nov 2026 00:00:05 GMT"
+    # the old ETag no longer revalidates
+    assert client.get("/api/v1/news?limit=5", headers={"If-None-Match": news.headers["etag"]}).status_code == 200
+    new_stats = client.get("/api/v1/stats")
+    assert new_stats.json()["news_items"] == 46 and new_stats.content != stats.content
+    # the catalog did not change: its response was kept, not rebuilt
+    assert api.cache.get(("courses", None)) is courses_entry
+    assert client.get("/api/v1/courses").headers["etag"] == courses.headers["etag"]
+    # and what the cache serves now equals a fresh process's answer
+    other = clients()
+    for path in ("/api/v1/news?limit=5", "/api/v1/stats", "/api/v1/courses"):
+        assert comparable(client.get(path)) == comparable(other.get(path))
+
+
+def test_concurrent_misses_build_once(clients):
+    client = clients()
+    client.get("/api/v1")  # start up
+    api = get_api(client.datasette)
+    calls = []
+    real = api.execute_fn
+
+    async def counting(fn):
+        calls.append(1)
+        await asyncio.sleep(0.05)  # let every request arrive while the build runs
+        return await real(fn)
+
+    api.execute_fn = counting
+
+    async def many():
+        return await asyncio.gather(*(client.datasette.client.get("/api/v1/news?tag=Industry") for _ in range(20)))
+
+    responses = client.run(many())
+    assert len(calls) == 1
+    assert len({response.content for response in responses}) == 1
+    assert all(response.status_code == 200 for response in responses)
+
+
+def test_a_build_from_an_older_snapshot_is_served_but_not_kept(clients, tmp_path):
+    client = clients()
+    client.get("/api/v1/stats")
+    api = get_api(client.datasette)
+    current = dict(api.versions.current)
+    older = {**current, "news": (current["news"][0] - 1, current["news"][1])}
+    assert api._storable(current, ("totals", "news"))
+    assert not api._storable(older, ("totals", "news"))
+
+
+def test_cache_is_bounded():
+    cache = ResponseCache(max_entries=3, max_bytes=10_000, max_aliases=4)
+    entries = [Entry(("e", i), b"x" * 100, ("news",), None, 60) for i in range(5)]
+    for i, entry in enumerate(entries):
+        cache.put(entry)
+        cache.add_alias((b"/p", str(i).encode()), entry)
+    assert len(cache) == 3
+    assert [key for key in cache.entries] == [("e", 2), ("e", 3), ("e", 4)]
+    assert len(cache.aliases) == 3  # aliases of evicted entries go too
+    cache.drop({"news"})
+    assert len(cache) == 0 and cache.size == 0 and not cache.aliases
+
+    by_bytes = ResponseCache(max_entries=100, max_bytes=2500)  # each entry counts 100 + 512 bytes
+    for i in range(6):
+        by_bytes.put(Entry(("e", i), b"x" * 100, ("news",), None, 60))
+    assert len(by_bytes) == 4 and by_bytes.size <= 2500
+    by_bytes.put(Entry(("big",), b"y" * 200, ("news",), None, 60))  # over a quarter of the budget: not kept
+    assert by_bytes.get(("big",)) is None and len(by_bytes) == 4
+
+
+def test_many_distinct_query_strings_stay_bounded(clients):
+    client = clients()
+    api = get_api(client.datasette)
+    api.cache.max_entries = 10
+    api.cache.max_aliases = 15
+    for i in range(40):
+        since = (NEWS_START - timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        assert client.get(f"/api/v1/news?since={since}", validate=False).status_code == 200
+    assert len(api.cache) <= 10 and len(api.cache.aliases) <= 15
+
+
+def test_glossary_change_drops_only_glossary(clients, tmp_path):
+    client = clients()
+    client.get("/api/v1/glossary")
+    client.get("/api/v1/news")
+    api = get_api(client.datasette)
+    db = open_database(tmp_path / "site.db")
+    with transaction(db):
+        db.execute("UPDATE glossary SET definition = 'Changed.' WHERE id = 'qubit'")
+        bump_version(db, "glossary", "2026-11-22T00:00:00Z")
+    api.refresh(force=True)
+    assert ("glossary", "") not in api.cache.entries
+    assert ("news", None, 20, None, None) in api.cache.entries
+    body = client.get("/api/v1/glossary/qubit").json()
+    assert body["definition"] == "Changed."
+
+
+def test_news_feed_seeding_helper_keeps_versions_monotonic(tmp_path):
+    # guards the helper the other tests rely on
+    db = open_database(tmp_path / "other.db")
+    seed_news(db, news_items(2))
+    seed_news(db, news_items(1, prefix="b"), changed_at="2026-11-21T00:00:00Z")
+    assert db.execute("select version, changed_at from data_versions where dataset = 'news'").fetchone() == (
+        2,
+        "2026-11-21T00:00:00Z",
+    )
