@@ -16,9 +16,14 @@ import io
 from dataclasses import dataclass, field
 
 import feedparser
-from feedparser.exceptions import CharacterEncodingOverride
+from feedparser.exceptions import CharacterEncodingOverride, NonXMLContentType
 
 from .normalise import Item, normalise_entry, parse_time
+
+
+#: bozo reasons that say nothing about whether the feed was read right: a charset header
+#: contradicting the XML declaration, or a server that sends no or a wrong Content-Type.
+HARMLESS = (CharacterEncodingOverride, NonXMLContentType)
 
 
 class FeedError(Exception):
@@ -70,7 +75,7 @@ def parse(body: bytes, headers: dict[str, str] | None = None, location: str | No
         raise FeedError(f"feed could not be parsed: {type(exc).__name__}: {exc}") from None
     if parsed.entries:
         return parsed
-    problem = parsed.get("bozo_exception") if parsed.get("bozo") else None
+    problem = _problem(parsed)
     if not parsed.get("version"):
         kind = response_headers.get("content-type", "").split(";")[0].strip()
         details = [f"content type {kind}"] if kind else []
@@ -96,9 +101,12 @@ def read_feed(job: FeedJob) -> FeedResult:
             result.skipped += 1
         else:
             result.items.append(item)
-    if parsed.get("bozo"):
-        problem = parsed.get("bozo_exception")
-        # A charset header contradicting the XML declaration is common and harmless.
-        if not isinstance(problem, CharacterEncodingOverride):
-            result.warning = f"feed is not well-formed ({problem}); read {len(parsed.entries)} entries anyway"
+    problem = _problem(parsed)
+    if problem:
+        result.warning = f"feed is not well-formed ({problem}); read {len(parsed.entries)} entries anyway"
     return result
+
+
+def _problem(parsed) -> Exception | None:
+    problem = parsed.get("bozo_exception") if parsed.get("bozo") else None
+    return None if isinstance(problem, HARMLESS) else problem

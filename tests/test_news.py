@@ -1,0 +1,421 @@
+"""News ingestion end to end: a real HTTP server on 127.0.0.1, a real SQLite file, the real CLI."""
+
+import json
+from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
+
+import pytest
+
+from conftest import SAMPLES, Reply
+from pipeline.config import load_config
+from pipeline.news import MAX_BACKOFF, backoff_seconds, ingest_news
+from pipeline.store import open_database
+
+#: Short timeouts so that failure tests take a fraction of a second.
+FAST = {"connect_timeout": 1.0, "read_timeout": 0.4, "deadline": 3.0}
+FEEDS = SAMPLES / "feeds"
+
+
+def rss(*items, title="Test feed") -> bytes:
+    """An RSS 2.0 feed of ``(link, title, pubDate or None)`` items."""
+    parts = []
+    for link, headline, date in items:
+        when = f"<pubDate>{date}</pubDate>" if date else ""
+        parts.append(f"<item><title>{headline}</title><link>{link}</link>{when}<description>&lt;p&gt;About {headline}.&lt;/p&gt;</description></item>")
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?><rss version="2.0"><channel><title>{title}</title>'
+        f"<link>https://t.example/</link><description>d</description>{''.join(parts)}</channel></rss>"
+    ).encode()
+
+
+def day(n: int) -> str:
+    return format_datetime(datetime(2025, 3, 1, 8, tzinfo=timezone.utc) + timedelta(days=n), usegmt=True)
+
+
+THREE = rss(
+    ("https://t.example/a?utm_source=rss", "Alpha qubits", day(0)),
+    ("https://t.example/b", "Beta raises funding", day(1)),
+    ("https://t.example/c#x", "Gamma gates", day(2)),
+)
+
+
+@pytest.fixture
+def news(make_config):
+    """Ingest with the given sources; returns (reports, db). Sources are dicts as in the YAML."""
+    state = {}
+
+    def run(sources=None, parse_workers=None, **news_options):
+        if sources is not None or "config" not in state:
+            state["config"] = make_config(news={"sources": sources or [], **news_options})
+        config = load_config(state["config"])
+        db = open_database(config.database_path)
+        reports = ingest_news(db, config, client_options=FAST, parse_workers=parse_workers)
+        return {report.source: report for report in reports}, db
+
+    return run
+
+
+def rows(db, sql="SELECT id, url, title, summary, source, tag, published_at, first_seen_at, updated_at FROM news ORDER BY url"):
+    return [tuple(row) for row in db.execute(sql).fetchall()]
+
+
+def source_row(db, name):
+    return dict(db.query("SELECT * FROM sources WHERE name = ?", [name]).__next__())
+
+
+def make_due(db):
+    db.execute("UPDATE sources SET next_fetch_at = NULL")
+
+
+def news_version(db):
+    found = db.execute("SELECT version FROM data_versions WHERE dataset = 'news'").fetchone()
+    return found[0] if found else 0
+
+
+def test_200_then_304_with_validators_sent_back_exactly(http_server, news):
+    etag, modified = 'W/"feed-v1"', "Sat, 01 Mar 2025 08:00:00 GMT"
+
+    def route(request):
+        if request.headers.get("if-none-match") == etag and request.headers.get("if-modified-since") == modified:
+            return Reply(304, headers={"ETag": etag})
+        return Reply(200, THREE, {"ETag": etag, "Last-Modified": modified, "Content-Type": "application/rss+xml"})
+
+    http_server.routes["/feed"] = route
+    sources = [{"name": "T", "url": http_server.url("/feed"), "tag": "Science"}]
+    reports, db = news(sources)
+    assert reports["T"].status == "ok" and reports["T"].counts["new"] == 3
+    first = rows(db)
+    assert [row[1] for row in first] == ["https://t.example/a", "https://t.example/b", "https://t.example/c"]
+    version = news_version(db)
+    assert version == 1
+
+    reports, db = news()
+    assert reports["T"].status == "unchanged"
+    second = http_server.requests[-1].headers
+    assert second["if-none-match"] == etag and second["if-modified-since"] == modified
+    assert rows(db) == first and news_version(db) == version
+    assert source_row(db, "T")["last_status"] == "unchanged"
+    runs = db.execute("SELECT source, status FROM ingest_runs WHERE kind = 'news' ORDER BY id").fetchall()
+    assert [tuple(run) for run in runs] == [("T", "ok"), ("T", "unchanged")]
+
+
+def test_same_body_is_not_parsed_and_a_change_updates_without_moving_dates(http_server, news):
+    http_server.routes["/feed"] = Reply(200, THREE)
+    sources = [{"name": "T", "url": http_server.url("/feed"), "tag": "Science"}]
+    _, db = news(sources)
+    before = {row[1]: row for row in rows(db)}
+    reports, db = news()
+    assert reports["T"].status == "unchanged" and news_version(db) == 1
+
+    changed = THREE.replace(b"Gamma gates", b"Gamma gates, corrected").replace(day(2).encode(), day(9).encode())
+    http_server.routes["/feed"] = Reply(200, changed)
+    reports, db = news()
+    assert reports["T"].counts == {"new": 0, "updated": 1, "unchanged": 2, "skipped": 0, "duplicates": 0}
+    after = {row[1]: row for row in rows(db)}
+    gamma_before, gamma = before["https://t.example/c"], after["https://t.example/c"]
+    assert gamma[2] == "Gamma gates, corrected"
+    assert gamma[6:8] == gamma_before[6:8]  # published_at and first_seen_at never move
+    assert after["https://t.example/a"] == before["https://t.example/a"]
+    assert news_version(db) == 2
+
+
+def test_redirect_chain_is_followed_and_more_than_five_fails(http_server, news):
+    for hop in range(1, 4):
+        http_server.routes[f"/r{hop}"] = Reply(301, headers={"Location": http_server.url(f"/r{hop + 1}")})
+    http_server.routes["/r4"] = Reply(200, THREE)
+    for hop in range(1, 8):
+        http_server.routes[f"/loop{hop}"] = Reply(301, headers={"Location": http_server.url(f"/loop{hop + 1}")})
+    http_server.routes["/loop8"] = Reply(200, THREE)
+    reports, db = news(
+        [
+            {"name": "Moved", "url": http_server.url("/r1"), "tag": "Science"},
+            {"name": "Too far", "url": http_server.url("/loop1"), "tag": "Industry"},
+        ]
+    )
+    assert reports["Moved"].status == "ok" and reports["Moved"].counts["new"] == 3
+    assert reports["Too far"].failed and "redirects" in reports["Too far"].error
+    assert db.execute("SELECT count(*) FROM news WHERE source = 'Too far'").fetchone()[0] == 0
+
+
+FAILURES = {
+    "404": (Reply(404, b"gone fishing"), "HTTP 404"),
+    "500": (Reply(500, b"oops"), "HTTP 500"),
+    "stall": (Reply(200, THREE, stall=1.5), "timed out"),
+    "oversize": (Reply(200, THREE + b"<!--" + b"x" * 200_000 + b"-->"), "byte limit"),
+    "html": (Reply(200, b"<html><body><h1>Moved</h1></body></html>", {"Content-Type": "text/html"}), "not an RSS or Atom feed"),
+    "truncated": (Reply(200, THREE[:150]), "not a readable feed"),
+}
+
+
+@pytest.mark.parametrize("failure", FAILURES)
+def test_a_failing_source_keeps_its_items_and_does_not_stop_others(http_server, make_config, failure):
+    reply, message = FAILURES[failure]
+    http_server.routes["/bad"] = Reply(200, THREE)
+    http_server.routes["/good"] = Reply(200, rss(("https://g.example/1", "Good one", day(3))))
+    sources = [
+        {"name": "Bad", "url": http_server.url("/bad"), "tag": "Science"},
+        {"name": "Good", "url": http_server.url("/good"), "tag": "Industry"},
+    ]
+    config = load_config(make_config(news={"sources": sources}))
+    db = open_database(config.database_path)
+    ingest_news(db, config, client_options={**FAST, "max_bytes": 100_000})
+    before = rows(db, "SELECT * FROM news WHERE source = 'Bad' ORDER BY id")
+    assert len(before) == 3
+
+    http_server.routes["/bad"] = reply
+    http_server.routes["/good"] = Reply(200, rss(("https://g.example/1", "Good one", day(3)), ("https://g.example/2", "Good two", day(4))))
+    make_due(db)
+    started = datetime.now(timezone.utc).replace(microsecond=0)
+    reports = {r.source: r for r in ingest_news(db, config, client_options={**FAST, "max_bytes": 100_000})}
+
+    assert reports["Bad"].failed and message in reports["Bad"].error
+    assert reports["Good"].status == "ok" and reports["Good"].counts["new"] == 1
+    assert rows(db, "SELECT * FROM news WHERE source = 'Bad' ORDER BY id") == before
+    bad = source_row(db, "Bad")
+    assert bad["consecutive_failures"] == 1 and bad["last_status"] == "failed" and message in bad["last_error"]
+    next_fetch = datetime.strptime(bad["next_fetch_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    assert timedelta(seconds=890) <= next_fetch - started <= timedelta(seconds=905)  # news.every (15m) for a first failure
+    last_run = db.execute("SELECT status, error FROM ingest_runs WHERE source = 'Bad' ORDER BY id DESC").fetchone()
+    assert last_run[0] == "failed" and message in last_run[1]
+
+
+def test_truncated_feed_with_whole_entries_is_a_warning_and_they_land(http_server, news):
+    body = THREE[: THREE.index(b"<item><title>Gamma")] + b"<item><title>Gam"
+    http_server.routes["/feed"] = Reply(200, body)
+    reports, db = news([{"name": "T", "url": http_server.url("/feed"), "tag": "Science"}])
+    assert reports["T"].status == "warning" and not reports["T"].failed and "not well-formed" in reports["T"].error
+    assert {"https://t.example/a", "https://t.example/b"} <= {row[1] for row in rows(db)}
+    assert source_row(db, "T")["last_status"] == "warning"
+
+
+def test_429_and_503_retry_after_are_honoured(http_server, news):
+    http_server.routes["/busy"] = Reply(429, b"slow down", {"Retry-After": "7200"})
+    later = format_datetime(datetime.now(timezone.utc) + timedelta(hours=3), usegmt=True)
+    http_server.routes["/down"] = Reply(503, b"maintenance", {"Retry-After": later})
+    started = datetime.now(timezone.utc)
+    reports, db = news(
+        [
+            {"name": "Busy", "url": http_server.url("/busy"), "tag": "Science"},
+            {"name": "Down", "url": http_server.url("/down"), "tag": "Science"},
+        ]
+    )
+    assert reports["Busy"].failed and reports["Down"].failed
+    for name, wait in (("Busy", 7200), ("Down", 3 * 3600)):
+        next_fetch = datetime.strptime(source_row(db, name)["next_fetch_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        assert abs((next_fetch - started).total_seconds() - wait) < 10
+
+    served = len(http_server.requests)
+    reports, db = news()
+    assert reports["Busy"].status == "skipped" and "backing off" in reports["Busy"].error
+    assert not reports["Busy"].failed and len(http_server.requests) == served  # not asked again early
+
+
+def test_backoff_grows_exponentially_and_caps_at_a_day(http_server, news):
+    assert [backoff_seconds(n, 900) for n in (1, 2, 3, 4)] == [900, 1800, 3600, 7200]
+    assert backoff_seconds(7, 900) == 57600 and backoff_seconds(8, 900) == MAX_BACKOFF == backoff_seconds(50, 900)
+    assert backoff_seconds(1, 900, retry_after=86400 * 7) == MAX_BACKOFF
+    assert backoff_seconds(3, 900, retry_after=60) == 3600
+
+    http_server.routes["/feed"] = Reply(500, b"no")
+    sources = [{"name": "T", "url": http_server.url("/feed"), "tag": "Science"}]
+    _, db = news(sources)
+    for _ in range(3):
+        make_due(db)
+        started = datetime.now(timezone.utc)
+        reports, db = news()
+    row = source_row(db, "T")
+    assert row["consecutive_failures"] == 4 and row["disabled"] == 0
+    next_fetch = datetime.strptime(row["next_fetch_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    assert abs((next_fetch - started).total_seconds() - 7200) < 10
+    assert "failure 4 in a row" in reports["T"].error
+
+    http_server.routes["/feed"] = Reply(200, THREE)
+    make_due(db)
+    reports, db = news()
+    row = source_row(db, "T")
+    assert reports["T"].status == "ok" and row["consecutive_failures"] == 0 and row["next_fetch_at"] is None
+
+
+def test_410_disables_the_source_and_keeps_its_items(http_server, news):
+    http_server.routes["/feed"] = Reply(200, THREE)
+    sources = [{"name": "T", "url": http_server.url("/feed"), "tag": "Science"}]
+    _, db = news(sources)
+    before = rows(db)
+    http_server.routes["/feed"] = Reply(410, b"gone")
+    reports, db = news()
+    assert reports["T"].failed and "disabled" in reports["T"].error
+    assert source_row(db, "T")["disabled"] == 1 and rows(db) == before
+
+    served = len(http_server.requests)
+    reports, db = news()
+    assert reports["T"].status == "disabled" and not reports["T"].failed
+    assert len(http_server.requests) == served
+
+    # A new URL in the config gives the source another chance.
+    http_server.routes["/new"] = Reply(200, THREE)
+    reports, db = news([{"name": "T", "url": http_server.url("/new"), "tag": "Science"}])
+    assert reports["T"].status == "ok" and source_row(db, "T")["disabled"] == 0
+
+
+def test_declared_non_utf8_encoding(http_server, news):
+    http_server.routes["/latin1"] = Reply(200, (FEEDS / "capital-brief.rdf").read_bytes(), {"Content-Type": "application/rdf+xml"})
+    body = THREE.replace(b'encoding="UTF-8"', b'encoding="windows-1252"').replace(b"Alpha qubits", "Alpha – “qubits” €".encode("cp1252"))
+    http_server.routes["/cp1252"] = Reply(200, body, {"Content-Type": "application/rss+xml; charset=windows-1252"})
+    reports, db = news(
+        [
+            {"name": "Brief", "url": http_server.url("/latin1"), "tag": "Investing"},
+            {"name": "Win", "url": http_server.url("/cp1252"), "tag": "Science"},
+        ]
+    )
+    assert reports["Brief"].counts["new"] == 21 and reports["Win"].status == "ok"
+    titles = {row[2] for row in rows(db)}
+    assert "Zürich photonics firm closes CHF 35m Series A" in titles
+    assert "Alpha – “qubits” €" in titles
+
+
+def test_relative_links_resolve_against_the_feed_url(http_server, news):
+    http_server.routes["/feeds/rss"] = Reply(200, rss(("/posts/1?utm_campaign=x", "One", day(1)), ("two.html", "Two", day(2))))
+    _, db = news([{"name": "T", "url": http_server.url("/feeds/rss"), "tag": "Science"}])
+    assert sorted(row[1] for row in rows(db)) == [http_server.url("/feeds/two.html"), http_server.url("/posts/1")]
+
+
+def test_one_story_in_two_feeds_is_one_item_kept_by_the_first_source(http_server, news):
+    story = "https://News.example.org/story/1"
+    # The first source answers last: order of answers must not decide who keeps the story.
+    http_server.routes["/first"] = Reply(200, rss((story + "?utm_source=first", "Shared story", day(1)), ("https://f.example/own", "Own", day(2))), stall=0.2)
+    http_server.routes["/second"] = Reply(200, rss((story + "#comments", "Shared story (syndicated)", day(1))))
+    reports, db = news(
+        [
+            {"name": "First", "url": http_server.url("/first"), "tag": "Science"},
+            {"name": "Second", "url": http_server.url("/second"), "tag": "Industry"},
+        ]
+    )
+    shared = db.execute("SELECT source, title, tag FROM news WHERE url = ?", ["https://news.example.org/story/1"]).fetchall()
+    assert [tuple(row) for row in shared] == [("First", "Shared story", "Science")]
+    assert reports["Second"].counts["duplicates"] == 1 and reports["Second"].counts["new"] == 0
+    assert db.execute("SELECT count(*) FROM news").fetchone()[0] == 2
+
+
+def test_classification_rules_and_changing_them_retags(http_server, news):
+    http_server.routes["/feed"] = lambda request: Reply(304) if request.headers.get("if-none-match") == '"v1"' else Reply(200, THREE, {"ETag": '"v1"'})
+    rule = {"match": r"(?i)\b(raises|funding)\b", "tag": "Investing"}
+    _, db = news([{"name": "T", "url": http_server.url("/feed"), "tag": "Industry", "rules": [rule]}])
+    assert dict(db.execute("SELECT title, tag FROM news").fetchall()) == {
+        "Alpha qubits": "Industry",
+        "Beta raises funding": "Investing",
+        "Gamma gates": "Industry",
+    }
+    # Same bytes (and a 304 would be sent), but a new rule: the feed is read again and retagged.
+    reports, db = news([{"name": "T", "url": http_server.url("/feed"), "tag": "Industry", "rules": [rule, {"match": "(?i)gates", "tag": "Science"}]}])
+    assert reports["T"].counts["updated"] == 1
+    assert "if-none-match" not in http_server.requests[-1].headers
+    assert db.execute("SELECT tag FROM news WHERE title = 'Gamma gates'").fetchone()[0] == "Science"
+
+
+def test_future_and_missing_dates_become_first_seen(http_server, news):
+    http_server.routes["/feed"] = Reply(
+        200, rss(("https://t.example/f", "From the future", "Mon, 07 Jan 2099 09:00:00 GMT"), ("https://t.example/u", "Undated", None), ("https://t.example/d", "Dated", day(0)))
+    )
+    before = datetime.now(timezone.utc).replace(microsecond=0)
+    _, db = news([{"name": "T", "url": http_server.url("/feed"), "tag": "Science"}])
+    after = datetime.now(timezone.utc)
+    dates = {row[0]: row[1:] for row in db.execute("SELECT title, published_at, first_seen_at FROM news")}
+    for title in ("From the future", "Undated"):
+        published, first_seen = dates[title]
+        assert published == first_seen
+        assert before <= datetime.strptime(published, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) <= after
+    assert dates["Dated"][0] == "2025-03-01T08:00:00Z"
+
+
+def test_retention_prunes_old_items_and_does_not_insert_them(http_server, news):
+    now = datetime.now(timezone.utc)
+    recent = format_datetime(now - timedelta(days=2), usegmt=True)
+    old = format_datetime(now - timedelta(days=40), usegmt=True)
+    http_server.routes["/a"] = Reply(200, rss(("https://t.example/recent", "Recent", recent), ("https://t.example/old", "Old", old)))
+    sources = [{"name": "A", "url": http_server.url("/a"), "tag": "Science"}]
+    _, db = news(sources)
+    assert db.execute("SELECT count(*) FROM news").fetchone()[0] == 2
+
+    http_server.routes["/b"] = Reply(200, rss(("https://t.example/b-old", "B old", old), ("https://t.example/b-new", "B new", recent)))
+    reports, db = news(sources + [{"name": "B", "url": http_server.url("/b"), "tag": "Industry"}], retention_days=30)
+    assert reports["A"].status == "unchanged"
+    assert reports["B"].counts["new"] == 1 and reports["B"].counts["skipped"] == 1
+    assert sorted(row[0] for row in db.execute("SELECT title FROM news")) == ["B new", "Recent"]
+    assert db.execute("SELECT count(*) FROM news_fts WHERE news_fts MATCH 'old'").fetchone()[0] == 0
+
+
+def test_entries_without_link_are_skipped_and_counted(http_server, news):
+    http_server.routes["/feed"] = Reply(200, THREE.replace(b"<link>https://t.example/b</link>", b""))
+    reports, db = news([{"name": "T", "url": http_server.url("/feed"), "tag": "Science"}])
+    assert reports["T"].counts["skipped"] == 1 and reports["T"].counts["new"] == 2
+
+
+def test_process_pool_and_in_process_parsing_store_the_same(http_server, news):
+    for name in ("lab-notes.xml", "industry-wire.atom", "capital-brief.rdf"):
+        http_server.routes[f"/{name}"] = Reply(200, (FEEDS / name).read_bytes())
+    sources = [
+        {"name": "Lab", "url": http_server.url("/lab-notes.xml"), "tag": "Science"},
+        {"name": "Wire", "url": http_server.url("/industry-wire.atom"), "tag": "Industry", "rules": [{"match": "(?i)spac|raises", "tag": "Investing"}]},
+        {"name": "Brief", "url": http_server.url("/capital-brief.rdf"), "tag": "Investing"},
+    ]
+    _, db = news(sources, parse_workers=2)
+    pooled = rows(db, "SELECT id, url, title, summary, source, tag FROM news ORDER BY id")
+    db.execute("DELETE FROM news")
+    db.execute("UPDATE sources SET etag = NULL, last_modified = NULL, content_hash = NULL")
+    _, db = news(parse_workers=0)
+    assert rows(db, "SELECT id, url, title, summary, source, tag FROM news ORDER BY id") == pooled
+    assert len(pooled) == 63 and {row[5] for row in pooled} == {"Science", "Industry", "Investing"}
+
+
+def test_ingest_runs_and_reports_per_source(http_server, news):
+    http_server.routes["/ok"] = Reply(200, THREE)
+    reports, db = news(
+        [{"name": "Ok", "url": http_server.url("/ok"), "tag": "Science"}, {"name": "Missing", "url": http_server.url("/nope"), "tag": "Science"}]
+    )
+    runs = {row[0]: row[1:] for row in db.execute("SELECT source, status, counts, finished_at FROM ingest_runs WHERE kind = 'news'")}
+    assert runs["Ok"][0] == "ok" and json.loads(runs["Ok"][1])["new"] == 3 and runs["Ok"][2]
+    assert runs["Missing"][0] == "failed"
+    assert reports["Ok"].line() == "news Ok: ok (new 3, updated 0, unchanged 0, skipped 0, duplicates 0)"
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+
+def test_cli_exit_codes_and_lines(http_server, make_config, qsite):
+    http_server.routes["/ok"] = Reply(200, THREE)
+    good = {"name": "Good", "url": http_server.url("/ok"), "tag": "Science"}
+    path = make_config(news={"sources": [good]})
+    done = qsite("ingest", "news", "--config", str(path))
+    assert done.returncode == 0, done.stderr
+    assert "news Good: ok (new 3, updated 0, unchanged 0, skipped 0, duplicates 0)" in done.stdout
+
+    path = make_config(news={"sources": [good, {"name": "Bad", "url": http_server.url("/missing"), "tag": "Industry"}]})
+    done = qsite("ingest", "news", "--config", str(path))
+    assert done.returncode == 1
+    assert "news Good: unchanged" in done.stdout and "news Bad: failed" in done.stdout and "HTTP 404" in done.stdout
+
+    path = make_config(news={"sources": [good]})
+    done = qsite("ingest", "news", "--config", str(path), "--quiet")
+    assert done.returncode == 0 and done.stdout == ""
+
+    path = make_config(news={"sources": [{**good, "tag": "Gossip"}]})
+    done = qsite("ingest", "news", "--config", str(path))
+    assert done.returncode == 2 and "news.sources[0].tag" in done.stderr
+
+
+def test_cli_ingest_all_runs_site_then_news(http_server, make_config, qsite):
+    http_server.routes["/ok"] = Reply(200, THREE)
+    path = make_config(news={"sources": [{"name": "Good", "url": http_server.url("/ok"), "tag": "Science"}]})
+    done = qsite("ingest", "all", "--config", str(path))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("site ") and lines[1].startswith("news Good: ok")
+    db = open_database(load_config(path).database_path)
+    assert db.execute("SELECT count(*) FROM courses").fetchone()[0] > 0
+    assert db.execute("SELECT count(*) FROM news").fetchone()[0] == 3
+
+    http_server.routes["/ok"] = Reply(500, b"")
+    db.execute("UPDATE sources SET etag = NULL, content_hash = NULL")
+    done = qsite("ingest", "all", "--config", str(path), "--quiet")
+    assert done.returncode == 1 and "news Good: failed" in done.stderr and done.stdout == ""
+    assert db.execute("SELECT count(*) FROM news").fetchone()[0] == 3
