@@ -1,0 +1,160 @@
+"""Hostile feeds over real HTTP: each fails its own source, cleanly and in bounded time.
+
+The corpus (``tests/hostile.py``) is served by the real local server next to
+one good feed. Whatever a document does, ingesting must not raise, must not
+hang past the fetch timeouts, must mark that source failed (or keep only sane
+items when a careful reader may salvage some), and must leave the good
+source's items exactly as they should be.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from conftest import Reply, run_qsite
+from hostile import DripServer, corpus, gzip_bomb, rss
+from pipeline.config import load_config
+from pipeline.news import ingest_news
+from pipeline.normalise import SUMMARY_LIMIT
+from pipeline.store import open_database
+
+GOOD = "Good Source"
+GOOD_ITEMS = 5
+FAST = {"connect_timeout": 2, "read_timeout": 1, "deadline": 3}
+
+
+def serve_corpus(http_server, docs):
+    http_server.routes["/good.xml"] = Reply(200, rss(GOOD_ITEMS, start=1000), {"Content-Type": "application/rss+xml"})
+    sources = [{"name": GOOD, "url": http_server.url("/good.xml"), "tag": "Science"}]
+    for doc in docs:
+        http_server.routes[f"/{doc.name}.xml"] = Reply(200, doc.body, doc.headers)
+        sources.append({"name": doc.name, "url": http_server.url(f"/{doc.name}.xml"), "tag": "Industry"})
+    return sources
+
+
+def assert_sane_items(db, source):
+    for row in db.query("SELECT * FROM news WHERE source = ?", [source]):
+        assert row["url"].startswith(("http://", "https://")), row["url"][:100]
+        assert len(row["summary"]) <= SUMMARY_LIMIT
+        assert "<" not in row["title"] + row["summary"] or "&lt;" not in row["summary"]
+        assert row["published_at"].endswith("Z")
+        assert "root:" not in row["title"] + row["summary"]  # no external entity was read
+        assert "lollollol" not in row["title"] + row["summary"]  # no entity was expanded
+
+
+def check_outcome(db, docs, reports):
+    by_source = {report.source: report for report in reports}
+    assert by_source[GOOD].status == "ok", by_source[GOOD].line()
+    good = list(db.query("SELECT url FROM news WHERE source = ? ORDER BY url", [GOOD]))
+    assert len(good) == GOOD_ITEMS
+    rows = {row["name"]: row for row in db.query("SELECT * FROM sources")}
+    for doc in docs:
+        report, row = by_source[doc.name], rows[doc.name]
+        if doc.may_yield_items:
+            assert report.status in ("ok", "warning", "failed"), report.line()
+        else:
+            assert report.status == "failed", f"{doc.name}: {report.line()}"
+        if report.status == "failed":
+            assert row["last_status"] == "failed" and row["consecutive_failures"] == 1
+            assert row["last_error"] and len(row["last_error"]) < 2000
+            assert db.execute("SELECT count(*) FROM news WHERE source = ?", [doc.name]).fetchone()[0] == 0
+        assert_sane_items(db, doc.name)
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["in-process", "process-pool"])
+def test_corpus_fails_each_source_alone(make_config, http_server, workers):
+    docs = corpus()
+    config = load_config(make_config(news={"sources": serve_corpus(http_server, docs)}))
+    db = open_database(config.database_path)
+    started = time.monotonic()
+    reports = ingest_news(db, config, client_options=FAST, parse_workers=workers)
+    assert time.monotonic() - started < 60  # liveness bound, not a benchmark
+    assert len(reports) == len(docs) + 1
+    check_outcome(db, docs, reports)
+
+
+def test_corpus_through_the_real_command(make_config, http_server):
+    """The real ``qsite ingest news`` (8+ sources, so its process pool parses): exit 1, nothing lost."""
+    docs = corpus()
+    config = make_config(news={"sources": serve_corpus(http_server, docs)})
+    result = run_qsite("ingest", "news", "--config", str(config), timeout=120)
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    lines = {line.split(":")[0].removeprefix("news "): line for line in result.stdout.splitlines()}
+    assert lines[GOOD].startswith(f"news {GOOD}: ok"), lines[GOOD]
+    db = open_database(load_config(config).database_path)
+    reports = {row["source"]: row for row in db.query("SELECT source, status FROM ingest_runs WHERE kind = 'news'")}
+    assert len(reports) == len(docs) + 1 and reports[GOOD]["status"] == "ok"
+    for doc in docs:
+        if not doc.may_yield_items:
+            assert reports[doc.name]["status"] == "failed", doc.name
+            assert f"news {doc.name}: failed" in lines[doc.name]
+    assert db.execute("SELECT count(*) FROM news WHERE source = ?", [GOOD]).fetchone()[0] == GOOD_ITEMS
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_oversize_bodies_are_refused_after_decompression(make_config, http_server):
+    cap = 256 * 1024
+    http_server.routes["/good.xml"] = Reply(200, rss(GOOD_ITEMS), {"Content-Type": "application/rss+xml"})
+    http_server.routes["/declared.xml"] = Reply(200, b"<" * (cap + 1), {"Content-Type": "application/rss+xml"})
+    http_server.routes["/bomb.xml"] = Reply(
+        200, gzip_bomb(64 * cap), {"Content-Type": "application/rss+xml", "Content-Encoding": "gzip"}
+    )
+    sources = [
+        {"name": GOOD, "url": http_server.url("/good.xml"), "tag": "Science"},
+        {"name": "declared", "url": http_server.url("/declared.xml"), "tag": "Science"},
+        {"name": "bomb", "url": http_server.url("/bomb.xml"), "tag": "Science"},
+    ]
+    config = load_config(make_config(news={"sources": sources}))
+    db = open_database(config.database_path)
+    reports = {r.source: r for r in ingest_news(db, config, client_options={**FAST, "max_bytes": cap}, parse_workers=0)}
+    assert reports[GOOD].status == "ok"
+    for name in ("declared", "bomb"):
+        assert reports[name].failed and "byte limit" in reports[name].error, reports[name].line()
+
+
+def test_stalling_and_dripping_servers_end_at_the_timeouts(make_config, http_server):
+    http_server.routes["/good.xml"] = Reply(200, rss(GOOD_ITEMS), {"Content-Type": "application/rss+xml"})
+    http_server.routes["/stall.xml"] = Reply(200, rss(1), stall=3)
+    drip = DripServer(interval=0.2)
+    try:
+        sources = [
+            {"name": GOOD, "url": http_server.url("/good.xml"), "tag": "Science"},
+            {"name": "stall", "url": http_server.url("/stall.xml"), "tag": "Science"},
+            {"name": "drip", "url": drip.url(), "tag": "Science"},
+        ]
+        config = load_config(make_config(news={"sources": sources}))
+        db = open_database(config.database_path)
+        started = time.monotonic()
+        reports = {r.source: r for r in ingest_news(db, config, client_options=FAST, parse_workers=0)}
+        elapsed = time.monotonic() - started
+    finally:
+        drip.close()
+    assert elapsed < 15  # the deadline is 3 s; anything near 15 is a hang
+    assert reports[GOOD].status == "ok"
+    assert reports["stall"].failed and "timed out" in reports["stall"].error
+    assert reports["drip"].failed and "gave up after 3 s" in reports["drip"].error
+    assert db.execute("SELECT count(*) FROM news").fetchone()[0] == GOOD_ITEMS
+
+
+def test_a_source_that_turns_hostile_keeps_its_items(make_config, http_server):
+    """Good today, garbage tomorrow: yesterday's items and their dates stay exactly as they were."""
+    feed = {"body": rss(4).encode(), "headers": {"Content-Type": "application/rss+xml"}}
+    http_server.routes["/turns.xml"] = lambda seen: Reply(200, feed["body"], feed["headers"])
+    config = load_config(make_config(news={"every": "1s", "sources": [{"name": "turns", "url": http_server.url("/turns.xml"), "tag": "Science"}]}))
+    db = open_database(config.database_path)
+    assert ingest_news(db, config, client_options=FAST, parse_workers=0)[0].status == "ok"
+    before = list(db.query("SELECT * FROM news ORDER BY id"))
+    for doc in corpus():
+        if doc.may_yield_items:
+            continue
+        feed["body"], feed["headers"] = doc.body, doc.headers
+        db.execute("UPDATE sources SET next_fetch_at = NULL")  # due again now, whatever the backoff
+        report = ingest_news(db, config, client_options=FAST, parse_workers=0)[0]
+        assert report.failed, f"{doc.name}: {report.line()}"
+        assert list(db.query("SELECT * FROM news ORDER BY id")) == before, doc.name
+    failures = db.execute("SELECT consecutive_failures FROM sources").fetchone()[0]
+    assert failures == sum(not doc.may_yield_items for doc in corpus())
