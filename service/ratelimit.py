@@ -29,7 +29,6 @@ Redis costs no latency.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -41,22 +40,13 @@ from limits.aio.strategies import MovingWindowRateLimiter
 from limits.storage import storage_from_string
 
 from pipeline.config import parse_rate_limit
+from service.problems import problem_response, send_response
 from service.settings import qsite_config
 
 log = logging.getLogger("qsite.ratelimit")
 
 #: The name of the one quota policy, as it appears in the headers.
 POLICY = "default"
-PROBLEM_TYPE = "/api/v1/problems/rate-limited"
-# TODO(lead): the same values as service/problems.py of the /api/v1 service;
-# kept private here because that module did not exist yet. Unify them.
-_CORS_HEADERS = [
-    (b"access-control-allow-origin", b"*"),
-    (
-        b"access-control-expose-headers",
-        b"ETag, Last-Modified, Link, Retry-After, RateLimit, RateLimit-Policy",
-    ),
-]
 _EXEMPT_PREFIXES = ("/-/static/", "/-/static-plugins/")
 _EXEMPT_PATHS = frozenset({"/favicon.ico", "/robots.txt"})
 #: Seconds between two warnings about an unreachable storage.
@@ -177,29 +167,15 @@ def fair_use(datasette) -> FairUse | None:
     return datasette._qsite_fair_use
 
 
-def too_many_requests(item: limits.RateLimitItem, verdict: Verdict) -> tuple[list, bytes]:
-    """Headers and body of the 429 problem response."""
+def too_many_requests(item: limits.RateLimitItem, verdict: Verdict) -> tuple[int, list, bytes]:
+    """Status, headers and body of the 429 problem response."""
     retry_after = max(1, verdict.reset_in)
-    body = json.dumps(
-        {
-            "type": PROBLEM_TYPE,
-            "title": "Too many requests",
-            "status": 429,
-            "detail": (
-                f"Fair use allows {item.amount} requests per {item.get_expiry()} seconds"
-                f" from one client; retry after {retry_after} seconds."
-            ),
-        }
-    ).encode("utf-8")
-    headers = [
-        (b"content-type", b"application/problem+json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"cache-control", b"no-store"),
-        (b"retry-after", str(retry_after).encode()),
-        *_CORS_HEADERS,
-        *verdict.headers(item),
-    ]
-    return headers, body
+    detail = (
+        f"Fair use allows {item.amount} requests per {item.get_expiry()} seconds"
+        f" from one client; retry after {retry_after} seconds."
+    )
+    headers = [(b"retry-after", str(retry_after).encode()), *verdict.headers(item)]
+    return problem_response("rate-limited", detail, headers=headers)
 
 
 class RateLimitMiddleware:
@@ -217,9 +193,8 @@ class RateLimitMiddleware:
         if verdict is None:
             return await self.app(scope, receive, send)
         if not verdict.allowed:
-            headers, body = too_many_requests(limiter.item, verdict)
-            await send({"type": "http.response.start", "status": 429, "headers": headers})
-            await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
+            status, headers, body = too_many_requests(limiter.item, verdict)
+            await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
             return
         extra = verdict.headers(limiter.item)
 

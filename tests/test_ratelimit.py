@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import shutil
@@ -35,13 +34,16 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def datasette_for(make_config):
-    """A Datasette over a migrated database whose qsite config has these ``api`` keys."""
+def datasette_for(make_config, qsite):
+    """A Datasette over a migrated (or, with ``ingest``, filled) database whose qsite config has these ``api`` keys."""
 
-    def make(**api) -> Datasette:
+    def make(ingest=False, **api) -> Datasette:
         path = make_config(api=api)
         config = load_config(path)
-        open_database(config.database_path).close()
+        if ingest:
+            assert qsite("ingest", "site", "--config", str(path)).returncode == 0
+        else:
+            open_database(config.database_path).close()
         return Datasette(
             [str(config.database_path)],
             metadata={"plugins": {"qsite": {"config": str(path)}}},
@@ -92,20 +94,31 @@ def test_limit_reached_refused_then_reset(datasette_for):
 
 
 def test_json_sql_csv_and_api_share_one_budget_static_is_exempt(datasette_for):
-    ds = datasette_for(rate_limit="100/minute")
+    ds = datasette_for(rate_limit="100/minute", ingest=True)
+    paths = [
+        "/site.json",
+        "/site.csv?sql=select+1",
+        "/site?sql=select+1",
+        "/site/courses.json",
+        "/api/v1/stats",
+        "/api/v1/stats",  # a repeat is answered from the API's cache, and still counts
+        "/api/v1/nowhere",
+        "/-/versions.json",
+    ]
 
     async def scenario():
         remaining = []
-        for path in ["/site.json", "/site.csv?sql=select+1", "/site?sql=select+1", "/api/v1/stats", "/-/versions.json"]:
+        for path in paths:
             response = await ds.client.get(path)
+            assert response.status_code == (404 if path == "/api/v1/nowhere" else 200), path
             remaining.append(response.headers["ratelimit"].split(";")[1])
-        assert remaining == ["r=99", "r=98", "r=97", "r=96", "r=95"]
+        assert remaining == [f"r={99 - n}" for n in range(len(paths))]
         static = await ds.client.get("/-/static/app.css")
         assert static.status_code == 200 and "ratelimit" not in static.headers
         preflight = await ds.client.options("/api/v1/stats")
         assert "ratelimit" not in preflight.headers
-        after = await ds.client.get("/-/versions.json")
-        assert after.headers["ratelimit"].split(";")[1] == "r=94"
+        after = await ds.client.get("/api/v1/courses")
+        assert after.headers["ratelimit"].split(";")[1] == f"r={99 - len(paths)}"
 
     run(scenario())
 
@@ -266,12 +279,16 @@ class QsiteServe:
 
     def __init__(self, config_path, log_path):
         self.port = free_port()
+        self.log_path = log_path
         self.log = open(log_path, "wb")
         self.process = subprocess.Popen(
             [QSITE, "serve", "--config", str(config_path), "--port", str(self.port)],
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
+
+    def wait_ready(self):
+        log_path = self.log_path
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             assert self.process.poll() is None, log_path.read_text()
@@ -298,23 +315,39 @@ class QsiteServe:
         self.log.close()
 
 
-def test_two_replicas_share_one_redis_limit(make_config, redis_server, tmp_path):
+def test_two_replicas_share_one_redis_limit(make_config, qsite, redis_server, tmp_path):
     path = make_config(api={"rate_limit": "4/minute", "rate_limit_storage": redis_server.url})
-    open_database(load_config(path).database_path).close()
+    assert qsite("ingest", "site", "--config", str(path)).returncode == 0
     replicas = [QsiteServe(path, tmp_path / f"serve-{n}.log") for n in range(2)]
     try:
-        # a made-up X-Forwarded-For must not give a client a fresh budget on either replica
+        for replica in replicas:
+            replica.wait_ready()
         statuses, remaining = [], []
         for n in range(5):
-            response = httpx.get(
-                replicas[n % 2].url("/-/versions.json"), headers={"X-Forwarded-For": f"192.0.2.{n}"}, timeout=5
-            )
+            response = httpx.get(replicas[n % 2].url("/api/v1/courses"), timeout=5)
             statuses.append(response.status_code)
             remaining.append(response.headers["ratelimit"].split(";")[1])
         assert statuses == [200, 200, 200, 200, 429]
         assert remaining == ["r=3", "r=2", "r=1", "r=0", "r=0"]
-        assert json.loads(response.text)["type"] == "/api/v1/problems/rate-limited"
+        assert response.json()["type"] == "/api/v1/problems/rate-limited"
         assert httpx.get(replicas[0].url("/-/versions.json"), timeout=5).status_code == 429
     finally:
         for replica in replicas:
             replica.stop()
+
+
+def test_real_server_ignores_spoofed_forwarded_for(make_config, qsite, tmp_path):
+    path = make_config(api={"rate_limit": "2/minute", "trusted_proxies": 0})
+    open_database(load_config(path).database_path).close()
+    server = QsiteServe(path, tmp_path / "serve.log")
+    try:
+        server.wait_ready()
+        statuses = [
+            httpx.get(server.url("/-/versions.json"), headers={"X-Forwarded-For": f"192.0.2.{n}"}, timeout=5).status_code
+            for n in range(3)
+        ]
+        # uvicorn's own proxy-header handling (on by default, trusting 127.0.0.1)
+        # would hand the client a fresh address per request: qsite serve turns it off.
+        assert statuses == [200, 200, 429]
+    finally:
+        server.stop()
