@@ -102,6 +102,10 @@ def read_feed(job: FeedJob) -> FeedResult:
         else:
             result.items.append(item)
     problem = _problem(parsed)
+    if problem and not result.items:
+        # Broken XML whose "entries" hold no usable link is not a feed we can read: failing
+        # the source keeps it retried, instead of stored as unchanged and healthy.
+        return FeedResult(error=f"not a readable feed: {problem}; none of its {len(parsed.entries)} entries had a usable link")
     if problem:
         result.warning = f"feed is not well-formed ({problem}); read {len(parsed.entries)} entries anyway"
     return result
