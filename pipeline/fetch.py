@@ -150,8 +150,9 @@ async def _fetch_http(client, url, etag, last_modified, max_bytes) -> Fetched:
                 if size > max_bytes:
                     raise FetchError(f"{url}: body is over the {max_bytes} byte limit")
                 chunks.append(chunk)
+            # The final URL after redirects: relative links resolve against it.
             return Fetched(
-                url,
+                str(response.url),
                 b"".join(chunks),
                 response.status_code,
                 dict(response.headers),

@@ -41,6 +41,12 @@ class SeenRequest:
     headers: dict
 
 
+class _QueueingServer(ThreadingHTTPServer):
+    # The default listen queue of 5 stalls concurrent fetchers for a second.
+    request_queue_size = 128
+    daemon_threads = True
+
+
 class LocalServer:
     """A real HTTP server on 127.0.0.1; tests set ``routes[path]`` to a Reply or a callable."""
 
@@ -76,10 +82,10 @@ class LocalServer:
             def log_message(self, *args):
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _QueueingServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     def url(self, path: str) -> str:
