@@ -65,6 +65,8 @@ def setup_logging(level: str) -> None:
         stream=sys.stderr,
         force=True,
     )
+    # httpx logs every request at INFO; our own one line per source says more.
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))
 
 
 def open_db_or_exit(config):
