@@ -41,5 +41,9 @@ def serve(config: Config, host: str, port: int, log_level: int = logging.INFO) -
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
+        # The rate limiter decides whom X-Forwarded-For is trusted from
+        # (api.trusted_proxies); uvicorn's default trust of 127.0.0.1 would let
+        # any local client pick its own address.
+        proxy_headers=False,
     )
     return 0
