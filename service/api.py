@@ -18,9 +18,7 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable
-from urllib.parse import parse_qsl, quote, unquote, urlencode
-
-from datasette.utils import escape_fts
+from urllib.parse import quote, unquote, unquote_to_bytes, urlencode
 
 from pipeline.config import TAGS
 
@@ -53,6 +51,8 @@ _RFC3339 = re.compile(
     r"^(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(\.\d{1,9})?(?:([Zz])|([+-])(\d{2}):(\d{2}))$"
 )
 _STORED_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+#: What a glossary search matches on: words, as the FTS tokenizer sees them.
+_WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
@@ -152,6 +152,20 @@ def parse_limit(value: str) -> int | None:
     return number if LIMIT_MIN <= number <= LIMIT_MAX else None
 
 
+def split_query(query: bytes) -> list[tuple[bytes, bytes]]:
+    """``(name, value)`` byte pairs of a query string, percent-decoded, ``+`` as space.
+
+    Bytes, not text: a value that is not UTF-8 becomes a 400 naming its
+    parameter rather than an exception.
+    """
+    pairs = []
+    for part in query.split(b"&"):
+        if part:
+            name, _, value = part.partition(b"=")
+            pairs.append((unquote_to_bytes(name.replace(b"+", b" ")), unquote_to_bytes(value.replace(b"+", b" "))))
+    return pairs
+
+
 def parse_params(endpoint: Endpoint, query: bytes) -> tuple[dict, list[dict]]:
     """The endpoint's parameters, validated and canonical, and one error per bad one.
 
@@ -162,7 +176,7 @@ def parse_params(endpoint: Endpoint, query: bytes) -> tuple[dict, list[dict]]:
     errors: list[dict] = []
     seen: dict[str, int] = {}
     raw_values: dict[str, str] = {}
-    for raw_name, raw_value in parse_qsl(query, keep_blank_values=True):
+    for raw_name, raw_value in split_query(query):
         try:
             name = raw_name.decode("utf-8")
         except UnicodeDecodeError:
@@ -206,7 +220,8 @@ def parse_params(endpoint: Endpoint, query: bytes) -> tuple[dict, list[dict]]:
         elif name == "q":
             if len(value) > Q_MAX:
                 errors.append({"parameter": "q", "detail": Q_DETAIL})
-            values["q"] = " ".join(value.split()).casefold()
+            # blank: no filter (None); only punctuation: no words, so nothing matches ("")
+            values["q"] = " ".join(_WORD.findall(value)).casefold() if value.strip() else None
     order = {name: i for i, name in enumerate(endpoint.params)}
     errors.sort(key=lambda error: order.get(error["parameter"], len(order)))
     return values, errors
@@ -217,7 +232,7 @@ def cache_key(endpoint: Endpoint, arg: str | None, values: dict) -> tuple:
     if endpoint.name == "news":
         return ("news", values.get("tag"), values.get("limit") or LIMIT_DEFAULT, values.get("since"), values.get("cursor"))
     if endpoint.name == "glossary":
-        return ("glossary", values.get("q") or "")
+        return ("glossary", values.get("q"))
     return (endpoint.name, arg)
 
 
@@ -236,6 +251,18 @@ def _rows(conn: sqlite3.Connection, sql: str, params: dict) -> list[dict]:
     cursor = conn.execute(sql, params)
     columns = [column[0] for column in cursor.description]
     return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+
+def fts_query(q: str | None) -> str:
+    """A glossary search as an FTS5 query: every word quoted, so all must occur.
+
+    Quoting makes FTS syntax (``AND``, ``"``, ``*``) plain text; a search with no
+    words at all becomes an empty phrase that matches nothing, never a syntax
+    error. ``None`` is no search (the canned query's empty ``:q``).
+    """
+    if q is None:
+        return ""
+    return " ".join(f'"{word}"' for word in q.split()) or '""'
 
 
 def dumps(payload) -> bytes:
@@ -271,8 +298,8 @@ class Queries:
         results = [{**course, "sections": sections.get(course["id"], [])} for course in courses]
         return {"count": len(results), "updated_at": updated_at(versions, ("catalog",)), "results": results}, ()
 
-    def _glossary(self, conn, entry_id: str, q: str) -> list[dict]:
-        rows = _rows(conn, self.sql["glossary"], {"id": entry_id, "q": escape_fts(q) if q else ""})
+    def _glossary(self, conn, entry_id: str, q: str | None) -> list[dict]:
+        rows = _rows(conn, self.sql["glossary"], {"id": entry_id, "q": fts_query(q)})
         return [
             {
                 "id": row["id"],
@@ -284,11 +311,11 @@ class Queries:
         ]
 
     def glossary(self, conn, versions, values, arg):
-        results = self._glossary(conn, "", values.get("q") or "")
+        results = self._glossary(conn, "", values.get("q"))
         return {"count": len(results), "updated_at": updated_at(versions, ("glossary",)), "results": results}, ()
 
     def glossary_entry(self, conn, versions, values, arg):
-        found = self._glossary(conn, arg, "")
+        found = self._glossary(conn, arg, None)
         if not found:
             raise Missing(f"no glossary entry with id {arg!r}")
         return found[0], ()
@@ -407,8 +434,18 @@ class Api:
     async def handle(self, method: str, path: str, query: bytes, headers) -> tuple[int, list, bytes]:
         """``(status, headers, body)`` for any request under /api/v1 (body is for GET).
 
+        Never raises: whatever goes wrong is logged here and answered as a
+        problem without internals (no traceback, SQL or file path).
+
         :param path: the raw path, percent-encoded, decoded from bytes as latin-1.
         """
+        try:
+            return await self._handle(method, path, query, headers)
+        except Exception:
+            log.exception("error answering %s %s", method, path)
+            return problem_response("internal-error", "the request could not be answered")
+
+    async def _handle(self, method: str, path: str, query: bytes, headers) -> tuple[int, list, bytes]:
         try:
             resolved = resolve(path)
         except UnicodeDecodeError:
@@ -441,9 +478,6 @@ class Api:
                 "the database cannot be read just now; try again shortly",
                 headers=[(b"retry-after", str(UNAVAILABLE_RETRY_AFTER).encode())],
             )
-        except Exception:
-            log.exception("error answering %s", path)
-            return problem_response("internal-error", "the request could not be answered")
         self.cache.add_alias((path.encode("latin-1"), query), entry)
         return entry.answer(_header(headers, b"if-none-match"), _header(headers, b"if-modified-since"))
 

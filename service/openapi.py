@@ -124,7 +124,7 @@ def _schemas() -> dict:
                 "documentation": {"const": f"{API_PREFIX}/openapi.json"},
                 "endpoints": {
                     "type": "object",
-                    "additionalProperties": {"type": "string", "format": "uri-reference"},
+                    "additionalProperties": {"type": "string", "format": "uri-template"},
                 },
             }
         ),

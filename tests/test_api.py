@@ -129,6 +129,8 @@ def test_glossary_ordered_by_term_ignoring_case(api):
         ("measured probability", []),
         ("  complex   number ", ["amplitude"]),
         ('"unbalanced AND (', []),  # FTS syntax is quoted away, never an error
+        ("!!!", []),  # no words: nothing matches
+        ("\x00qubit*", ["bloch-sphere", "entanglement", "qubit", "superposition"]),
         ("", ["amplitude", "bloch-sphere", "entanglement", "qubit", "superposition"]),
     ],
 )

@@ -206,7 +206,7 @@ def test_glossary_change_drops_only_glossary(clients, tmp_path):
         db.execute("UPDATE glossary SET definition = 'Changed.' WHERE id = 'qubit'")
         bump_version(db, "glossary", "2026-11-22T00:00:00Z")
     api.refresh(force=True)
-    assert ("glossary", "") not in api.cache.entries
+    assert ("glossary", None) not in api.cache.entries
     assert ("news", None, 20, None, None) in api.cache.entries
     body = client.get("/api/v1/glossary/qubit").json()
     assert body["definition"] == "Changed."

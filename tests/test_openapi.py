@@ -1,0 +1,96 @@
+"""/api/v1/openapi.json: a valid OpenAPI 3.1 document that describes the service exactly."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from openapi_spec_validator import validate as validate_spec
+from openapi_spec_validator.versions.shortcuts import get_spec_version
+
+import schemathesis
+from schemathesis.specs.openapi.checks import positive_data_acceptance
+
+from api_helpers import ApiClient, datasette_for_config, seeded_database
+from pipeline.config import TAGS
+from service import api as service_api
+from service.problems import PROBLEMS
+
+
+@pytest.fixture
+def config_path(make_config, tmp_path):
+    seeded_database(tmp_path / "site.db").close()
+    return make_config(api={"cache_max_age": 120, "rate_limit": "off"})
+
+
+@pytest.fixture
+def document(config_path):
+    client = ApiClient(datasette_for_config(config_path))
+    try:
+        yield client.get("/api/v1/openapi.json").json()
+    finally:
+        client.close()
+
+
+def test_valid_openapi_3_1(document):
+    validate_spec(document)
+    assert document["openapi"] == "3.1.0"
+    assert get_spec_version(document).major == "3" and get_spec_version(document).minor == "1"
+
+
+def test_info_carries_the_usage_terms(document):
+    terms = document["info"]["x-usage-terms"].lower()
+    for phrase in ("fair use", "attribution is appreciated", "belong to their original publishers",
+                   "education and research only", "not investment advice"):
+        assert phrase in terms
+        assert phrase in document["info"]["description"].lower()
+
+
+def test_parameters_match_what_the_code_enforces(document):
+    parameters = document["components"]["parameters"]
+    assert parameters["tag"]["schema"]["enum"] == list(TAGS)
+    assert parameters["limit"]["schema"] == {
+        "type": "integer",
+        "minimum": service_api.LIMIT_MIN,
+        "maximum": service_api.LIMIT_MAX,
+        "default": service_api.LIMIT_DEFAULT,
+    }
+    assert (service_api.LIMIT_MIN, service_api.LIMIT_MAX, service_api.LIMIT_DEFAULT) == (1, 100, 20)
+    assert parameters["q"]["schema"]["maxLength"] == service_api.Q_MAX
+    news = document["paths"]["/api/v1/news"]["get"]["parameters"]
+    assert [p["$ref"].rsplit("/", 1)[1] for p in news] == list(service_api.ENDPOINTS["news"].params)
+    problem = document["components"]["schemas"]["Problem"]
+    assert problem["properties"]["type"]["enum"] == [f"/api/v1/problems/{name}" for name in PROBLEMS]
+    assert document["components"]["headers"]["CacheControl"]["schema"] == {"const": "public, max-age=120"}
+
+
+def test_every_path_is_documented_with_every_method(document):
+    paths = document["paths"]
+    assert set(paths) == {"/api/v1", "/api/v1/", "/api/v1/openapi.json", "/api/v1/courses", "/api/v1/glossary",
+                          "/api/v1/glossary/{id}", "/api/v1/news", "/api/v1/stats"}
+    for item in paths.values():
+        assert {"get", "head", "options", "post", "put", "patch", "delete"} <= set(item)
+        assert set(item["get"]["responses"]) >= {"200", "304", "400", "429"}
+        assert set(item["post"]["responses"]) == {"405"}
+
+
+def test_schemathesis_finds_nothing_undocumented(config_path):
+    """Property-based: generated requests to every operation get documented answers.
+
+    Checks status codes, media types, bodies and headers against the document and
+    that nothing is a server error. ``positive_data_acceptance`` is left out: a
+    schema-valid ``cursor`` is any string, but only one the service issued is accepted.
+    """
+    schema = schemathesis.openapi.from_asgi("/api/v1/openapi.json", datasette_for_config(config_path).app())
+    operations = 0
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        examples = 12 if operation.method.upper() in ("GET", "HEAD") else 2
+
+        @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+        @given(case=operation.as_strategy())
+        def check(case):
+            case.call_and_validate(excluded_checks=[positive_data_acceptance])
+
+        check()
+        operations += 1
+    assert operations >= 50
