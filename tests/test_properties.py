@@ -1,0 +1,226 @@
+"""Property-based tests (hypothesis) of what makes a news item: its URL, its text and its date.
+
+Examples are bounded for ``make test``; ``make soak`` raises them through
+``QSITE_SOAK`` (see :data:`EXAMPLES`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from datetime import datetime, timedelta, timezone
+from urllib.parse import parse_qsl, urlsplit
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from pipeline.normalise import (
+    FUTURE_TOLERANCE,
+    SUMMARY_LIMIT,
+    TRACKING_PARAMS,
+    canonical_url,
+    item_id,
+    normalise_entry,
+    plain_text,
+    published_at,
+    shorten,
+)
+from service.api import decode_cursor, encode_cursor, parse_since
+
+SOAK = bool(os.environ.get("QSITE_SOAK"))
+EXAMPLES = 3000 if SOAK else 150
+bounded = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+RFC3339_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+
+# -- strategies --------------------------------------------------------------
+
+label = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=12).filter(
+    lambda s: not s.startswith("-") and not s.endswith("-")
+)
+hosts = st.builds(lambda parts, tld: ".".join(parts + [tld]), st.lists(label, min_size=1, max_size=3), st.sampled_from(["com", "org", "example", "io"]))
+path_segment = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="/?#%\x00"), max_size=10)
+paths = st.lists(path_segment, max_size=4).map(lambda parts: "/" + "/".join(parts))
+param_names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=8).filter(
+    lambda name: name not in TRACKING_PARAMS and not name.startswith(("utm_", "pk_", "hsa_", "piwik_", "matomo_", "itm_"))
+)
+params = st.lists(st.tuples(param_names, st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", max_size=6)), max_size=4)
+tracking = st.lists(
+    st.tuples(st.sampled_from(sorted(TRACKING_PARAMS) + ["utm_source", "utm_medium", "UTM_Campaign", "pk_kwd"]), st.text(alphabet="abc123", max_size=5)),
+    max_size=3,
+)
+
+
+def build_url(scheme, host, path, kept, fragment=""):
+    query = "&".join(f"{k}={v}" for k, v in kept)
+    return f"{scheme}://{host}{path}" + (f"?{query}" if query else "") + (f"#{fragment}" if fragment else "")
+
+
+# -- URL canonicalisation ---------------------------------------------------
+
+
+@bounded
+@given(st.text(max_size=200), st.one_of(st.none(), st.just("https://base.example/feed/"), st.text(max_size=40)))
+@example("http://[::1", None)
+@example("http://%zz/", None)
+@example("//no-scheme.example/x", "https://base.example/")
+@example("https://a.example:99999/", None)
+def test_canonical_url_never_raises_and_is_a_web_link_or_none(link, base):
+    url = canonical_url(link, base)
+    if url is not None:
+        parts = urlsplit(url)
+        assert parts.scheme in ("http", "https") and parts.hostname
+        assert "#" not in url
+        assert parts.netloc == parts.netloc.lower()
+
+
+@bounded
+@given(st.text(max_size=200), st.one_of(st.none(), st.just("https://base.example/a/b")))
+def test_canonical_url_is_idempotent(link, base):
+    url = canonical_url(link, base)
+    if url is not None:
+        assert canonical_url(url) == url
+        assert item_id(canonical_url(url)) == item_id(url)
+
+
+@bounded
+@given(st.sampled_from(["http", "https", "HTTP", "Https"]), hosts, paths, params, tracking, st.text(max_size=8))
+def test_tracking_case_and_fragment_never_make_a_new_story(scheme, host, path, kept, noise, fragment):
+    clean = canonical_url(build_url(scheme.lower(), host, path, kept))
+    # Tracking parameters interleaved at the front and back, host in capitals, a fragment.
+    noisy = canonical_url(build_url(scheme, host.upper(), path, noise + kept + noise, fragment))
+    assert clean is not None and noisy == clean
+    assert item_id(noisy) == item_id(clean)
+    remaining = [name for name, _ in parse_qsl(urlsplit(clean).query, keep_blank_values=True)]
+    assert remaining == [name for name, _ in kept]  # every other parameter kept, in order
+
+
+@bounded
+@given(hosts, paths, params, params)
+def test_different_real_parameters_stay_different_stories(host, path, first, second):
+    one = canonical_url(build_url("https", host, path, first))
+    two = canonical_url(build_url("https", host, path, second))
+    assert (one == two) == (first == second)
+
+
+# -- summary cleaning --------------------------------------------------------
+
+tags = st.sampled_from(["p", "div", "b", "i", "a href='x'", "script", "style", "img src=x", "br/", "li", "span class='y'"])
+words = st.text(alphabet=st.characters(codec="utf-8", categories=("L", "N", "Zs", "P")), min_size=0, max_size=30)
+
+
+@st.composite
+def markup(draw):
+    pieces = []
+    for _ in range(draw(st.integers(0, 12))):
+        kind = draw(st.integers(0, 3))
+        if kind == 0:
+            pieces.append(draw(words).replace("<", " ").replace("&", " "))
+        elif kind == 1:
+            tag = draw(tags)
+            pieces.append(f"<{tag}>")
+        elif kind == 2:
+            pieces.append(f"</{draw(tags).split()[0].rstrip('/')}>")
+        else:
+            pieces.append(draw(st.sampled_from(["&amp;", "&nbsp;", "&#233;", "&lt;", "&quot;", "\n\t ", "&eacute;"])))
+    return "".join(pieces)
+
+
+@bounded
+@given(st.text(max_size=3000))
+def test_plain_text_is_one_trimmed_line(text):
+    plain = plain_text(text)
+    assert plain == plain.strip()
+    assert "  " not in plain and "\n" not in plain and "\t" not in plain
+
+
+@bounded
+@given(markup())
+@example("<script>alert(1)</script>safe")
+@example("<p>One</p><p>Two</p>")
+def test_plain_text_removes_every_tag_it_was_given(text):
+    plain = plain_text(text)
+    assert not re.search(r"<\s*/?\s*(p|div|b|i|a|script|style|img|br|li|span)\b", plain)
+    assert "alert(1)" not in plain or "<script>" not in text
+
+
+@bounded
+@given(st.text(max_size=2000), st.integers(min_value=2, max_value=600))
+def test_shorten_respects_the_limit_and_keeps_a_prefix(text, limit):
+    short = shorten(text, limit)
+    assert len(short) <= limit
+    if len(text) <= limit:
+        assert short == text
+    else:
+        assert short.endswith("…") and text.startswith(short[:-1])
+
+
+@bounded
+@given(markup(), st.text(max_size=100), st.datetimes(min_value=datetime(1990, 1, 1), max_value=datetime(2100, 1, 1)))
+def test_normalised_entry_summary_is_bounded_plain_text(summary, title, seen):
+    seen = seen.replace(tzinfo=timezone.utc, microsecond=0)
+    entry = {"link": "https://news.example/a?utm_source=x", "title": title, "summary": summary * 20}
+    item = normalise_entry(entry, "Science", (), None, seen)
+    assert item is not None and item.url == "https://news.example/a"
+    assert len(item.summary) <= SUMMARY_LIMIT and len(item.title) > 0
+    assert "\n" not in item.summary + item.title
+
+
+# -- dates --------------------------------------------------------------------
+
+struct_times = st.one_of(
+    st.none(),
+    st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31)).map(lambda moment: moment.timetuple()),
+    st.tuples(*[st.integers(-10, 10_000)] * 6).map(lambda parts: time.struct_time(parts + (0, 1, 0))),
+)
+
+
+@bounded
+@given(struct_times, struct_times, st.datetimes(min_value=datetime(1990, 1, 1), max_value=datetime(2100, 1, 1)))
+# Go's zero time, which real feeds carry as a placeholder date; strftime("%Y") writes it as "1".
+@example(time.struct_time((1, 1, 1, 0, 0, 0, 0, 1, 0)), None, datetime(2026, 11, 20))
+def test_published_at_is_utc_rfc3339_and_never_far_in_the_future(published, updated, seen):
+    seen = seen.replace(tzinfo=timezone.utc, microsecond=0)
+    value = published_at(published, updated, seen)
+    assert RFC3339_Z.match(value)
+    moment = datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    assert moment - seen <= FUTURE_TOLERANCE
+
+
+@bounded
+@given(st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2099, 1, 1)), st.integers(0, 10 * 365 * 86400))
+def test_a_believable_published_date_is_kept_exactly(moment, age):
+    moment = moment.replace(microsecond=0, tzinfo=timezone.utc)
+    seen = moment + timedelta(seconds=age)
+    assert published_at(moment.timetuple(), None, seen) == moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@bounded
+@given(
+    st.datetimes(min_value=datetime(1900, 1, 2), max_value=datetime(9998, 12, 30), timezones=st.timezones()),
+    st.sampled_from(["T", "t"]),
+    st.booleans(),
+)
+def test_since_parameter_reads_any_rfc3339_offset_as_the_same_utc_instant(moment, separator, fraction):
+    text = moment.replace(microsecond=123456 if fraction else 0).isoformat(sep=separator)
+    if moment.utcoffset() is None or moment.utcoffset().seconds % 60 or moment.utcoffset().microseconds:
+        return  # RFC 3339 offsets are whole minutes
+    expected = moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert parse_since(text.replace("+00:00", "Z") if fraction else text) == expected
+
+
+@bounded
+@given(st.text(max_size=80))
+def test_since_parameter_never_raises_on_garbage(text):
+    value = parse_since(text)
+    assert value is None or RFC3339_Z.match(value)
+
+
+@bounded
+@given(st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2100, 1, 1)), st.text(max_size=40), st.text(max_size=60))
+def test_cursor_round_trips_and_garbage_is_refused(moment, item, garbage):
+    stamp = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert decode_cursor(encode_cursor(stamp, item)) == (stamp, item)
+    decoded = decode_cursor(garbage)
+    assert decoded is None or RFC3339_Z.match(decoded[0])
