@@ -32,7 +32,9 @@ def utc_now() -> str:
 
 
 def format_time(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    moment = moment.astimezone(timezone.utc)
+    # Not strftime("%Y"): it writes year 1 (a placeholder date real feeds carry) as "1", not "0001".
+    return f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S}Z"
 
 
 def open_database(path: str | Path) -> sqlite_utils.Database:
