@@ -8,6 +8,7 @@ cleanly.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import uvicorn
@@ -30,20 +31,40 @@ def make_datasette(config: Config, settings: dict | None = None) -> Datasette:
     return Datasette([str(database)], metadata=metadata, settings=settings or {})
 
 
+class _Server(uvicorn.Server):
+    """Uvicorn's server, but a stop by SIGINT or SIGTERM ends with status 0.
+
+    Uvicorn re-raises the signal after its graceful shutdown, so the process
+    would die of it (status -15, or "Aborted!" from click for Ctrl-C); a stop
+    that was asked for is a success.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self):
+        with super().capture_signals():
+            try:
+                yield
+            finally:
+                self._captured_signals.clear()
+
+
 def serve(config: Config, host: str, port: int, log_level: int = logging.INFO) -> int:
-    """Serve until stopped; returns the exit status."""
+    """Serve until stopped; returns the exit status (0 after Ctrl-C or SIGTERM, 1 if it could not start)."""
     datasette = make_datasette(config)
-    uvicorn.run(
-        datasette.app(),
-        host=host,
-        port=port,
-        log_level=logging.getLevelName(log_level).lower(),
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
-        # The rate limiter decides whom X-Forwarded-For is trusted from
-        # (api.trusted_proxies); uvicorn's default trust of 127.0.0.1 would let
-        # any local client pick its own address.
-        proxy_headers=False,
+    server = _Server(
+        uvicorn.Config(
+            datasette.app(),
+            host=host,
+            port=port,
+            log_level=logging.getLevelName(log_level).lower(),
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
+            # The rate limiter decides whom X-Forwarded-For is trusted from
+            # (api.trusted_proxies); uvicorn's default trust of 127.0.0.1 would let
+            # any local client pick its own address.
+            proxy_headers=False,
+        )
     )
-    return 0
+    server.run()
+    return 0 if server.started else 1

@@ -1,0 +1,133 @@
+"""``qsite serve`` as a real process: HTTP on a free port, an ingest while it runs, a clean stop."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import time
+
+import httpx
+import pytest
+
+from conftest import QSITE, SAMPLES, run_qsite
+
+START_TIMEOUT = 30
+VISIBLE_WITHIN = 2.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def export_file(tmp_path):
+    path = tmp_path / "site-export.json"
+    path.write_text((SAMPLES / "site-export.json").read_text(encoding="utf-8"), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def server(make_config, export_file):
+    """A running ``qsite serve``; yields (base URL, config path, process)."""
+    config = make_config(site_export={"source": str(export_file)}, api={"cache_max_age": 60, "rate_limit": "off"})
+    port = free_port()
+    process = subprocess.Popen(
+        [QSITE, "serve", "--config", str(config), "--port", str(port), "--log-level", "WARNING"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        try:
+            httpx.get(base + "/api/v1", timeout=1)
+            break
+        except httpx.TransportError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                out, err = process.communicate()
+                pytest.fail(f"qsite serve did not start: {err[-2000:]}")
+            time.sleep(0.1)
+    yield base, config, process
+    if process.poll() is None:
+        process.kill()
+        process.communicate()
+
+
+def wait_for(fetch, ready, within: float) -> tuple[httpx.Response, float]:
+    """Poll ``fetch()`` until ``ready(response)``; returns the response and the seconds it took."""
+    start = time.monotonic()
+    while True:
+        response = fetch()
+        elapsed = time.monotonic() - start
+        if ready(response) or elapsed > within + 1:
+            return response, elapsed
+        time.sleep(0.05)
+
+
+def test_serve_answers_over_http_and_shows_a_new_ingest_within_two_seconds(server, export_file):
+    base, config, process = server
+    with httpx.Client(base_url=base, timeout=5) as client:
+        # migrated, no data yet: 503 with Retry-After, not a 500
+        empty = client.get("/api/v1/courses")
+        assert empty.status_code == 503
+        assert empty.headers["content-type"] == "application/problem+json"
+        assert int(empty.headers["retry-after"]) > 0
+
+        assert run_qsite("ingest", "site", "--config", str(config)).returncode == 0
+        courses, elapsed = wait_for(lambda: client.get("/api/v1/courses"), lambda r: r.status_code == 200, VISIBLE_WITHIN)
+        assert courses.status_code == 200 and elapsed <= VISIBLE_WITHIN
+        export = json.loads(export_file.read_text(encoding="utf-8"))
+        assert [course["id"] for course in courses.json()["results"]] == [course["id"] for course in export["courses"]]
+        assert courses.headers["cache-control"] == "public, max-age=60"
+
+        # conditional GET and HEAD over a real socket
+        etag = courses.headers["etag"]
+        not_modified = client.get("/api/v1/courses", headers={"If-None-Match": etag})
+        assert not_modified.status_code == 304 and not_modified.content == b""
+        assert not_modified.headers["etag"] == etag
+        head = client.head("/api/v1/courses")
+        assert head.status_code == 200 and head.content == b""
+        assert head.headers["content-length"] == courses.headers["content-length"]
+
+        # a changed export, ingested while serving, shows without a restart
+        export["courses"][0]["title"] = "Quantum Foundations, Revised"
+        export_file.write_text(json.dumps(export), encoding="utf-8")
+        assert run_qsite("ingest", "site", "--config", str(config)).returncode == 0
+        changed, elapsed = wait_for(
+            lambda: client.get("/api/v1/courses"),
+            lambda r: r.json()["results"][0]["title"] == "Quantum Foundations, Revised",
+            VISIBLE_WITHIN,
+        )
+        assert changed.json()["results"][0]["title"] == "Quantum Foundations, Revised"
+        assert elapsed <= VISIBLE_WITHIN
+        assert changed.headers["etag"] != etag
+
+        # the rest of the surface: problem 404 under /api/v1, Datasette's own pages beside it
+        missing = client.get("/api/v1/nothing-here")
+        assert missing.status_code == 404 and missing.json()["type"] == "/api/v1/problems/not-found"
+        assert client.get("/site/courses.json?_shape=array").status_code == 200
+        assert "qsite" in client.get("/").text
+
+    process.send_signal(signal.SIGINT)  # Ctrl-C
+    assert process.wait(timeout=15) == 0
+
+
+def test_serve_stops_cleanly_on_sigterm(server):
+    base, _config, process = server
+    assert httpx.get(base + "/api/v1/openapi.json", timeout=5).status_code == 200
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=15) == 0
+
+
+def test_serve_refuses_a_bad_config(tmp_path):
+    bad = tmp_path / "bad.yml"
+    bad.write_text("site_export: {source: x.json}\napi: {cache_max_age: -1}\n", encoding="utf-8")
+    result = run_qsite("serve", "--config", str(bad), "--port", str(free_port()), timeout=30)
+    assert result.returncode == 2
+    assert "api.cache_max_age" in result.stderr
