@@ -17,8 +17,11 @@ import yaml
 #: The metadata file at the root of the project.
 METADATA_PATH = Path(__file__).resolve().parent.parent / "metadata.yml"
 
-#: The canned queries the routes need; startup fails loudly if one is missing.
+#: The canned queries the routes need, without :data:`QUERY_PREFIX`.
 QUERY_NAMES = ("courses", "sections", "glossary", "news", "news_count", "stats")
+#: Canned queries are ``api_courses`` and so on: one named ``news`` would take
+#: over the ``news`` table's page in Datasette.
+QUERY_PREFIX = "api_"
 
 
 class MetadataError(Exception):
@@ -47,15 +50,17 @@ def load_metadata(database: str, path: str | Path = METADATA_PATH) -> dict:
 def query_sql(queries: dict | None) -> dict[str, str]:
     """``{name: sql}`` of the canned queries the API runs, from a ``queries`` mapping.
 
-    :raises MetadataError: when one of :data:`QUERY_NAMES` is missing.
+    Keys are :data:`QUERY_NAMES` (``news``), read from ``api_news`` and so on.
+
+    :raises MetadataError: when one of them is missing.
     """
     queries = queries or {}
-    missing = [name for name in QUERY_NAMES if name not in queries]
+    missing = [QUERY_PREFIX + name for name in QUERY_NAMES if QUERY_PREFIX + name not in queries]
     if missing:
         raise MetadataError(f"metadata: canned queries missing: {', '.join(missing)}")
     found = {}
     for name in QUERY_NAMES:
-        query = queries[name]
+        query = queries[QUERY_PREFIX + name]
         found[name] = query["sql"] if isinstance(query, dict) else query
     return found
 

@@ -1,0 +1,158 @@
+"""Datasette for researchers: metadata, facets, search, canned queries, CSV, and no way to write."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+import yaml
+
+from api_helpers import ApiClient, datasette_for_config, seeded_database
+from pipeline.store import open_database
+from service.metadata import METADATA_PATH, QUERY_NAMES, QUERY_PREFIX, load_metadata
+from service.plugin import get_api
+
+
+@pytest.fixture
+def config_path(make_config, tmp_path):
+    seeded_database(tmp_path / "site.db").close()
+    return make_config(api={"cache_max_age": 300, "rate_limit": "off"})
+
+
+@pytest.fixture
+def client(config_path):
+    made = ApiClient(datasette_for_config(config_path))
+    yield made
+    made.close()
+
+
+def snapshot(path) -> dict:
+    db = open_database(path)
+    try:
+        return {
+            table: db.execute(f"select * from [{table}] order by rowid").fetchall()
+            for table in ("courses", "sections", "glossary", "site_totals", "news", "sources", "data_versions")
+        }
+    finally:
+        db.close()
+
+
+def test_instance_metadata_has_title_and_usage_terms(client):
+    metadata = client.get("/-/metadata.json").json()
+    assert metadata["title"] == "qsite"
+    text = (metadata["description"] + " " + metadata["license"]).lower()
+    for phrase in ("fair use", "attribution", "publishers", "education and research", "not investment advice"):
+        assert phrase in text
+
+
+def test_every_table_and_column_is_described(tmp_path):
+    db = open_database(tmp_path / "schema.db")
+    described = yaml.safe_load(METADATA_PATH.read_text(encoding="utf-8"))["databases"]["site"]["tables"]
+    fts_shadow = ("_fts", "_fts_data", "_fts_idx", "_fts_docsize", "_fts_config")
+    for table in db.table_names():
+        if table.endswith(fts_shadow) or table == "sqlite_sequence":
+            continue
+        assert table in described, f"metadata.yml does not describe table {table}"
+        if described[table].get("hidden"):
+            continue
+        assert described[table].get("description"), table
+        columns = described[table].get("columns", {})
+        for column in db[table].columns_dict:
+            assert columns.get(column), f"metadata.yml does not describe {table}.{column}"
+
+
+def test_no_table_holds_quiz_content_or_user_data(tmp_path):
+    db = open_database(tmp_path / "schema.db")
+    for table in db.table_names():
+        for column in db[table].columns_dict:
+            name = column.lower()
+            assert not any(word in name for word in ("answer", "explanation", "email", "password", "user"))
+            assert "question" not in name or name == "question_bank_size"
+
+
+def test_metadata_is_bound_to_the_served_database_name(make_config, tmp_path):
+    seeded_database(tmp_path / "research.db").close()
+    path = make_config(database=str(tmp_path / "research.db"), api={"rate_limit": "off"})
+    other = ApiClient(datasette_for_config(path))
+    try:
+        assert other.get("/api/v1/courses").json()["count"] == 2
+        queries = [query["name"] for query in other.get("/research.json").json()["queries"]]
+        assert {QUERY_PREFIX + name for name in QUERY_NAMES} <= set(queries)
+    finally:
+        other.close()
+    assert load_metadata("research")["databases"].keys() == {"research"}
+
+
+def test_news_opens_with_facets_on_tag_and_source(client):
+    body = client.get("/site/news.json").json()  # the page as it opens, no facet asked for
+    facets = body["facet_results"]
+    assert {"tag", "source"} <= set(facets)
+    tags = {row["value"]: row["count"] for row in facets["tag"]["results"]}
+    assert tags == {"Science": 15, "Industry": 15, "Investing": 15}
+
+
+@pytest.mark.parametrize("table, term, expected", [("news", "Headline 7", "item-007"), ("glossary", "sphere", "bloch-sphere")])
+def test_full_text_search_on_news_and_glossary(client, table, term, expected):
+    rows = client.get(f"/site/{table}.json", params={"_search": f'"{term}"', "_shape": "array"}).json()
+    assert expected in [row["id"] for row in rows]
+
+
+def test_canned_queries_are_listed_and_are_what_the_api_runs(client):
+    listed = {query["name"]: query for query in client.get("/site.json").json()["queries"]}
+    client.get("/api/v1")
+    api = get_api(client.datasette)
+    for name in QUERY_NAMES:
+        assert api.queries.sql[name] == listed[QUERY_PREFIX + name]["sql"]
+    # researchers running the canned query see exactly the rows the API serves
+    rows = client.get("/site/api_news.json", params={"tag": "Science", "limit": "5", "_shape": "array"}).json()
+    api_items = client.get("/api/v1/news?tag=Science&limit=5").json()["results"]
+    assert rows == api_items
+
+
+def test_csv_export(client):
+    response = client.get("/site/news.csv", params={"_size": "max"})
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain") or "csv" in response.headers["content-type"]
+    rows = list(csv.DictReader(io.StringIO(response.text)))
+    assert len(rows) == 45 and {"id", "title", "url", "source", "summary", "tag", "published_at"} <= set(rows[0])
+    canned = list(csv.DictReader(io.StringIO(client.get("/site/api_courses.csv").text)))
+    assert [row["id"] for row in canned] == ["quantum-basics", "algorithms"]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "update news set title = 'defaced'",
+        "delete from courses",
+        "insert into glossary (id, term, definition, lesson_title, lesson_url) values ('x', 'x', 'x', 'x', 'x')",
+        "drop table news",
+        "pragma writable_schema = 1",
+        "attach database 'evil.db' as evil",
+        "with x as (select 1) delete from news",
+        "select 1; delete from news",
+    ],
+)
+def test_arbitrary_sql_cannot_write(client, tmp_path, sql):
+    before = snapshot(tmp_path / "site.db")
+    response = client.get("/site.json", params={"sql": sql})
+    assert response.status_code in (400, 403)
+    assert snapshot(tmp_path / "site.db") == before
+
+
+def test_canned_queries_cannot_write(client, tmp_path):
+    before = snapshot(tmp_path / "site.db")
+    # a canned query ignores a sql parameter, and none of them accepts a write
+    for path in ("/site/api_courses.json", "/site/api_news.json", "/site/api_stats.json"):
+        response = client.get(path, params={"sql": "delete from courses", "_shape": "array"})
+        assert response.status_code == 200
+        client.request("POST", path.removesuffix(".json"), data={"sql": "delete from news", "tag": "x"})
+    assert snapshot(tmp_path / "site.db") == before
+    assert client.get("/api/v1/news").json()["count"] == 45
+
+
+def test_arbitrary_sql_has_a_time_limit(client):
+    runaway = "with recursive c(x) as (select 1 union all select x + 1 from c) select count(*) from c"
+    response = client.get("/site.json", params={"sql": runaway})
+    assert response.status_code == 400
+    assert "too long" in response.text.lower() or "interrupted" in response.text.lower()
