@@ -17,6 +17,7 @@ import time
 from collections import OrderedDict
 from datetime import datetime, timezone
 from email.utils import format_datetime, parsedate_to_datetime
+from pathlib import Path
 from typing import Awaitable, Callable, Hashable
 
 from .problems import CORS_HEADERS, JSON_CONTENT_TYPE
@@ -245,7 +246,11 @@ class DataVersions:
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
             self._conn = sqlite3.connect(
-                f"file:{self.path}?mode=ro", uri=True, check_same_thread=False, isolation_level=None, timeout=1
+                f"{Path(self.path).resolve().as_uri()}?mode=ro",
+                uri=True,
+                check_same_thread=False,
+                isolation_level=None,
+                timeout=1,
             )
         return self._conn
 
