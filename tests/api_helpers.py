@@ -127,8 +127,13 @@ class OpenAPICheck:
     the document says there is none).
     """
 
+    _valid: set[str] = set()  # documents already validated, by their JSON text
+
     def __init__(self, document: dict):
-        validate_spec(document)
+        text = json.dumps(document, sort_keys=True)
+        if text not in OpenAPICheck._valid:
+            validate_spec(document)
+            OpenAPICheck._valid.add(text)
         self.document = document
         self.templates = []
         for template in document["paths"]:
