@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sqlite3
 import sys
 
 import click
@@ -102,6 +103,11 @@ def single_writer(command):
                 return command(config=config, **kwargs)
         except WriterLockTimeout as exc:
             click.echo(f"Error: {exc}", err=True)
+            sys.exit(EXIT_FAILED)
+        except (OSError, sqlite3.Error) as exc:
+            # A full disk, a read-only location or a file that cannot grow: every
+            # transaction rolled back, so say so plainly instead of a traceback.
+            click.echo(f"Error: {config.database_path}: cannot write the database: {exc}; the data already there is kept", err=True)
             sys.exit(EXIT_FAILED)
 
     return wrapper
