@@ -1,0 +1,110 @@
+"""The benchmark's references are faithful: the raw ASGI ceiling replays the
+real bytes and 304s, the loopback feed server really revalidates, the feeds
+parse cleanly, and profile summaries add up. (Speed itself is `make bench`.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import feedparser
+import httpx
+
+from bench import raw_asgi
+from bench.feeds import FeedServer, content_type, write_feeds
+from bench.run import summarise_profile
+
+NEWS = "/api/v1/news?tag=Science&limit=30"
+
+
+def call(app, path: str, query: bytes = b"", headers=()) -> tuple[int, dict, bytes]:
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": path, "query_string": query, "headers": list(headers)}
+    asyncio.run(app(scope, receive, send))
+    start, body = sent
+    return start["status"], dict(start["headers"]), body["body"]
+
+
+def test_raw_asgi_replays_recorded_bytes_and_304(tmp_path, monkeypatch):
+    body = '{"count": 2, "tag": "Science", "results": ["é"]}'
+    recorded = {
+        NEWS: {
+            "status": 200,
+            "headers": [
+                ["content-type", "application/json; charset=utf-8"],
+                ["content-length", "999"],
+                ["date", "Sun, 22 Nov 2026 04:00:00 GMT"],
+                ["etag", '"abc"'],
+                ["cache-control", "public, max-age=300"],
+            ],
+            "body": body,
+            "not_modified_headers": [["etag", '"abc"'], ["cache-control", "public, max-age=300"]],
+        }
+    }
+    path = tmp_path / "responses.json"
+    path.write_text(json.dumps(recorded), encoding="utf-8")
+    monkeypatch.setattr(raw_asgi, "ROUTES", raw_asgi.load(str(path)))
+
+    status, headers, sent = call(raw_asgi.app, "/api/v1/news", b"tag=Science&limit=30")
+    assert status == 200 and sent == body.encode()
+    assert headers[b"content-length"] == str(len(body.encode())).encode()  # recomputed, not replayed
+    assert b"date" not in headers and headers[b"etag"] == b'"abc"'
+
+    status, headers, sent = call(raw_asgi.app, "/api/v1/news", b"tag=Science&limit=30", [(b"if-none-match", b'"abc"')])
+    assert (status, sent) == (304, b"")
+    assert headers == {b"etag": b'"abc"', b"cache-control": b"public, max-age=300"}
+
+    status, _, _ = call(raw_asgi.app, "/api/v1/news", b"tag=Industry&limit=30")
+    assert status == 404
+
+
+def test_feeds_parse_cleanly_and_server_revalidates(tmp_path):
+    records = write_feeds(tmp_path / "a", feeds=3, items=4)
+    more = write_feeds(tmp_path / "b", feeds=1, items=4, first=3)
+    assert [r["format"] for r in records] == ["rss2", "atom", "rss1"] and more[0]["path"] == "/feeds/feed-003.xml"
+    links = set()
+    for record in records + more:
+        parsed = feedparser.parse(open(record["file"], "rb").read(), response_headers={"content-type": content_type(record["format"])})
+        assert not parsed.bozo and len(parsed.entries) == 4
+        assert all(e.get("published_parsed") or e.get("updated_parsed") for e in parsed.entries)
+        links |= {e.link for e in parsed.entries}
+    assert len(links) == 16  # every item its own URL, across both sets
+
+    server = FeedServer(("127.0.0.1", 0), [tmp_path / "a", tmp_path / "b"])
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        first = httpx.get(base + "/feeds/feed-003.xml")
+        assert first.status_code == 200 and first.content == open(more[0]["file"], "rb").read()
+        again = httpx.get(base + "/feeds/feed-003.xml", headers={"If-None-Match": first.headers["etag"]})
+        assert again.status_code == 304 and again.content == b""
+        by_date = httpx.get(base + "/feeds/feed-000.xml", headers={"If-Modified-Since": first.headers["last-modified"]})
+        assert by_date.status_code == 304
+        assert httpx.get(base + "/_stats").json() == {"200": 1, "304": 2, "404": 0, "bytes": len(first.content)}
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_profile_summary_counts_self_and_inclusive_time(tmp_path):
+    raw = tmp_path / "profile.txt"
+    raw.write_text(
+        "process 1:\"qsite serve\";run (uvicorn/main.py:10);fast_path (/x/service/plugin.py:110);send (h11/_util.py:5) 30\n"
+        "process 1:\"qsite serve\";run (uvicorn/main.py:10);fast_path (/x/service/plugin.py:112) 10\n"
+        "process 1:\"qsite serve\";run (uvicorn/main.py:12);hit (/x/service/ratelimit.py:130) 60\n",
+        encoding="utf-8",
+    )
+    summary = summarise_profile(raw)
+    assert summary["samples"] == 100
+    assert dict(summary["self_pct"]) == {"hit (/x/service/ratelimit.py)": 60.0, "send (h11/_util.py)": 30.0, "fast_path (/x/service/plugin.py)": 10.0}
+    assert dict(summary["inclusive_pct"])["run (uvicorn/main.py)"] == 100.0
+    assert dict(summary["project_inclusive_pct"]) == {"hit (/x/service/ratelimit.py)": 60.0, "fast_path (/x/service/plugin.py)": 40.0}
