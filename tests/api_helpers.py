@@ -210,6 +210,12 @@ class ApiClient:
         return self.request("HEAD", path, **kwargs)
 
     def close(self) -> None:
+        # background tasks (the rate limiter's expiry timer) end with the loop
+        pending = asyncio.all_tasks(self.loop)
+        for task in pending:
+            task.cancel()
+        if pending:
+            self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         self.loop.close()
 
 

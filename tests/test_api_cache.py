@@ -221,3 +221,16 @@ def test_news_feed_seeding_helper_keeps_versions_monotonic(tmp_path):
         2,
         "2026-11-21T00:00:00Z",
     )
+
+
+def test_fast_path_answers_still_count_against_the_rate_limit(make_config, tmp_path):
+    seeded_database(tmp_path / "limited.db").close()
+    path = make_config(database=str(tmp_path / "limited.db"), api={"rate_limit": "3/minute"})
+    client = ApiClient(datasette_for_config(path), check=False)
+    try:
+        statuses = [client.get("/api/v1/stats").status_code for _ in range(4)]
+        api = get_api(client.datasette)
+        assert api.cache.alias((b"/api/v1/stats", b"")) is not None  # repeats were fast-path hits
+        assert statuses == [200, 200, 200, 429]
+    finally:
+        client.close()
