@@ -221,6 +221,7 @@ def _responses() -> dict:
             "No data has been ingested yet (before the first ingest), or the database is briefly unreadable.",
             **{"Retry-After": _ref("headers", "RetryAfter")},
         ),
+        "InternalError": _problem("A fault in the service; logged, and never shown to the client in any detail."),
         "Preflight": {
             "description": "CORS preflight answer.",
             "headers": {
@@ -296,6 +297,7 @@ def _path(operation_id: str, summary: str, ok: dict, params=(), data: bool = Tru
     responses["429"] = _ref("responses", "TooManyRequests")
     if data:
         responses["503"] = _ref("responses", "Unavailable")
+    responses["500"] = _ref("responses", "InternalError")
     parameters = [_ref("parameters", name) for name in params]
     get = {"operationId": operation_id, "summary": summary, "parameters": parameters, "responses": responses}
     head_responses = {

@@ -435,3 +435,26 @@ def test_openapi_checked_every_response(api):
         api.get(path)
     assert api.openapi.checked >= 3
     json.dumps(api.openapi.document)  # JSON-serialisable
+
+
+def test_database_errors_are_503_and_faults_500_without_internals(api):
+    from service.plugin import get_api
+    import sqlite3
+
+    api.get("/api/v1")
+    service = get_api(api.datasette)
+
+    async def locked(fn):
+        raise sqlite3.OperationalError("database is locked: /srv/secret/site.db SELECT * FROM news")
+
+    service.execute_fn = locked
+    response = api.get("/api/v1/news?limit=7")
+    assert_problem(response, 503, "unavailable")
+    assert int(response.headers["retry-after"]) > 0
+
+    async def broken(fn):
+        raise RuntimeError("Traceback: /srv/secret/site.db")
+
+    service.execute_fn = broken
+    assert_problem(api.get("/api/v1/news?limit=8"), 500, "internal-error")
+    assert "secret" not in api.get("/api/v1/news?limit=8").text
