@@ -122,10 +122,11 @@ def parse_since(value: str) -> str | None:
     date, time_of_day, _fraction, zulu, sign, hours, minutes = match.groups()
     offset = "+00:00" if zulu else f"{sign}{hours}:{minutes}"
     try:
-        moment = datetime.fromisoformat(f"{date}T{time_of_day}{offset}")
-    except ValueError:
+        moment = datetime.fromisoformat(f"{date}T{time_of_day}{offset}").astimezone(timezone.utc)
+    except (ValueError, OverflowError):  # no such date, or one that leaves year 1..9999 in UTC
         return None
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # not strftime("%Y"): it writes year 1 as "1", which would not sort as text
+    return f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S}Z"
 
 
 def encode_cursor(published_at: str, item_id: str) -> str:
