@@ -308,9 +308,9 @@ def build_rows(export: Export) -> Rows:
     by_ref: dict[tuple[str, str], tuple] = {}
     by_url: dict[str, tuple] = {}
     slides_total = quizzes = 0
-    for position, course in enumerate(export.courses):
+    for position, course in enumerate(export.courses, start=1):
         course_slides = 0
-        for s_position, section in enumerate(course.sections):
+        for s_position, section in enumerate(course.sections, start=1):
             count = section.slides_total
             course_slides += count
             quizzes += section.quiz is not None

@@ -36,7 +36,7 @@ def _schemas() -> dict:
             {
                 "id": {"type": "string", "description": "Unique within its course."},
                 "title": {"type": "string"},
-                "position": {"type": "integer", "minimum": 0},
+                "position": {"type": "integer", "minimum": 1},
                 "slide_count": count,
                 "url": {**_URL, "type": ["string", "null"]},
             }
@@ -48,7 +48,7 @@ def _schemas() -> dict:
                 "summary": {"type": "string"},
                 "level": {"type": ["string", "null"]},
                 "url": _URL,
-                "position": {"type": "integer", "minimum": 0},
+                "position": {"type": "integer", "minimum": 1},
                 "section_count": count,
                 "slide_count": count,
                 "sections": {"type": "array", "items": _ref("schemas", "Section")},

@@ -467,7 +467,7 @@ def test_versions_bump_only_for_datasets_that_changed(loaded, sample_export):
     glossary = snapshot(db)["glossary"]
     assert ingest(data).status == "ok"
     assert versions(db) == {"catalog": 2, "glossary": 2, "totals": 2}
-    assert db.execute("SELECT summary FROM courses WHERE position = 0").fetchone()[0] == "A new summary."
+    assert db.execute("SELECT summary FROM courses WHERE position = 1").fetchone()[0] == "A new summary."
     # glossary rows pointing at the rewritten sections keep their links
     assert snapshot(db)["glossary"] == glossary
 
