@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -66,3 +67,18 @@ def qsite_serve(config: Path, log: Path, env: dict | None = None, timeout: float
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def other_export(export: dict) -> dict:
+    """A second valid version of a site export: a course fewer and the first retitled.
+
+    Two versions let a test tell "one export or the other" from "a mix of both".
+    """
+    other = json.loads(json.dumps(export))
+    other["courses"] = other["courses"][:-1]
+    other["courses"][0]["title"] += " (revised)"
+    kept = {course["id"] for course in other["courses"]}
+    other["glossary"] = [
+        entry for entry in other["glossary"] if not isinstance(entry.get("lesson"), dict) or entry["lesson"]["course"] in kept
+    ]
+    return other

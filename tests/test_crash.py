@@ -31,7 +31,7 @@ from pipeline.lock import writer_lock
 from pipeline.news import ingest_news
 from pipeline.site_export import ingest_site
 from pipeline.store import open_database
-from served import qsite_serve
+from served import other_export, qsite_serve
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 KILLS = 200 if SOAK else 22
@@ -90,11 +90,7 @@ def test_sigkill_at_random_points_loses_nothing(make_config, http_server, tmp_pa
         http_server.routes[f"/feed{feed}.xml"] = growing_feed(feed)
         sources.append({"name": f"Feed {feed}", "url": http_server.url(f"/feed{feed}.xml"), "tag": "Science"})
     # Export B: a course fewer and retitled, so a mix of A and B is detectable.
-    other = json.loads(json.dumps(sample_export))
-    other["courses"] = other["courses"][:-1]
-    other["courses"][0]["title"] += " (revised)"
-    other["glossary"] = [entry for entry in other["glossary"] if not isinstance(entry.get("lesson"), dict)
-                         or entry["lesson"]["course"] in {course["id"] for course in other["courses"]}]
+    other = other_export(sample_export)
     (tmp_path / "export-b.json").write_text(json.dumps(other), encoding="utf-8")
     news = {"every": "1s", "sources": sources}
     config_a = make_config(news=news)
