@@ -9,6 +9,7 @@ source's items exactly as they should be.
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -20,6 +21,8 @@ from pipeline.news import ingest_news
 from pipeline.normalise import SUMMARY_LIMIT
 from pipeline.store import open_database
 
+SOAK = bool(os.environ.get("QSITE_SOAK"))
+SCALE = 4 if SOAK else 1
 GOOD = "Good Source"
 GOOD_ITEMS = 5
 FAST = {"connect_timeout": 2, "read_timeout": 1, "deadline": 3}
@@ -66,7 +69,7 @@ def check_outcome(db, docs, reports):
 
 @pytest.mark.parametrize("workers", [0, 2], ids=["in-process", "process-pool"])
 def test_corpus_fails_each_source_alone(make_config, http_server, workers):
-    docs = corpus()
+    docs = corpus(SCALE)
     config = load_config(make_config(news={"sources": serve_corpus(http_server, docs)}))
     db = open_database(config.database_path)
     started = time.monotonic()
@@ -78,7 +81,7 @@ def test_corpus_fails_each_source_alone(make_config, http_server, workers):
 
 def test_corpus_through_the_real_command(make_config, http_server):
     """The real ``qsite ingest news`` (8+ sources, so its process pool parses): exit 1, nothing lost."""
-    docs = corpus()
+    docs = corpus(SCALE)
     config = make_config(news={"sources": serve_corpus(http_server, docs)})
     result = run_qsite("ingest", "news", "--config", str(config), timeout=120)
     assert result.returncode == 1, result.stderr[-2000:]
