@@ -304,17 +304,23 @@ def run_wrk(args, url: str, seconds: float, headers: dict | None = None) -> dict
     }
 
 
-def check(url: str, headers: dict | None, status: int) -> int:
+def check(url: str, headers: dict | None, status: int, rows: int | None = None) -> int:
+    """GET ``url`` once; stop the run unless it answers ``status`` (and ``rows`` news rows)."""
     response = httpx.get(url, headers=headers or {}, timeout=10)
     if response.status_code != status:
         raise SystemExit(f"bench: {url} answered {response.status_code}, expected {status}: {response.text[:300]}")
+    if rows is not None:
+        data = response.json()
+        # Datasette's table rows carry every column; a canned query of the same name would not.
+        if not (isinstance(data, list) and len(data) == rows and all("first_seen_at" in row for row in data)):
+            raise SystemExit(f"bench: {url} is not Datasette's news table JSON with {rows} rows: {response.text[:300]}")
     return len(response.content)
 
 
 def bench_api(args, targets: list[dict]) -> tuple[dict, list[float]]:
     """Every target, ``args.rounds`` times, interleaved; medians per target, and the load average per round."""
     for target in targets:
-        target["body_bytes"] = check(target["url"], target.get("headers"), target["status"])
+        target["body_bytes"] = check(target["url"], target.get("headers"), target["status"], target.get("rows"))
         run_wrk(args, target["url"], args.warmup, target.get("headers"))
     results = {t["name"]: [] for t in targets}
     loads = []
@@ -404,15 +410,43 @@ def shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
+#: Where a sample's time goes, by layer: the first rule matching the stack
+#: (or, for ``leaf:`` rules, its innermost frame) names it.
+LAYERS = [
+    ("imports", ("_find_and_load",)),
+    ("fair-use limiter (limits)", ("limits/", "FairUse.hit")),
+    # limits' memory storage hands expiry to asyncio.to_thread; Datasette runs SQL there too.
+    ("thread pool hand-offs", ("leaf:concurrent/futures/thread.py", "leaf:threading.py")),
+    ("feedparser", ("feedparser/",)),
+    ("SQLite writes (pipeline store)", ("leaf:_upsert_items", "leaf:transaction (", "leaf:Database.execute (sqlite_utils")),
+    ("h11 (HTTP parsing/serialising)", ("leaf:h11/",)),
+    ("uvicorn", ("leaf:uvicorn/",)),
+    ("socket writes", ("leaf:_SelectorSocketTransport.write",)),
+    ("asyncio event loop", ("leaf:asyncio/", "leaf:selectors.py")),
+    ("datasette", ("leaf:datasette/",)),
+    ("httpx / httpcore (fetching)", ("leaf:httpx/", "leaf:httpcore/", "leaf:anyio/")),
+    ("qsite code (service/, pipeline/)", ("leaf:service/", "leaf:pipeline/")),
+]
+
+
+def _layer(stack: str, leaf: str) -> str:
+    for name, rules in LAYERS:
+        for rule in rules:
+            if rule.startswith("leaf:") and rule[5:] in leaf or not rule.startswith("leaf:") and rule in stack:
+                return name
+    return "other"
+
+
 def summarise_profile(raw: Path, top: int = 15) -> dict:
-    """Self and inclusive sample shares per function from py-spy's collapsed stacks."""
-    own, inclusive, total = Counter(), Counter(), 0
+    """Self and inclusive sample shares per function, and shares per layer, from py-spy's collapsed stacks."""
+    own, inclusive, layers, total = Counter(), Counter(), Counter(), 0
     for line in raw.read_text(encoding="utf-8", errors="replace").splitlines():
         stack, _, count = line.rpartition(" ")
         if not stack or not count.isdigit():
             continue
         count = int(count)
         total += count
+        layers[_layer(stack, stack.rsplit(";", 1)[-1])] += count
         frames = [_frame(f) for f in stack.split(";")]
         frames = [f for f in frames if not f.startswith("process ") and not f.startswith("thread ")]
         if frames:
@@ -421,7 +455,13 @@ def summarise_profile(raw: Path, top: int = 15) -> dict:
             inclusive[frame] += count
     share = lambda counter: [(name, round(100 * n / total, 1)) for name, n in counter.most_common(top)]  # noqa: E731
     ours = Counter({k: v for k, v in inclusive.items() if any(p in k for p in ("pipeline/", "service/", "bench/"))})
-    return {"samples": total, "self_pct": share(own), "inclusive_pct": share(inclusive), "project_inclusive_pct": share(ours)}
+    return {
+        "samples": total,
+        "layers_pct": share(layers),
+        "self_pct": share(own),
+        "inclusive_pct": share(inclusive),
+        "project_inclusive_pct": share(ours),
+    }
 
 
 def _frame(frame: str) -> str:
@@ -557,6 +597,7 @@ def table(results: dict) -> str:
         profiles["ingest"] = results["profile_ingest"]
     for name, prof in profiles.items():
         lines.append(f"profile {name} ({prof['samples']} samples, {prof['raw']}):")
+        lines.append("  by layer:       " + "; ".join(f"{f} {p}%" for f, p in prof["layers_pct"]))
         lines.append("  self time:      " + "; ".join(f"{f} {p}%" for f, p in prof["self_pct"][:10]))
         lines.append("  project code:   " + "; ".join(f"{f} {p}%" for f, p in prof["project_inclusive_pct"][:10]))
         lines.append("")
@@ -689,7 +730,7 @@ def main(argv: list[str] | None = None) -> None:
                 {"name": "raw stats", "url": raw_base + STATS, "status": 200},
                 {"name": "news 304", "url": base + NEWS, "status": 304, "headers": inm},
                 {"name": "raw news 304", "url": raw_base + NEWS, "status": 304, "headers": inm},
-                {"name": "datasette news", "url": base + datasette_news, "status": 200},
+                {"name": "datasette news", "url": base + datasette_news, "status": 200, "rows": 30},
                 {"name": "news, no limiter", "url": unlimited_base + NEWS, "status": 200},
             ]
             log(f"load: {len(targets)} targets x {args.rounds} rounds x {args.duration:g} s, {args.connections} connections")
