@@ -258,7 +258,6 @@ def run_up(config: Config, *, host: str, port: int, wait: float | None = None, l
     The server runs in the foreground; Ctrl-C (or SIGTERM) stops both children.
     Returns the exit status: the server's, or 0 after a requested stop.
     """
-    from .cli import cli
     from .lock import WriterLockTimeout
 
     wait = DEFAULT_WAIT if wait is None else wait
@@ -274,11 +273,7 @@ def run_up(config: Config, *, host: str, port: int, wait: float | None = None, l
         log.warning("some sources failed; serving the data already there, the scheduler retries")
 
     common = ["--config", str(config.path), "--db", str(config.database_path), "--log-level", logging.getLevelName(log_level)]
-    if "serve" in cli.commands:
-        serve_argv = qsite_command("serve", *common, "--host", host, "--port", str(port))
-    else:
-        # Until `qsite serve` exists: plain Datasette over the database.
-        serve_argv = [sys.executable, "-m", "datasette", "serve", str(config.database_path), "--host", host, "--port", str(port)]
+    serve_argv = qsite_command("serve", *common, "--host", host, "--port", str(port))
     schedule_argv = qsite_command("schedule", *common, "--no-run-now", "--wait", str(wait))
 
     stop = threading.Event()
