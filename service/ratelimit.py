@@ -2,7 +2,8 @@
 
 An ASGI middleware, installed through Datasette's ``asgi_wrapper`` hook, that
 counts requests per client with the `limits <https://limits.readthedocs.io>`_
-library (moving-window strategy) in the storage named by
+library (sliding-window-counter strategy: smooth like a moving window,
+but two counters per client instead of a timestamp per request) in the storage named by
 ``api.rate_limit_storage``: ``memory://`` for one process, ``redis://...`` so
 that several replicas count against one limit.
 
@@ -17,8 +18,7 @@ to 10)::
     RateLimit: "default";r=119;t=37
 
 ``q`` is the quota, ``w`` the window in seconds, ``r`` what is left of the
-quota and ``t`` the seconds until the oldest counted request leaves the
-window (so until ``r`` grows again). A request over the limit gets a 429
+quota and ``t`` the seconds until ``r`` grows again. A request over the limit gets a 429
 problem+json with ``Retry-After``.
 
 Fair use must never take the service down: when the storage cannot be
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import limits
 from datasette import hookimpl
-from limits.aio.strategies import MovingWindowRateLimiter
+from limits.aio.strategies import SlidingWindowCounterRateLimiter
 from limits.storage import storage_from_string
 
 from pipeline.config import parse_rate_limit
@@ -121,7 +121,7 @@ class FairUse:
                 "retry": Retry(NoBackoff(), 0),
             }
         storage = storage_from_string(f"async+{storage_uri}", wrap_exceptions=True, **options)
-        self.limiter = MovingWindowRateLimiter(storage)
+        self.limiter = SlidingWindowCounterRateLimiter(storage)
         self._down_until = 0.0
         self._warned_at = -math.inf
 
