@@ -93,9 +93,10 @@ def test_sigkill_at_random_points_loses_nothing(make_config, http_server, tmp_pa
     other = other_export(sample_export)
     (tmp_path / "export-b.json").write_text(json.dumps(other), encoding="utf-8")
     news = {"every": "1s", "sources": sources}
-    config_a = make_config(news=news)
+    api = {"rate_limit": "off"}  # the checks after 200 kills would pass any fair-use limit
+    config_a = make_config(news=news, api=api)
     config_a = config_a.rename(tmp_path / "a.yml")
-    config_b = make_config(news=news, site_export={"source": str(tmp_path / "export-b.json")})
+    config_b = make_config(news=news, api=api, site_export={"source": str(tmp_path / "export-b.json")})
     config_b = config_b.rename(tmp_path / "b.yml")
     config = load_config(config_a)
     db_path = config.database_path
