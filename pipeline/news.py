@@ -32,7 +32,7 @@ from .config import Config, SourceConfig, is_url
 from .feeds import FeedJob, FeedResult, read_feed
 from .fetch import Fetched, FetchError, fetch, make_client
 from .normalise import Item
-from .store import RunReport, bump_version, format_time, transaction
+from .store import RunReport, bump_version, close_interrupted_runs, finish_run, format_time, start_run, transaction
 
 log = logging.getLogger("qsite.news")
 
@@ -149,11 +149,9 @@ async def _ingest(db, config, rows, started, now, progress, client_options, pars
     run_ids = {}
     if due:
         with transaction(db):
+            close_interrupted_runs(db)
             for source in due:
-                run_ids[source.name] = db.execute(
-                    "INSERT INTO ingest_runs (kind, source, started_at, status) VALUES (?, ?, ?, 'running')",
-                    [KIND, source.name, now],
-                ).lastrowid
+                run_ids[source.name] = start_run(db, KIND, source.name, now)
     parser = _Parser(parse_workers, len(due))
     slots = asyncio.Semaphore(MAX_CONCURRENT_FETCHES)
     reports = []
@@ -267,7 +265,7 @@ def _store(db, config, source, row, outcome: _Outcome, run_id: int, started: dat
                last_status = ?, last_error = ?, consecutive_failures = 0, next_fetch_at = NULL WHERE name = ?""",
             [fetched.etag, fetched.last_modified, outcome.content_hash, now, status, warning, source.name],
         )
-        _finish_run(db, run_id, status, counts, warning)
+        finish_run(db, run_id, status, counts, warning)
     return RunReport(KIND, source.name, status, counts, warning)
 
 
@@ -287,18 +285,11 @@ def _store_failure(db, config, source, row, outcome, error, run_id, started) -> 
                next_fetch_at = ?, disabled = ? WHERE name = ?""",
             [format_time(started), error, failures, next_fetch, int(gone or row["disabled"]), source.name],
         )
-        _finish_run(db, run_id, "failed", {}, error)
+        finish_run(db, run_id, "failed", {}, error)
     log.warning("news %s: %s", source.name, error)
     if not gone:
         error += f" (failure {failures} in a row; next try after {next_fetch})"
     return RunReport(KIND, source.name, "failed", {}, error)
-
-
-def _finish_run(db, run_id: int, status: str, counts: dict, error: str | None) -> None:
-    db.execute(
-        "UPDATE ingest_runs SET finished_at = ?, status = ?, counts = ?, error = ? WHERE id = ?",
-        [format_time(datetime.now(timezone.utc)), status, json.dumps(counts), error, run_id],
-    )
 
 
 def _cutoff(config: Config, started: datetime) -> str | None:

@@ -452,6 +452,7 @@ def ingest_site(db: sqlite_utils.Database, config, client_options: dict | None =
         entries skipped), ``unchanged`` or ``failed`` (nothing changed).
     """
     source = config.site_export_source
+    store.close_interrupted_runs(db)
     run_id = store.start_run(db, KIND, source)
     status, counts, error = "failed", {}, None
     try:

@@ -83,11 +83,23 @@ def bump_version(db: sqlite_utils.Database, dataset: str, changed_at: str | None
     )
 
 
-def start_run(db: sqlite_utils.Database, kind: str, source: str) -> int:
+def close_interrupted_runs(db: sqlite_utils.Database) -> int:
+    """Mark as failed the runs a killed process left ``running``; return how many.
+
+    Runs never overlap (the writer lock, :mod:`pipeline.lock`), so when a new
+    one starts, any row still ``running`` belongs to a process that died.
+    """
+    return db.execute(
+        "UPDATE ingest_runs SET status = 'failed', finished_at = ?, error = ? WHERE status = 'running'",
+        [utc_now(), "interrupted: the process ended before the run finished"],
+    ).rowcount
+
+
+def start_run(db: sqlite_utils.Database, kind: str, source: str, started_at: str | None = None) -> int:
     """Insert a ``running`` row in ``ingest_runs`` and return its id."""
     cursor = db.execute(
         "INSERT INTO ingest_runs (kind, source, started_at, status) VALUES (?, ?, ?, 'running')",
-        [kind, source, utc_now()],
+        [kind, source, started_at or utc_now()],
     )
     return cursor.lastrowid
 

@@ -182,3 +182,20 @@ def _wait_gone(pid: int, timeout: float = 5) -> None:
             return
         time.sleep(0.005)
     raise AssertionError(f"child {pid} still alive {timeout} s after SIGKILL")
+
+
+def test_a_run_left_running_by_a_killed_process_is_closed_by_the_next(make_config, tmp_path):
+    """A SIGKILLed ingest cannot finish its ingest_runs row; the next run marks it failed."""
+    from pipeline.config import load_config
+    from pipeline.site_export import ingest_site
+    from pipeline.store import open_database, start_run
+
+    config = load_config(make_config())
+    db = open_database(config.database_path)
+    stale = start_run(db, "news", "Killed Source")
+    assert ingest_site(db, config).status == "ok"
+    status, error, finished = db.execute(
+        "SELECT status, error, finished_at FROM ingest_runs WHERE id = ?", [stale]
+    ).fetchone()
+    assert status == "failed" and error.startswith("interrupted") and finished
+    assert db.execute("SELECT count(*) FROM ingest_runs WHERE status = 'running'").fetchone()[0] == 0
