@@ -134,6 +134,15 @@ def make_config(tmp_path):
     return make
 
 
+@pytest.fixture
+def seeded_config(make_config, tmp_path):
+    """A config over a database seeded with the small known catalog and news of ``api_helpers``, no rate limit."""
+    from api_helpers import seeded_database
+
+    seeded_database(tmp_path / "site.db").close()
+    return make_config(api={"cache_max_age": 300, "rate_limit": "off"})
+
+
 def run_qsite(*args, env: dict | None = None, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
     """Run the real ``qsite`` console command."""
     full_env = {**os.environ, **(env or {})}

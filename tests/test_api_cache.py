@@ -32,17 +32,11 @@ def comparable(response):
 
 
 @pytest.fixture
-def config_path(make_config, tmp_path):
-    seeded_database(tmp_path / "site.db").close()
-    return make_config(api={"cache_max_age": 300, "rate_limit": "off"})
-
-
-@pytest.fixture
-def clients(config_path):
+def clients(seeded_config):
     made = []
 
     def make() -> ApiClient:
-        client = ApiClient(datasette_for_config(config_path))
+        client = ApiClient(datasette_for_config(seeded_config))
         made.append(client)
         return client
 

@@ -15,14 +15,8 @@ from service.plugin import get_api
 
 
 @pytest.fixture
-def config_path(make_config, tmp_path):
-    seeded_database(tmp_path / "site.db").close()
-    return make_config(api={"cache_max_age": 300, "rate_limit": "off"})
-
-
-@pytest.fixture
-def client(config_path):
-    made = ApiClient(datasette_for_config(config_path))
+def client(seeded_config):
+    made = ApiClient(datasette_for_config(seeded_config))
     yield made
     made.close()
 
