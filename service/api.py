@@ -21,6 +21,7 @@ from typing import Callable
 from urllib.parse import quote, unquote, unquote_to_bytes, urlencode
 
 from pipeline.config import TAGS
+from pipeline.store import format_time
 
 from .cache import DataVersions, Entry, ResponseCache, Versions, read_versions
 from .problems import ALLOWED_METHODS, API_PREFIX, PREFLIGHT_HEADERS, problem_response
@@ -125,8 +126,7 @@ def parse_since(value: str) -> str | None:
         moment = datetime.fromisoformat(f"{date}T{time_of_day}{offset}").astimezone(timezone.utc)
     except (ValueError, OverflowError):  # no such date, or one that leaves year 1..9999 in UTC
         return None
-    # not strftime("%Y"): it writes year 1 as "1", which would not sort as text
-    return f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S}Z"
+    return format_time(moment)
 
 
 def encode_cursor(published_at: str, item_id: str) -> str:
