@@ -19,19 +19,17 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import httpx
 
-from conftest import SAMPLES, Reply
 from pipeline.config import load_config
 from pipeline.lock import writer_lock
 from pipeline.news import ingest_news
 from pipeline.site_export import ingest_site
 from pipeline.store import open_database
-from served import other_export, qsite_serve
+from served import growing_feed, other_export, qsite_serve, wait_until
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 KILLS = 200 if SOAK else 22
@@ -44,26 +42,6 @@ KILL_WITHIN = 0.6
 
 #: Figures of the last run, for the README.
 FIGURES = Path(os.environ.get("QSITE_FIGURES", "/tmp/qsite-reliability")) / "crash.json"
-
-
-def growing_feed(feed: int):
-    fetches = {"n": 0}
-    lock = threading.Lock()
-
-    def reply(seen):
-        with lock:
-            fetches["n"] += 1
-            top = fetches["n"] * NEW_PER_FETCH
-        items = "".join(
-            f"<item><title>Feed {feed} story {n}</title><link>https://crash.example/{feed}/{n}?utm_source=rss</link>"
-            f"<description>&lt;p&gt;Story {n} of feed {feed}.&lt;/p&gt;</description>"
-            f"<pubDate>{time.strftime('%a, %d %b %Y %H:%M:%S GMT', time.gmtime(1_700_000_000 + n * 60 + feed))}</pubDate></item>"
-            for n in range(max(0, top - WINDOW), top)
-        )
-        body = f'<?xml version="1.0"?><rss version="2.0"><channel><title>Feed {feed}</title><link>https://crash.example/</link>{items}</channel></rss>'
-        return Reply(200, body, {"Content-Type": "application/rss+xml"})
-
-    return reply
 
 
 def catalog(conn) -> list:
@@ -87,7 +65,7 @@ def test_sigkill_at_random_points_loses_nothing(make_config, http_server, tmp_pa
     rand = random.Random(int(os.environ.get("QSITE_SEED", time.time())))
     sources = []
     for feed in range(FEEDS):
-        http_server.routes[f"/feed{feed}.xml"] = growing_feed(feed)
+        http_server.routes[f"/feed{feed}.xml"] = growing_feed(f"Feed {feed}", NEW_PER_FETCH, window=WINDOW)
         sources.append({"name": f"Feed {feed}", "url": http_server.url(f"/feed{feed}.xml"), "tag": "Science"})
     # Export B: a course fewer and retitled, so a mix of A and B is detectable.
     other = other_export(sample_export)
@@ -130,7 +108,7 @@ def test_sigkill_at_random_points_loses_nothing(make_config, http_server, tmp_pa
                 committed, _ = snapshot(db_path)
                 os.kill(pid, signal.SIGKILL)
                 delays.append(delay)
-                _wait_gone(pid)
+                assert wait_until(lambda: _gone(pid), 5, interval=0.005), f"child {pid} still alive 5 s after SIGKILL"
 
                 conn = sqlite3.connect(db_path, timeout=10)
                 assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -173,15 +151,12 @@ def test_sigkill_at_random_points_loses_nothing(make_config, http_server, tmp_pa
     }))
 
 
-def _wait_gone(pid: int, timeout: float = 5) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.005)
-    raise AssertionError(f"child {pid} still alive {timeout} s after SIGKILL")
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
 
 
 def test_a_run_left_running_by_a_killed_process_is_closed_by_the_next(make_config, tmp_path):

@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 
 from conftest import Reply, run_qsite
-from served import other_export, qsite_serve
+from served import growing_feed, other_export, qsite_serve
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 DURATION = 300.0 if SOAK else 10.0
@@ -44,26 +44,6 @@ PATHS = [
     "/api/v1/glossary",
     "/api/v1/glossary?q=qubit",
 ]
-
-
-def growing_feed():
-    state = {"fetches": 0}
-    lock = threading.Lock()
-
-    def reply(seen):
-        with lock:
-            state["fetches"] += 1
-            top = state["fetches"] * GROWTH
-        items = "".join(
-            f"<item><title>Load story {n}</title><link>https://load.example/{n}</link>"
-            f"<description>Story {n}.</description>"
-            f"<pubDate>{time.strftime('%a, %d %b %Y %H:%M:%S GMT', time.gmtime(1_700_000_000 + n * 60))}</pubDate></item>"
-            for n in range(top)
-        )
-        return Reply(200, f'<?xml version="1.0"?><rss version="2.0"><channel><title>Load</title>{items}</channel></rss>',
-                     {"Content-Type": "application/rss+xml"})
-
-    return reply
 
 
 def totals_of(export: dict) -> tuple:
@@ -133,7 +113,7 @@ class Checker:
 
 
 def test_consistent_answers_under_load_while_ingesting_with_a_failing_source(make_config, http_server, tmp_path, sample_export):
-    http_server.routes["/grow.xml"] = growing_feed()
+    http_server.routes["/grow.xml"] = growing_feed("Load", GROWTH)
     http_server.routes["/broken.xml"] = Reply(500, b"upstream down")
     http_server.routes["/html.xml"] = Reply(200, b"<html><body>Not a feed</body></html>", {"Content-Type": "text/html"})
     news = {

@@ -8,7 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
-import time
+from contextlib import ExitStack
 
 import httpx
 import pytest
@@ -18,19 +18,13 @@ import service.ratelimit
 from pipeline.config import ConfigError, load_config
 from pipeline.store import open_database
 
-from conftest import QSITE
+from served import free_port, qsite_serve, wait_until
 
 EXPOSED = "ETag, Last-Modified, Link, Retry-After, RateLimit, RateLimit-Policy"
 
 
 def run(coro):
     return asyncio.run(coro)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
@@ -218,17 +212,17 @@ class RedisServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(16).startswith(b"+PONG"):
-                        return
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"redis-server did not answer on port {self.port}")
+        if not wait_until(self._pong, 10):
+            self.stop()
+            raise RuntimeError(f"redis-server did not answer on port {self.port}")
+
+    def _pong(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
 
     def stop(self):
         if self.process.poll() is None:
@@ -274,54 +268,15 @@ def test_redis_down_mid_run_still_serves_and_counting_resumes(datasette_for, red
     run(scenario())
 
 
-class QsiteServe:
-    """A real ``qsite serve`` process on a free port."""
-
-    def __init__(self, config_path, log_path):
-        self.port = free_port()
-        self.log_path = log_path
-        self.log = open(log_path, "wb")
-        self.process = subprocess.Popen(
-            [QSITE, "serve", "--config", str(config_path), "--port", str(self.port)],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def wait_ready(self):
-        log_path = self.log_path
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, log_path.read_text()
-            try:
-                # static assets are exempt, so waiting costs no budget
-                if httpx.get(self.url("/-/static/app.css"), timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"qsite serve did not start: {log_path.read_text()}")
-
-    def url(self, path):
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
+#: Static assets are exempt from the limit, so waiting for a server costs no budget.
+READY = "/-/static/app.css"
 
 
 def test_two_replicas_share_one_redis_limit(make_config, qsite, redis_server, tmp_path):
     path = make_config(api={"rate_limit": "4/minute", "rate_limit_storage": redis_server.url})
     assert qsite("ingest", "site", "--config", str(path)).returncode == 0
-    replicas = [QsiteServe(path, tmp_path / f"serve-{n}.log") for n in range(2)]
-    try:
-        for replica in replicas:
-            replica.wait_ready()
+    with ExitStack() as stack:
+        replicas = [stack.enter_context(qsite_serve(path, tmp_path / f"serve-{n}.log", ready=READY)) for n in range(2)]
         statuses, remaining = [], []
         for n in range(5):
             response = httpx.get(replicas[n % 2].url("/api/v1/courses"), timeout=5)
@@ -331,17 +286,12 @@ def test_two_replicas_share_one_redis_limit(make_config, qsite, redis_server, tm
         assert remaining == ["r=3", "r=2", "r=1", "r=0", "r=0"]
         assert response.json()["type"] == "/api/v1/problems/rate-limited"
         assert httpx.get(replicas[0].url("/-/versions.json"), timeout=5).status_code == 429
-    finally:
-        for replica in replicas:
-            replica.stop()
 
 
 def test_real_server_ignores_spoofed_forwarded_for(make_config, qsite, tmp_path):
     path = make_config(api={"rate_limit": "2/minute", "trusted_proxies": 0})
     open_database(load_config(path).database_path).close()
-    server = QsiteServe(path, tmp_path / "serve.log")
-    try:
-        server.wait_ready()
+    with qsite_serve(path, tmp_path / "serve.log", ready=READY) as server:
         statuses = [
             httpx.get(server.url("/-/versions.json"), headers={"X-Forwarded-For": f"192.0.2.{n}"}, timeout=5).status_code
             for n in range(3)
@@ -349,5 +299,3 @@ def test_real_server_ignores_spoofed_forwarded_for(make_config, qsite, tmp_path)
         # uvicorn's own proxy-header handling (on by default, trusting 127.0.0.1)
         # would hand the client a fresh address per request: qsite serve turns it off.
         assert statuses == [200, 200, 429]
-    finally:
-        server.stop()

@@ -6,22 +6,14 @@ import json
 import os
 import re
 import signal
-import socket
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
+from contextlib import ExitStack
 
 import pytest
 
 from conftest import Reply
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from served import qsite_serve, stop, wait_until
 
 
 def get_json(port: int, path: str):
@@ -35,26 +27,6 @@ def get_json(port: int, path: str):
         return None, None
 
 
-def wait_for(predicate, timeout: float, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    return predicate()
-
-
-def wait_for_stats(port: int, timeout: float) -> dict | None:
-    """/api/v1/stats once the server on ``port`` answers it with a 200."""
-
-    def ready():
-        status, body = get_json(port, "/api/v1/stats")
-        return body if status == 200 else None
-
-    return wait_for(ready, timeout)
-
-
 def rss(count: int) -> str:
     items = "".join(
         f"<item><title>Qubit result {n}</title><link>https://news.example/story-{n}</link>"
@@ -62,18 +34,6 @@ def rss(count: int) -> str:
         for n in range(1, count + 1)
     )
     return f'<?xml version="1.0"?><rss version="2.0"><channel><title>Lab</title><link>https://news.example/</link>{items}</channel></rss>'
-
-
-def stop(process: subprocess.Popen, signum=signal.SIGTERM, timeout: float = 15) -> int:
-    if process.poll() is None:
-        process.send_signal(signum)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            pytest.fail(f"process {process.args} ignored {signal.Signals(signum).name}")
-    return process.returncode
 
 
 @pytest.fixture
@@ -88,25 +48,17 @@ def test_two_serve_replicas_over_one_database_both_serve_new_data(qsite, news_co
     config, feed = news_config
     first = qsite("ingest", "all", "--config", str(config))
     assert first.returncode == 0, first.stderr
-    ports = [free_port(), free_port()]
-    replicas = [
-        subprocess.Popen(
-            [sys.executable, "-m", "pipeline", "serve", "--config", str(config), "--port", str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for port in ports
-    ]
-    try:
+    with ExitStack() as stack:
+        replicas = [stack.enter_context(qsite_serve(config, tmp_path / f"serve-{n}.log")) for n in range(2)]
+        ports = [replica.port for replica in replicas]
         for port in ports:
-            stats = wait_for_stats(port, 30)
-            assert stats and stats["news_items"] == 1, (port, stats)
+            status, stats = get_json(port, "/api/v1/stats")
+            assert status == 200 and stats["news_items"] == 1, (port, status, stats)
         feed["body"] = rss(3)
         second = qsite("ingest", "news", "--config", str(config))
         assert second.returncode == 0, second.stderr
         for port in ports:
-            seen = wait_for(lambda: get_json(port, "/api/v1/stats")[1]["news_items"] == 3, timeout=5)
+            seen = wait_until(lambda: get_json(port, "/api/v1/stats")[1]["news_items"] == 3, timeout=5)
             assert seen, f"replica on port {port} still serves the old data"
             status, news = get_json(port, "/api/v1/news?limit=10")
             assert status == 200 and [item["title"] for item in news["results"]] == [
@@ -114,36 +66,25 @@ def test_two_serve_replicas_over_one_database_both_serve_new_data(qsite, news_co
                 "Qubit result 2",
                 "Qubit result 1",
             ]
-    finally:
-        codes = [stop(replica) for replica in replicas]
+        codes = [stop(replica.process) for replica in replicas]
     # Stopped by the signal itself (uvicorn re-raises it after a graceful shutdown), not killed.
     assert all(code in (0, -signal.SIGTERM) for code in codes), codes
 
 
 def test_qsite_up_ingests_serves_schedules_and_stops_on_ctrl_c(news_config, tmp_path):
     config, _ = news_config
-    port = free_port()
     log_path = tmp_path / "up.log"
-    with log_path.open("w") as log:
-        up = subprocess.Popen(
-            [sys.executable, "-m", "pipeline", "up", "--config", str(config), "--port", str(port)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        stats = wait_for_stats(port, 60)
-        assert stats, log_path.read_text()
+    with qsite_serve(config, log_path, command="up", timeout=60) as up:
+        port = up.port
+        status, stats = get_json(port, "/api/v1/stats")
+        assert status == 200, log_path.read_text()
         # Ingested before serving: the catalog and the news are there from the first answer.
         assert stats["courses"] > 0 and stats["news_items"] == 1
-        children = wait_for(lambda: re.search(r"scheduler pid (\d+), server pid (\d+)", log_path.read_text()), 10)
+        children = wait_until(lambda: re.search(r"scheduler pid (\d+), server pid (\d+)", log_path.read_text()), 10)
         pids = [int(pid) for pid in children.groups()]
         # The scheduler child is up and skipped the start-up run (up had just ingested).
-        assert wait_for(lambda: "job site: every 3600 s" in log_path.read_text(), 15), log_path.read_text()
-        code = stop(up, signal.SIGINT, timeout=20)
-    finally:
-        if up.poll() is None:
-            up.kill()
-            up.wait()
+        assert wait_until(lambda: "job site: every 3600 s" in log_path.read_text(), 15), log_path.read_text()
+        code = stop(up.process, signal.SIGINT, timeout=20)
     log_text = log_path.read_text()
     assert code == 0, log_text
     assert "job site: starting" not in log_text

@@ -9,20 +9,38 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 
 from conftest import Reply
 from pipeline.config import load_config
 from pipeline.schedule import JobSpec, Scheduler, run_forever
 from pipeline.store import RunReport
+from served import wait_until
 
 
-def wait_until(predicate, timeout: float, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
+@contextmanager
+def qsite_schedule(config, grace: str):
+    """A real ``qsite schedule`` with its output captured; killed at the end if the test did not stop it."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "schedule", "--config", str(config), "--grace", grace],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def sigterm(process: subprocess.Popen, timeout: float) -> tuple[str, float]:
+    """Send SIGTERM; returns the process's stderr and the seconds it took to exit."""
+    sent = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=timeout)
+    return err, time.monotonic() - sent
 
 
 def test_jobs_run_in_turn_and_a_raising_job_does_not_stop_the_scheduler(make_config):
@@ -81,24 +99,11 @@ def test_qsite_schedule_process(qsite, make_config, http_server, sample_export, 
 
     http_server.routes["/export.json"] = export
     config = make_config(site_export={"source": http_server.url("/export.json"), "every": "1s"})
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pipeline", "schedule", "--config", str(config), "--grace", "3"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with qsite_schedule(config, grace="3") as process:
         assert wait_until(lambda: len(seen) >= 4, timeout=20), "the scheduler stopped fetching"
         # Let a fetch be in flight when the signal comes, so the stop has to let it finish.
         assert wait_until(lambda: time.monotonic() - seen[-1] < stall / 2, timeout=5)
-        sent = time.monotonic()
-        process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=15)
-        took = time.monotonic() - sent
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        err, took = sigterm(process, timeout=15)
     assert process.returncode == 0, err
     assert took < 6, f"SIGTERM took {took:.1f} s"
     assert "received SIGTERM, stopping" in err and "scheduler stopped" in err
@@ -124,22 +129,9 @@ def test_sigterm_does_not_wait_past_the_grace_for_a_stuck_ingest(make_config, ht
 
     http_server.routes["/export.json"] = stuck
     config = make_config(site_export={"source": http_server.url("/export.json")})
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pipeline", "schedule", "--config", str(config), "--grace", "0.5"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with qsite_schedule(config, grace="0.5") as process:
         assert wait_until(lambda: fetches, timeout=15)
-        sent = time.monotonic()
-        process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=10)
-        took = time.monotonic() - sent
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        err, took = sigterm(process, timeout=10)
     assert process.returncode == 0, err
     assert took < 5, f"SIGTERM took {took:.1f} s"
     assert "job still running" in err

@@ -4,23 +4,15 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
-import subprocess
 import time
 
 import httpx
 import pytest
 
-from conftest import QSITE, SAMPLES, run_qsite
+from conftest import SAMPLES, run_qsite
+from served import free_port, qsite_serve, wait_until
 
-START_TIMEOUT = 30
 VISIBLE_WITHIN = 2.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
@@ -31,43 +23,23 @@ def export_file(tmp_path):
 
 
 @pytest.fixture
-def server(make_config, export_file):
+def server(make_config, export_file, tmp_path):
     """A running ``qsite serve``; yields (base URL, config path, process)."""
     config = make_config(site_export={"source": str(export_file)}, api={"cache_max_age": 60, "rate_limit": "off"})
-    port = free_port()
-    process = subprocess.Popen(
-        [QSITE, "serve", "--config", str(config), "--port", str(port), "--log-level", "WARNING"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_TIMEOUT
-    while True:
-        try:
-            httpx.get(base + "/api/v1", timeout=1)
-            break
-        except httpx.TransportError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                out, err = process.communicate()
-                pytest.fail(f"qsite serve did not start: {err[-2000:]}")
-            time.sleep(0.1)
-    yield base, config, process
-    if process.poll() is None:
-        process.kill()
-        process.communicate()
+    with qsite_serve(config, tmp_path / "serve.log", args=["--log-level", "WARNING"]) as served:
+        yield served.base, config, served.process
 
 
 def wait_for(fetch, ready, within: float) -> tuple[httpx.Response, float]:
-    """Poll ``fetch()`` until ``ready(response)``; returns the response and the seconds it took."""
-    start = time.monotonic()
-    while True:
-        response = fetch()
-        elapsed = time.monotonic() - start
-        if ready(response) or elapsed > within + 1:
-            return response, elapsed
-        time.sleep(0.05)
+    """Poll ``fetch()`` until ``ready(response)``; returns the last response and the seconds it took."""
+    start, seen = time.monotonic(), []
+
+    def fetched_and_ready():
+        seen.append(fetch())
+        return ready(seen[-1])
+
+    wait_until(fetched_and_ready, within + 1)
+    return seen[-1], time.monotonic() - start
 
 
 def test_serve_answers_over_http_and_shows_a_new_ingest_within_two_seconds(server, export_file):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import socket
 import sqlite3
 import threading
 
@@ -15,6 +14,7 @@ from pipeline.site_export import ingest_site, slugify
 from pipeline.store import open_database
 
 from conftest import SAMPLES, Reply
+from served import free_port
 
 FAST = {"connect_timeout": 0.5, "read_timeout": 0.5, "deadline": 5}
 DATA_TABLES = ("courses", "sections", "glossary", "site_totals", "data_versions", "export_state")
@@ -260,12 +260,6 @@ def test_redirects_are_followed(setup, http_server):
     assert db.execute("SELECT count(*) FROM courses").fetchone()[0] == 6
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.parametrize(
     "case, expected",
     [
@@ -294,7 +288,7 @@ def test_a_failed_fetch_changes_nothing(setup, http_server, case, expected):
     options = dict(FAST, max_bytes=2000) if case == "too big" else FAST
     if case == "refused":
         config = config.model_copy(
-            update={"site_export": config.site_export.model_copy(update={"source": f"http://127.0.0.1:{_closed_port()}/export.json"})}
+            update={"site_export": config.site_export.model_copy(update={"source": f"http://127.0.0.1:{free_port()}/export.json"})}
         )
     else:
         http_server.routes["/export.json"] = replies[case]
