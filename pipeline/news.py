@@ -2,11 +2,13 @@
 
 The data flows one way: :mod:`pipeline.fetch` fetches every due source
 concurrently (one httpx client), :mod:`pipeline.feeds` parses what changed
-(in a process pool when there is enough of it to pay for one) and
+(in a process pool when there is enough of it to pay for one, or when a body
+is big enough that its parse needs a deadline) and
 :mod:`pipeline.normalise` makes each entry an item; this module decides what
 to fetch and writes the outcome, each source in its own transaction.
 
-A source that fails never stops the others and never changes its earlier
+A source that fails (including a parse that runs past its deadline, whose
+worker is killed) never stops the others and never changes its earlier
 items; it backs off exponentially (capped at a day, never giving up) unless
 the publisher said 410 Gone, which disables it. A 304, or a body whose hash
 is unchanged, costs one small update and no parse.
@@ -20,13 +22,13 @@ import hashlib
 import json
 import logging
 import os
-from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from multiprocessing import get_context
 from typing import Callable
 
 import sqlite_utils
+from pebble import ProcessExpired, ProcessPool
 
 from .config import Config, SourceConfig, is_url
 from .feeds import FeedJob, FeedResult, read_feed
@@ -41,6 +43,14 @@ KIND = "news"
 MAX_BACKOFF = 24 * 3600
 #: Fewer changed feeds than this are parsed in this process: a pool costs more than it saves.
 POOL_MIN_FEEDS = 8
+#: Seconds one feed's parse may take in a pool worker before the worker is killed and the source
+#: failed. A normal feed parses at about 1.7 s per MiB, so only a hostile one (e.g. deep unclosed
+#: nesting, about 6 s per MiB) gets near it within the fetcher's byte cap.
+PARSE_DEADLINE = 30.0
+#: Bodies this big or bigger are parsed in a pool worker, under :data:`PARSE_DEADLINE`, even in a
+#: small run: a one-off pool costs 50-100 ms, under a tenth of a normal parse at this size, and a
+#: smaller body cannot hold up the run for long (about 3 s for the worst document known).
+IN_PROCESS_MAX_BYTES = 512 * 1024
 #: Fetches in flight at once. Below the client's connection limit, because httpcore
 #: rescans its whole queue of waiting requests on every change (quadratic in the queue).
 MAX_CONCURRENT_FETCHES = 16
@@ -129,21 +139,26 @@ def ingest_news(
     progress: Callable[[RunReport], None] | None = None,
     client_options: dict | None = None,
     parse_workers: int | None = None,
+    parse_deadline: float = PARSE_DEADLINE,
 ) -> list[RunReport]:
     """Fetch every due news source, store what changed and return one report per configured source.
 
     :param progress: called with each source's report as soon as it is stored, in config order.
     :param client_options: ``connect_timeout`` and ``read_timeout`` for :func:`pipeline.fetch.make_client`,
         and ``max_bytes`` and ``deadline`` for each :func:`pipeline.fetch.fetch`.
-    :param parse_workers: processes to parse in; ``None`` picks by the amount of work, 0 parses in-process.
+    :param parse_workers: processes to parse in; ``None`` picks by the amount of work, 0 parses in-process
+        all bodies under :data:`IN_PROCESS_MAX_BYTES` (bigger ones go to a one-worker pool).
+    :param parse_deadline: seconds a pooled parse may take before its source fails (:data:`PARSE_DEADLINE`).
     """
     started = datetime.now(timezone.utc).replace(microsecond=0)
     now = format_time(started)
     rows = sync_sources(db, config)
-    return asyncio.run(_ingest(db, config, rows, started, now, progress, dict(client_options or {}), parse_workers))
+    return asyncio.run(
+        _ingest(db, config, rows, started, now, progress, dict(client_options or {}), parse_workers, parse_deadline)
+    )
 
 
-async def _ingest(db, config, rows, started, now, progress, client_options, parse_workers) -> list[RunReport]:
+async def _ingest(db, config, rows, started, now, progress, client_options, parse_workers, parse_deadline) -> list[RunReport]:
     fetch_options = {key: client_options.pop(key) for key in FETCH_OPTIONS if key in client_options}
     due = [s for s in config.news.sources if _is_due(rows[s.name], now)]
     run_ids = {}
@@ -152,7 +167,7 @@ async def _ingest(db, config, rows, started, now, progress, client_options, pars
             close_interrupted_runs(db)
             for source in due:
                 run_ids[source.name] = start_run(db, KIND, source.name, now)
-    parser = _Parser(parse_workers, len(due))
+    parser = _Parser(parse_workers, len(due), parse_deadline)
     slots = asyncio.Semaphore(MAX_CONCURRENT_FETCHES)
     reports = []
     try:
@@ -193,26 +208,41 @@ def _not_due_report(source: SourceConfig, row: dict) -> RunReport:
 
 
 class _Parser:
-    """Runs :func:`pipeline.feeds.read_feed` in this process, or in a pool started on first need."""
+    """Runs :func:`pipeline.feeds.read_feed` in this process, or in a pool (started on first need) under a deadline.
 
-    def __init__(self, workers: int | None, due: int):
+    A pooled parse that outlives the deadline has its worker killed (and
+    replaced) by pebble; a worker that dies fails only the feed it was parsing.
+    """
+
+    def __init__(self, workers: int | None, due: int, deadline: float):
         if workers is None:
             cores = os.cpu_count() or 1
             workers = min(cores, 4) if cores > 1 and due >= POOL_MIN_FEEDS else 0
         self.workers = workers
-        self.pool: Executor | None = None
+        self.deadline = deadline
+        self.pool: ProcessPool | None = None
 
     async def read(self, job: FeedJob) -> FeedResult:
-        if not self.workers:
+        if not self.workers and len(job.body) < IN_PROCESS_MAX_BYTES:
             return read_feed(job)
         if self.pool is None:
             # fork: the workers inherit the imported parser instead of importing it again.
-            self.pool = ProcessPoolExecutor(self.workers, mp_context=get_context("fork"))
-        return await asyncio.get_running_loop().run_in_executor(self.pool, read_feed, job)
+            self.pool = ProcessPool(self.workers or 1, context=get_context("fork"))
+        future = self.pool.schedule(read_feed, (job,), timeout=self.deadline)
+        try:
+            return await asyncio.wrap_future(future)
+        except TimeoutError:  # pebble's clock starts when a worker takes the job, not while it queues
+            return FeedResult(error=f"parsing took longer than {self.deadline:g} s; the feed is too large or malformed")
+        except ProcessExpired as exc:  # e.g. the kernel's out-of-memory killer
+            how = f"killed by signal {-exc.exitcode}" if exc.exitcode < 0 else f"exit code {exc.exitcode}"
+            return FeedResult(error=f"the parser process died ({how}); the feed may be too large or malformed")
 
     def close(self):
+        """Stop the pool, if one was started: no worker outlives the run."""
         if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool.stop()
+            self.pool.join()
+            self.pool = None
 
 
 async def _fetch_and_parse(client, slots, parser, config, source, row, now, fetch_options) -> _Outcome:

@@ -228,3 +228,9 @@ class _Buffer:
 
 def random_bytes(size: int, seed: int | None = None) -> bytes:
     return random.Random(seed).randbytes(size) if seed is not None else os.urandom(size)
+
+
+def slow_to_parse(size: int) -> bytes:
+    """Deep unclosed nesting of at least ``size`` bytes: about 6 s of feedparser per MiB, linear in size."""
+    level = len(b"<item><channel>")
+    return _deep_unclosed(size // level + 1)

@@ -10,14 +10,16 @@ source's items exactly as they should be.
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
 
 import pytest
 
 from conftest import Reply, run_qsite
-from hostile import DripServer, corpus, gzip_bomb, rss
+from hostile import DripServer, corpus, gzip_bomb, rss, slow_to_parse
 from pipeline.config import load_config
-from pipeline.news import ingest_news
+from pipeline.news import IN_PROCESS_MAX_BYTES, ingest_news
 from pipeline.normalise import SUMMARY_LIMIT
 from pipeline.store import open_database
 
@@ -161,3 +163,85 @@ def test_a_source_that_turns_hostile_keeps_its_items(make_config, http_server):
         assert list(db.query("SELECT * FROM news ORDER BY id")) == before, doc.name
     failures = db.execute("SELECT consecutive_failures FROM sources").fetchone()[0]
     assert failures == sum(not doc.may_yield_items for doc in corpus())
+
+
+def child_pids() -> set[str]:
+    """Live children of this process, from /proc (every thread's, since pebble forks from its own threads)."""
+    pids = set()
+    for tid in os.listdir(f"/proc/{os.getpid()}/task"):
+        with open(f"/proc/{os.getpid()}/task/{tid}/children") as children:
+            pids.update(children.read().split())
+    return pids
+
+
+def turning_source(http_server, hostile_body):
+    """A good source that turns into ``hostile_body`` from the second request on, next to a good source."""
+    served = {"deep": 0}
+
+    def deep(seen):
+        served["deep"] += 1
+        body = rss(3, start=500).encode() if served["deep"] == 1 else hostile_body
+        return Reply(200, body, {"Content-Type": "application/rss+xml"})
+
+    http_server.routes["/deep.xml"] = deep
+    http_server.routes["/good.xml"] = lambda seen: Reply(200, rss(GOOD_ITEMS, start=1000 + 10 * served["deep"]), {"Content-Type": "application/rss+xml"})
+    return [
+        {"name": GOOD, "url": http_server.url("/good.xml"), "tag": "Science"},
+        {"name": "deep", "url": http_server.url("/deep.xml"), "tag": "Industry"},
+    ]
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["in-process-over-threshold", "process-pool"])
+def test_a_parse_past_its_deadline_fails_that_source_alone(make_config, http_server, workers):
+    """~18 s of parsing, a 1 s deadline: the worker is killed, the source failed, its items and the other source fine."""
+    body = slow_to_parse(3 * 1024 * 1024)
+    assert len(body) >= IN_PROCESS_MAX_BYTES  # parse_workers=0 still parses it in a pool, under the deadline
+    config = load_config(make_config(news={"sources": turning_source(http_server, body)}))
+    db = open_database(config.database_path)
+    children = child_pids()
+    assert all(r.status == "ok" for r in ingest_news(db, config, client_options=FAST, parse_workers=workers, parse_deadline=1))
+    before = list(db.query("SELECT * FROM news WHERE source = 'deep' ORDER BY id"))
+    db.execute("UPDATE sources SET next_fetch_at = NULL")
+    started = time.monotonic()
+    reports = {r.source: r for r in ingest_news(db, config, client_options=FAST, parse_workers=workers, parse_deadline=1)}
+    elapsed = time.monotonic() - started
+    assert elapsed < 10  # liveness bound: without the deadline this parse alone takes ~18 s
+    assert reports["deep"].failed, reports["deep"].line()
+    assert "parsing took longer than 1 s; the feed is too large or malformed" in reports["deep"].error
+    row = db.execute("SELECT last_status, consecutive_failures, next_fetch_at FROM sources WHERE name = 'deep'").fetchone()
+    assert row[0] == "failed" and row[1] == 1 and row[2] is not None  # backs off like any failure
+    assert list(db.query("SELECT * FROM news WHERE source = 'deep' ORDER BY id")) == before
+    assert reports[GOOD].status == "ok" and reports[GOOD].counts["new"] == GOOD_ITEMS
+    assert child_pids() <= children  # no worker outlives ingest_news
+
+
+def test_a_parser_process_that_dies_fails_that_source_alone(make_config, http_server):
+    """A worker killed mid-parse (as the out-of-memory killer would) fails its feed; the run goes on."""
+    body = slow_to_parse(2 * 1024 * 1024)
+    config = load_config(make_config(news={"sources": turning_source(http_server, body)}))
+    db = open_database(config.database_path)
+    assert all(r.status == "ok" for r in ingest_news(db, config, client_options=FAST, parse_workers=0))
+    db.execute("UPDATE sources SET next_fetch_at = NULL")
+    children = child_pids()
+    killed = []
+
+    def kill_the_worker():
+        deadline = time.monotonic() + 10
+        while not killed and time.monotonic() < deadline:
+            for pid in child_pids() - children:
+                time.sleep(0.5)  # let it take the job
+                os.kill(int(pid), signal.SIGKILL)
+                killed.append(pid)
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_the_worker)
+    killer.start()
+    try:
+        reports = {r.source: r for r in ingest_news(db, config, client_options=FAST, parse_workers=0)}
+    finally:
+        killer.join()
+    assert killed
+    assert reports["deep"].failed and "the parser process died (killed by signal 9)" in reports["deep"].error, reports["deep"].line()
+    assert reports[GOOD].status == "ok" and reports[GOOD].counts["new"] == GOOD_ITEMS
+    assert db.execute("SELECT count(*) FROM news WHERE source = 'deep'").fetchone()[0] == 3
+    assert child_pids() <= children
