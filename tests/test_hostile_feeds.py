@@ -169,22 +169,30 @@ def child_pids() -> set[str]:
     """Live children of this process, from /proc (every thread's, since pebble forks from its own threads)."""
     pids = set()
     for tid in os.listdir(f"/proc/{os.getpid()}/task"):
-        with open(f"/proc/{os.getpid()}/task/{tid}/children") as children:
-            pids.update(children.read().split())
+        try:
+            with open(f"/proc/{os.getpid()}/task/{tid}/children") as children:
+                pids.update(children.read().split())
+        except FileNotFoundError:
+            pass  # a thread that ended since the listing
     return pids
 
 
 def turning_source(http_server, hostile_body):
     """A good source that turns into ``hostile_body`` from the second request on, next to a good source."""
-    served = {"deep": 0}
+    served = {"deep": 0, "good": 0}
 
     def deep(seen):
         served["deep"] += 1
         body = rss(3, start=500).encode() if served["deep"] == 1 else hostile_body
         return Reply(200, body, {"Content-Type": "application/rss+xml"})
 
+    def good(seen):
+        # Its own count: the two sources are fetched concurrently, in either order.
+        served["good"] += 1
+        return Reply(200, rss(GOOD_ITEMS, start=1000 + 10 * served["good"]), {"Content-Type": "application/rss+xml"})
+
     http_server.routes["/deep.xml"] = deep
-    http_server.routes["/good.xml"] = lambda seen: Reply(200, rss(GOOD_ITEMS, start=1000 + 10 * served["deep"]), {"Content-Type": "application/rss+xml"})
+    http_server.routes["/good.xml"] = good
     return [
         {"name": GOOD, "url": http_server.url("/good.xml"), "tag": "Science"},
         {"name": "deep", "url": http_server.url("/deep.xml"), "tag": "Industry"},
