@@ -29,6 +29,18 @@ def _object(properties: dict, description: str = "") -> dict:
     return schema
 
 
+def _list(item: str, description: str) -> dict:
+    """A whole collection: how many, when it last changed, and every ``item``."""
+    return _object(
+        {
+            "count": {"type": "integer", "minimum": 0},
+            "updated_at": _TIME,
+            "results": {"type": "array", "items": _ref("schemas", item)},
+        },
+        description,
+    )
+
+
 def _schemas() -> dict:
     count = {"type": "integer", "minimum": 0}
     return {
@@ -55,14 +67,7 @@ def _schemas() -> dict:
             },
             "A course; never any quiz content.",
         ),
-        "CourseList": _object(
-            {
-                "count": count,
-                "updated_at": _TIME,
-                "results": {"type": "array", "items": _ref("schemas", "Course")},
-            },
-            "The catalog in catalog order.",
-        ),
+        "CourseList": _list("Course", "The catalog in catalog order."),
         "GlossaryEntry": _object(
             {
                 "id": {"type": "string"},
@@ -71,14 +76,7 @@ def _schemas() -> dict:
                 "lesson": _object({"title": {"type": "string"}, "url": _URL}, "The lesson that teaches the term."),
             }
         ),
-        "GlossaryList": _object(
-            {
-                "count": count,
-                "updated_at": _TIME,
-                "results": {"type": "array", "items": _ref("schemas", "GlossaryEntry")},
-            },
-            "Entries ordered by term, ignoring letter case.",
-        ),
+        "GlossaryList": _list("GlossaryEntry", "Entries ordered by term, ignoring letter case."),
         "NewsItem": _object(
             {
                 "id": {"type": "string"},
