@@ -14,17 +14,21 @@ documented in the README's operations section and only ever grow:
 ``totals`` {``courses``, ``slides``, ``quizzes``, ``question_bank_size``, ``glossary_terms``, ``news_items``, ``exported_at``},
 ``sources`` [{``name``, ``url``, ``tag``, ``configured``, ``disabled``, ``last_fetch_at``, ``last_status``,
 ``last_error``, ``consecutive_failures``, ``next_fetch_at``, ``items``}].
+
+A source's ``next_fetch_at`` here is computed by :func:`next_fetch`, not the
+column of that name (which only holds a failure's backoff).
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
 
 import sqlite_utils
 
 from .config import Config
 from .lock import lock_is_held
-from .store import utc_now
+from .store import format_time, utc_now
 
 TOTAL_KEYS = ("courses", "slides", "quizzes", "question_bank_size", "glossary_terms")
 SUCCESS = ("ok", "unchanged", "warning")
@@ -55,6 +59,27 @@ def _run(row: dict | None) -> dict | None:
         "counts": counts,
         "error": row["error"],
     }
+
+
+def next_fetch(source: dict, every: int) -> str | None:
+    """When the news ingest will next fetch ``source``: ``every`` after its last fetch, or later.
+
+    ``sources.next_fetch_at`` is only the floor a failure sets (the backoff or a
+    server's ``Retry-After``) and is cleared by a success, so the regular
+    interval has to be added here. A disabled source is never fetched (``None``),
+    nor is one never fetched yet given a time (it is due now).
+    """
+    if source["disabled"]:
+        return None
+    times = [source["next_fetch_at"]]
+    try:
+        last = datetime.strptime(source["last_fetch_at"] or "", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    except ValueError:
+        pass  # never fetched
+    else:
+        times.append(format_time(last + timedelta(seconds=every)))
+    # RFC 3339 UTC strings of one fixed width order as the times do.
+    return max((time for time in times if time), default=None)
 
 
 def collect_status(db: sqlite_utils.Database, config: Config) -> dict:
@@ -115,6 +140,7 @@ def collect_status(db: sqlite_utils.Database, config: Config) -> dict:
                 "next_fetch_at": row["next_fetch_at"],
                 "items": counts.get(row["name"], 0),
             }
+            stored[row["name"]]["next_fetch_at"] = next_fetch(stored[row["name"]], config.news.every)
     # Configured sources first, in config order; then any the config no longer lists.
     for source in config.news.sources:
         entry = stored.pop(source.name, None) or {

@@ -3,139 +3,128 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from pipeline.store import open_database
+from conftest import Reply
 
-SAMPLE_EXPORT = Path(__file__).resolve().parent.parent / "pipeline" / "samples" / "site-export.json"
+
+def lab_feed(count: int) -> str:
+    items = "".join(
+        f"<item><title>Story {n}</title><link>https://lab.example/{n}</link>"
+        f"<pubDate>Mon, 0{n + 1} Mar 2025 08:00:00 GMT</pubDate></item>"
+        for n in range(count)
+    )
+    return f'<?xml version="1.0"?><rss version="2.0"><channel><title>Lab</title><link>https://lab.example/</link>{items}</channel></rss>'
+
+
+def at(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
 
 
 @pytest.fixture
-def known_db(tmp_path, make_config):
-    """A database with hand-written bookkeeping, and a config listing two sources (one never fetched)."""
+def known_db(tmp_path, make_config, http_server, qsite):
+    """A database made by real ingests from local feeds, and the config ``qsite status`` then reads.
+
+    Lab Notes is healthy; Busy Feed answered 503 with ``Retry-After: 7200``; Old Feed
+    served one item, then 410 Gone (disabled), and has since left the config; New Feed
+    was added after the ingests. The site export was ingested once, then failed (HTTP 500).
+    """
+    http_server.routes["/lab.xml"] = Reply(200, lab_feed(2), {"Content-Type": "application/rss+xml"})
+    http_server.routes["/busy.xml"] = Reply(503, "busy", {"Retry-After": "7200"})
+    old_fetches = []
+
+    def old(seen):
+        old_fetches.append(seen)
+        if len(old_fetches) == 1:
+            return Reply(200, lab_feed(1).replace("lab.example", "old.example"), {"Content-Type": "application/rss+xml"})
+        return Reply(410, "gone")
+
+    http_server.routes["/old.xml"] = old
+    http_server.routes["/export.json"] = Reply(500, "down")
+    lab = {"name": "Lab Notes", "url": http_server.url("/lab.xml"), "tag": "Science"}
+    busy = {"name": "Busy Feed", "url": http_server.url("/busy.xml"), "tag": "Industry"}
+    news = {"every": "15m"}
+    make_config(news={**news, "sources": [lab, busy, {"name": "Old Feed", "url": http_server.url("/old.xml"), "tag": "Investing"}]})
+    for command in (("ingest", "all"), ("ingest", "news")):
+        result = qsite(*command, "--config", str(tmp_path / "qsite.yml"))
+        assert result.returncode == 1, result.stderr  # Busy Feed, then Old Feed, failed
+    assert len(old_fetches) == 2
     config = make_config(
-        news={
-            "every": "15m",
-            "sources": [
-                {"name": "Lab Notes", "url": "https://example.org/lab.xml", "tag": "Science"},
-                {"name": "New Feed", "url": "https://example.org/new.xml", "tag": "Industry"},
-            ],
-        }
+        site_export={"source": http_server.url("/export.json")},
+        news={**news, "sources": [lab, {"name": "New Feed", "url": http_server.url("/new.xml"), "tag": "Industry"}, busy]},
     )
-    db = open_database(tmp_path / "site.db")
-    db["site_totals"].insert(
-        {"id": 1, "site_name": "Q", "site_base_url": "https://q.example", "exported_at": "2026-11-20T08:00:00Z",
-         "courses": 6, "slides": 412, "quizzes": 38, "question_bank_size": 950, "glossary_terms": 120}
-    )
-    db["export_state"].insert({"source": "site", "etag": '"e1"', "fetched_at": "2026-11-20T09:00:00Z"})
-    db["data_versions"].insert_all(
-        [
-            {"dataset": "catalog", "version": 2, "changed_at": "2026-11-20T09:00:00Z"},
-            {"dataset": "news", "version": 5, "changed_at": "2026-11-21T10:30:00Z"},
-        ]
-    )
-    db["ingest_runs"].insert_all(
-        [
-            {"kind": "site", "source": "site", "started_at": "2026-11-20T08:59:59Z", "finished_at": "2026-11-20T09:00:00Z",
-             "status": "ok", "counts": '{"courses": 6}', "error": None},
-            {"kind": "site", "source": "site", "started_at": "2026-11-21T09:00:00Z", "finished_at": "2026-11-21T09:00:01Z",
-             "status": "failed", "counts": "{}", "error": "HTTP 500 from https://q.example/export.json"},
-            {"kind": "news", "source": "Lab Notes", "started_at": "2026-11-21T10:30:00Z",
-             "finished_at": "2026-11-21T10:30:01Z", "status": "ok", "counts": "{}", "error": None},
-        ]
-    )
-    db["sources"].insert_all(
-        [
-            {"name": "Lab Notes", "url": "https://example.org/lab.xml", "tag": "Science",
-             "last_fetch_at": "2026-11-21T10:30:00Z", "last_status": "ok", "consecutive_failures": 0,
-             "next_fetch_at": "2026-11-21T10:45:00Z", "disabled": 0},
-            {"name": "Old Feed", "url": "https://example.org/old.xml", "tag": "Investing",
-             "last_fetch_at": "2026-11-21T10:30:00Z", "last_status": "failed", "last_error": "HTTP 410 Gone",
-             "consecutive_failures": 3, "next_fetch_at": None, "disabled": 1},
-        ]
-    )
-    item = {"summary": "s", "tag": "Science", "published_at": "2026-11-21T10:00:00Z",
-            "first_seen_at": "2026-11-21T10:30:00Z", "updated_at": "2026-11-21T10:30:00Z"}
-    db["news"].insert_all(
-        [
-            {**item, "id": "a", "url": "https://example.org/a", "title": "A", "source": "Lab Notes"},
-            {**item, "id": "b", "url": "https://example.org/b", "title": "B", "source": "Lab Notes"},
-            {**item, "id": "c", "url": "https://example.org/c", "title": "C", "source": "Old Feed", "tag": "Investing"},
-        ]
-    )
-    db.close()
+    assert qsite("ingest", "site", "--config", str(config)).returncode == 1
     return config
 
 
-def test_status_json_reports_the_known_database(qsite, known_db, tmp_path):
+def test_status_json_reports_the_known_database(qsite, known_db, tmp_path, http_server):
     result = qsite("status", "--json", "--config", str(known_db))
     assert result.returncode == 0, result.stderr
     status = json.loads(result.stdout)
-    generated = status.pop("generated_at")
-    assert generated.endswith("Z")
-    assert status == {
-        "database": str(tmp_path / "site.db"),
-        "ingest_running": False,
-        "data_version": {
-            "version": 7,
-            "changed_at": "2026-11-21T10:30:00Z",
-            "datasets": {
-                "catalog": {"version": 2, "changed_at": "2026-11-20T09:00:00Z"},
-                "news": {"version": 5, "changed_at": "2026-11-21T10:30:00Z"},
-            },
-        },
-        "site_export": {
-            "source": str(SAMPLE_EXPORT),  # as the config gives it
-            "every": 3600,
-            "fetched_at": "2026-11-20T09:00:00Z",
-            "last_run": {
-                "id": 2,
-                "status": "failed",
-                "started_at": "2026-11-21T09:00:00Z",
-                "finished_at": "2026-11-21T09:00:01Z",
-                "counts": {},
-                "error": "HTTP 500 from https://q.example/export.json",
-            },
-            "last_success_at": "2026-11-20T09:00:00Z",
-        },
-        "totals": {
-            "courses": 6,
-            "slides": 412,
-            "quizzes": 38,
-            "question_bank_size": 950,
-            "glossary_terms": 120,
-            "news_items": 3,
-            "exported_at": "2026-11-20T08:00:00Z",
-        },
-        "sources": [
-            {"name": "Lab Notes", "url": "https://example.org/lab.xml", "tag": "Science", "configured": True,
-             "disabled": False, "last_fetch_at": "2026-11-21T10:30:00Z", "last_status": "ok", "last_error": None,
-             "consecutive_failures": 0, "next_fetch_at": "2026-11-21T10:45:00Z", "items": 2},
-            {"name": "New Feed", "url": "https://example.org/new.xml", "tag": "Industry", "configured": True,
-             "disabled": False, "last_fetch_at": None, "last_status": None, "last_error": None,
-             "consecutive_failures": 0, "next_fetch_at": None, "items": 0},
-            {"name": "Old Feed", "url": "https://example.org/old.xml", "tag": "Investing", "configured": False,
-             "disabled": True, "last_fetch_at": "2026-11-21T10:30:00Z", "last_status": "failed",
-             "last_error": "HTTP 410 Gone", "consecutive_failures": 3, "next_fetch_at": None, "items": 1},
-        ],
+    assert status["generated_at"].endswith("Z")
+    assert status["database"] == str(tmp_path / "site.db") and status["ingest_running"] is False
+
+    version = status["data_version"]
+    # The first ingest changed each dataset once (news once per source with items, in
+    # its own transaction); the repeat and the failures changed nothing.
+    assert {name: item["version"] for name, item in version["datasets"].items()} == {
+        "catalog": 1, "glossary": 1, "news": 2, "totals": 1,
     }
+    assert version["version"] == 5
+    assert version["changed_at"] == max(item["changed_at"] for item in version["datasets"].values())
+
+    site = status["site_export"]
+    assert site["source"] == http_server.url("/export.json")  # as the config gives it
+    assert site["every"] == 3600
+    run = site["last_run"]
+    assert run["status"] == "failed" and "500" in run["error"] and run["counts"] == {}
+    assert site["last_success_at"] is not None and site["last_success_at"] <= run["started_at"]
+    assert site["fetched_at"] is not None and site["fetched_at"] <= site["last_success_at"]
+
+    totals = status["totals"]
+    assert totals["courses"] == 6 and totals["news_items"] == 3
+    assert totals["exported_at"].endswith("Z")
+
+    sources = {source["name"]: source for source in status["sources"]}
+    assert [source["name"] for source in status["sources"]] == ["Lab Notes", "New Feed", "Busy Feed", "Old Feed"]
+    lab, new, busy, old = (sources[name] for name in ("Lab Notes", "New Feed", "Busy Feed", "Old Feed"))
+
+    assert lab["configured"] and not lab["disabled"] and lab["last_status"] == "unchanged"
+    assert lab["consecutive_failures"] == 0 and lab["items"] == 2 and lab["last_error"] is None
+    # A success leaves no backoff behind: the next fetch is one news interval after the last.
+    assert at(lab["next_fetch_at"]) - at(lab["last_fetch_at"]) == timedelta(minutes=15)
+
+    # Retry-After (2 h) is later than the interval (and the first backoff), so it wins.
+    assert busy["last_status"] == "failed" and busy["consecutive_failures"] == 1 and "503" in busy["last_error"]
+    assert at(busy["next_fetch_at"]) - at(busy["last_fetch_at"]) == timedelta(hours=2)
+
+    assert new == {"name": "New Feed", "url": new["url"], "tag": "Industry", "configured": True, "disabled": False,
+                   "last_fetch_at": None, "last_status": None, "last_error": None, "consecutive_failures": 0,
+                   "next_fetch_at": None, "items": 0}
+
+    # Disabled by the 410, dropped from the config, its item kept; never fetched again.
+    assert not old["configured"] and old["disabled"] and old["last_status"] == "failed"
+    assert "410" in old["last_error"] and old["items"] == 1 and old["next_fetch_at"] is None
 
 
 def test_status_table_is_readable(qsite, known_db):
     result = qsite("status", "--config", str(known_db))
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "data version    7 (last change 2026-11-21T10:30:00Z)" in out
-    assert "#2 failed" in out and "HTTP 500 from https://q.example/export.json" in out
-    assert "last success  2026-11-20T09:00:00Z" in out
+    status = json.loads(qsite("status", "--json", "--config", str(known_db)).stdout)
+    assert f"data version    5 (last change {status['data_version']['changed_at']})" in out
+    run = status["site_export"]["last_run"]
+    assert f"#{run['id']} failed" in out and "HTTP 500" in out
+    assert f"last success  {status['site_export']['last_success_at']}" in out
     lines = out.splitlines()
     old = next(line for line in lines if line.startswith("Old Feed"))
-    assert "Investing" in old and "failed (disabled) (not in config)" in old and "HTTP 410 Gone" in old
+    assert "Investing" in old and "failed (disabled) (not in config)" in old and "410" in old
     lab = next(line for line in lines if line.startswith("Lab Notes"))
-    assert "2026-11-21T10:45:00Z" in lab and lab.split()[-1] == "-"  # no error
-    assert any("412" in line and "950" in line for line in lines)
+    sources = {source["name"]: source for source in status["sources"]}
+    assert sources["Lab Notes"]["next_fetch_at"] in lab and lab.split()[-1] == "-"  # no error
+    assert any(str(status["totals"]["courses"]) in line and str(status["totals"]["slides"]) in line for line in lines)
 
 
 def test_status_without_a_database_says_so(qsite, make_config, tmp_path):
