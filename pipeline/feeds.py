@@ -93,6 +93,11 @@ def read_feed(job: FeedJob) -> FeedResult:
     except FeedError as exc:
         return FeedResult(error=str(exc))
     base = parsed.get("headers", {}).get("content-location") or (job.location if "://" in job.location else None)
+    if base is None:
+        # A feed read from a file (feedparser already applied any xml:base) has only its
+        # own channel link left to resolve relative item links against.
+        channel = parsed.feed.get("link") or ""
+        base = channel if channel.startswith(("http://", "https://")) else None
     seen = parse_time(job.seen_at)
     result = FeedResult()
     for entry in parsed.entries:

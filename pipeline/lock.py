@@ -108,7 +108,12 @@ def writer_lock(db_path: str | os.PathLike, timeout: float = DEFAULT_WAIT) -> It
 
 
 def lock_is_held(db_path: str | os.PathLike) -> bool:
-    """Whether some other process (or thread) holds the writer lock right now."""
+    """Whether some other process (or thread) holds the writer lock right now.
+
+    flock offers no way to look without touching: this takes the lock for an
+    instant when it is free, so a writer trying with ``timeout=0`` at that very
+    moment fails (the README says so).
+    """
     if not lock_path(db_path).exists():
         return False
     lock = FileLock(str(lock_path(db_path)), is_singleton=True)

@@ -74,6 +74,27 @@ def test_relative_links_resolve_against_xml_base_or_the_feed_location():
     assert read_feed(job(rss, location="https://moved.example/feeds/rss")).items[0].url == "https://moved.example/posts/1"
 
 
+def test_relative_links_of_a_feed_file_resolve_against_its_channel_link(tmp_path):
+    # A file has no URL to resolve against: the channel's own <link> is the base.
+    path = tmp_path / "feed.xml"
+    path.write_bytes(RSS.replace(b"https://t.example/1", b"/posts/1?utm_source=rss").replace(b"https://t.example/2", b"2.html"))
+    result = read_feed(job(path.read_bytes(), location=str(path)))
+    assert result.skipped == 0
+    assert [item.url for item in result.items] == ["https://t.example/posts/1", "https://t.example/2.html", "https://t.example/3"]
+    # The fetched URL still comes first, and a relative channel link is no base at all.
+    body = path.read_bytes()
+    assert read_feed(job(body, location="https://m.example/f/rss")).items[0].url == "https://m.example/posts/1"
+    result = read_feed(job(body.replace(b"<link>https://t.example/</link>", b"<link>/home</link>"), location=str(path)))
+    assert result.skipped == 2 and [item.url for item in result.items] == ["https://t.example/3"]
+
+
+def test_xml_base_beats_the_channel_link_of_a_feed_file(tmp_path):
+    atom = b"""<?xml version="1.0" encoding="utf-8"?><feed xmlns="http://www.w3.org/2005/Atom" xml:base="https://w.example/stories/">
+    <title>W</title><link href="https://home.example/"/><id>w</id><updated>2025-01-01T00:00:00Z</updated>
+    <entry><title>A</title><link href="a.html"/><id>a</id><updated>2025-01-01T00:00:00Z</updated></entry></feed>"""
+    assert read_feed(job(atom, location=str(tmp_path / "w.atom"))).items[0].url == "https://w.example/stories/a.html"
+
+
 def test_html_page_is_not_a_feed():
     page = b"<!doctype html><html><head><title>Welcome</title></head><body><p>Our news moved.</p></body></html>"
     result = read_feed(job(page, headers={"content-type": "text/html; charset=utf-8"}))
