@@ -15,7 +15,8 @@ from conftest import Reply
 from pipeline.config import load_config
 from pipeline.schedule import JobSpec, Scheduler, run_forever
 from pipeline.store import RunReport
-from served import wait_until
+from conftest import QSITE
+from served import stop, wait_until
 
 
 @contextmanager
@@ -138,3 +139,20 @@ def test_sigterm_does_not_wait_past_the_grace_for_a_stuck_ingest(make_config, ht
     with sqlite3.connect(tmp_path / "site.db") as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert conn.execute("SELECT count(*) FROM courses").fetchone()[0] == 0  # nothing half-written
+
+
+def test_sigint_stops_qsite_schedule_with_status_0(make_config, tmp_path):
+    """Ctrl-C (SIGINT) stops a real `qsite schedule` as SIGTERM does: cleanly, exit status 0."""
+    config = make_config()
+    log = tmp_path / "schedule.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen([QSITE, "schedule", "--config", str(config)], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        assert wait_until(lambda: "job site: done" in log.read_text() or process.poll() is not None, timeout=20)
+        assert process.poll() is None, log.read_text()
+        assert stop(process, signal.SIGINT, timeout=10) == 0, log.read_text()
+    finally:
+        stop(process, signal.SIGKILL)
+    text = log.read_text()
+    assert "received SIGINT, stopping" in text and "scheduler stopped" in text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text

@@ -1,0 +1,78 @@
+"""The command line's shared behaviour: ``--log-level``/``QSITE_LOG_LEVEL``, and how ``qsite ingest news`` reports progress."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+
+import pytest
+
+from conftest import QSITE, SAMPLES
+
+FEEDS = SAMPLES / "feeds"
+SOURCES = [
+    {"name": "Lab Notes", "url": str(FEEDS / "lab-notes.xml"), "tag": "Science"},
+    {"name": "Industry Wire", "url": str(FEEDS / "industry-wire.atom"), "tag": "Industry"},
+    {"name": "Capital Brief", "url": str(FEEDS / "capital-brief.rdf"), "tag": "Investing"},
+]
+
+
+def log_levels(stderr: str) -> set[str]:
+    """The levels of the log lines (``<date> <time> LEVEL name: message``) in ``stderr``."""
+    return {line.split()[2] for line in stderr.splitlines() if len(line.split()) > 3 and line.split()[3].endswith(":")}
+
+
+@pytest.mark.parametrize(
+    "env, args, levels",
+    [
+        ({}, (), {"INFO"}),
+        ({"QSITE_LOG_LEVEL": "WARNING"}, (), set()),
+        ({"QSITE_LOG_LEVEL": "DEBUG"}, (), {"DEBUG", "INFO"}),
+        ({"QSITE_LOG_LEVEL": "DEBUG"}, ("--log-level", "warning"), set()),  # the option beats the environment
+        ({}, ("--log-level", "debug"), {"DEBUG", "INFO"}),
+    ],
+)
+def test_log_level_from_option_or_environment(qsite, make_config, env, args, levels):
+    result = qsite("ingest", "site", "--config", str(make_config()), *args, env={"QSITE_LOG_LEVEL": "INFO", **env})
+    assert result.returncode == 0, result.stderr
+    assert log_levels(result.stderr) == levels, result.stderr
+    assert "site " in result.stdout and ": ok" in result.stdout  # the report itself is not a log line
+    if "DEBUG" in levels:
+        assert "DEBUG qsite.lock: writer lock" in result.stderr
+
+
+def test_news_progress_bar_on_a_terminal(make_config):
+    """On a terminal: a progress bar naming each source as it is stored, then one line per source."""
+    config = make_config(news={"sources": SOURCES})
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [QSITE, "ingest", "news", "--config", str(config)], stdin=terminal, stdout=terminal, stderr=terminal,
+        env={**os.environ, "COLUMNS": "100", "QSITE_LOG_LEVEL": "WARNING"},
+    )
+    os.close(terminal)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # EIO: the process closed the terminal
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(controller)
+    assert process.wait(30) == 0
+    text = shown.decode()
+    assert "news  [" in text and "#" in text and "100%" in text
+    for source in SOURCES:
+        assert f"%  {source['name']}" in text  # the bar names the source just stored
+        assert f"news {source['name']}: ok" in text
+    assert text.index("100%") < text.index("news Lab Notes: ok")  # the bar first, the lines after it
+
+
+def test_news_plain_lines_when_piped(qsite, make_config):
+    config = make_config(news={"sources": SOURCES})
+    result = qsite("ingest", "news", "--config", str(config), env={"QSITE_LOG_LEVEL": "WARNING"})
+    assert result.returncode == 0, result.stderr
+    assert [line.split(":")[0] for line in result.stdout.splitlines()] == [f"news {source['name']}" for source in SOURCES]
+    assert "[" not in result.stdout + result.stderr and "%" not in result.stdout + result.stderr

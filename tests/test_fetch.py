@@ -1,0 +1,22 @@
+"""What the fetcher sends: every request names the project in its User-Agent."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import SAMPLES, Reply
+from pipeline import __version__
+
+
+def test_every_request_names_qsite_in_its_user_agent(qsite, make_config, http_server, sample_export):
+    http_server.routes["/export.json"] = Reply(200, json.dumps(sample_export), {"Content-Type": "application/json"})
+    http_server.routes["/lab.xml"] = Reply(200, (SAMPLES / "feeds" / "lab-notes.xml").read_bytes(), {"Content-Type": "application/rss+xml"})
+    config = make_config(
+        site_export={"source": http_server.url("/export.json")},
+        news={"sources": [{"name": "Lab Notes", "url": http_server.url("/lab.xml"), "tag": "Science"}]},
+    )
+    result = qsite("ingest", "all", "--config", str(config))
+    assert result.returncode == 0, result.stderr
+    assert sorted(request.path for request in http_server.requests) == ["/export.json", "/lab.xml"]
+    for request in http_server.requests:
+        assert request.headers["user-agent"].startswith(f"qsite/{__version__} ("), request.headers
