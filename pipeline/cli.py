@@ -10,6 +10,7 @@ import functools
 import logging
 import sqlite3
 import sys
+from contextlib import contextmanager
 
 import click
 
@@ -78,6 +79,18 @@ def open_db_or_exit(config):
         sys.exit(EXIT_FAILED)
 
 
+@contextmanager
+def exit_on_write_error(config):
+    """End the command with one ``Error:`` line and exit status 1 when writing the database fails."""
+    try:
+        yield
+    except (OSError, sqlite3.Error) as exc:
+        # A full disk, a read-only location or a file that cannot grow: every
+        # transaction rolled back, so say so plainly instead of a traceback.
+        click.echo(f"Error: {config.database_path}: cannot write the database: {exc}; the data already there is kept", err=True)
+        sys.exit(EXIT_FAILED)
+
+
 def single_writer(command):
     """Run the command holding the database's writer lock (:mod:`pipeline.lock`); adds ``--wait``.
 
@@ -99,15 +112,10 @@ def single_writer(command):
         from .lock import WriterLockTimeout, writer_lock
 
         try:
-            with writer_lock(config.database_path, wait):
+            with exit_on_write_error(config), writer_lock(config.database_path, wait):
                 return command(config=config, **kwargs)
         except WriterLockTimeout as exc:
             click.echo(f"Error: {exc}", err=True)
-            sys.exit(EXIT_FAILED)
-        except (OSError, sqlite3.Error) as exc:
-            # A full disk, a read-only location or a file that cannot grow: every
-            # transaction rolled back, so say so plainly instead of a traceback.
-            click.echo(f"Error: {config.database_path}: cannot write the database: {exc}; the data already there is kept", err=True)
             sys.exit(EXIT_FAILED)
 
     return wrapper
@@ -287,4 +295,7 @@ def up_command(config, host, port, wait):
     """Migrate, ingest once, then schedule ingests in the background and serve in the foreground. Example: qsite up --port 8001"""
     from .schedule import run_up
 
-    sys.exit(run_up(config, host=host, port=port, wait=wait, log_level=logging.getLogger().getEffectiveLevel()))
+    open_db_or_exit(config).close()  # a database that cannot be opened or migrated is one Error line
+    with exit_on_write_error(config):
+        status = run_up(config, host=host, port=port, wait=wait, log_level=logging.getLogger().getEffectiveLevel())
+    sys.exit(status)

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
+import httpx
 import limits
 import yaml
 from pydantic import (
@@ -40,15 +41,19 @@ class ConfigError(Exception):
     """A config that cannot be used; the message names the file and the key."""
 
 
+_DURATION_MESSAGE = "must be a duration such as 30s, 15m, 1h or 1d, or a whole number of seconds (at least 1)"
+
+
 def parse_duration(value: object) -> int:
-    """Turn ``30s``, ``15m``, ``1h`` or ``1d`` (or a number of seconds) into seconds."""
-    if isinstance(value, bool):
-        raise ValueError("must be a duration such as 30s, 15m, 1h or 1d")
-    if isinstance(value, (int, float)) and value > 0:
-        return int(value)
+    """Turn ``30s``, ``15m``, ``1h`` or ``1d`` (or a whole number of seconds) into seconds.
+
+    Fractions are refused rather than rounded: ``0.5`` would become a zero interval.
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
     match = _DURATION.match(value) if isinstance(value, str) else None
     if not match or int(match.group(1)) == 0:
-        raise ValueError("must be a duration such as 30s, 15m, 1h or 1d")
+        raise ValueError(f"{_DURATION_MESSAGE} (got {value!r})")
     return int(match.group(1)) * _DURATION_UNITS[match.group(2)]
 
 
@@ -60,7 +65,24 @@ def _compile_regex(value: str) -> str:
     return value
 
 
+def _check_location(value: str) -> str:
+    """An http(s) URL must be one httpx can request; anything else is a path."""
+    if not is_url(value):
+        return value
+    try:
+        url = httpx.URL(value)
+        host, port = url.host, url.port  # the host's IDNA decoding happens here
+    except (httpx.InvalidURL, ValueError) as exc:  # IDNA errors are ValueErrors
+        raise ValueError(f"is not a valid URL: {exc} (got {value!r})") from None
+    if not host:
+        raise ValueError(f"is not a valid URL: no host (got {value!r})")
+    if port is not None and not 0 < port <= 65535:
+        raise ValueError(f"is not a valid URL: port {port} is not 1-65535 (got {value!r})")
+    return value
+
+
 Duration = Annotated[int, BeforeValidator(parse_duration)]
+Location = Annotated[str, Field(min_length=1), AfterValidator(_check_location)]
 Tag = Literal["Science", "Industry", "Investing"]
 Regex = Annotated[str, AfterValidator(_compile_regex)]
 
@@ -70,7 +92,7 @@ class _Strict(BaseModel):
 
 
 class SiteExportConfig(_Strict):
-    source: str
+    source: Location
     every: Duration = 3600
 
 
@@ -81,7 +103,7 @@ class RuleConfig(_Strict):
 
 class SourceConfig(_Strict):
     name: Annotated[str, Field(min_length=1)]
-    url: Annotated[str, Field(min_length=1)]
+    url: Location
     tag: Tag
     rules: list[RuleConfig] = []
 
@@ -194,6 +216,28 @@ def format_validation_error(error: ValidationError) -> list[str]:
     return lines
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping, instead of keeping the last."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            first_lines: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # keys merged in by `<<: *base` may be overridden
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in first_lines:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"duplicate key {key!r} at line {line} (first at line {first_lines[key]})", key_node.start_mark
+                        )
+                    first_lines[key] = line
+                except TypeError:
+                    continue  # an unhashable key; SafeLoader reports that itself
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_config(path: str | os.PathLike | None = None, database: str | None = None) -> Config:
     """Read and validate the config at ``path`` (default: the bundled one).
 
@@ -208,7 +252,7 @@ def load_config(path: str | os.PathLike | None = None, database: str | None = No
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{config_path}: cannot read config file: {exc}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{config_path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):

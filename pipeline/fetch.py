@@ -177,6 +177,17 @@ async def _fetch_http(client, url, etag, last_modified, max_bytes) -> Fetched:
         raise FetchError(f"{url}: timed out ({type(exc).__name__})") from None
     except httpx.HTTPError as exc:
         raise FetchError(f"{url}: {type(exc).__name__}: {exc}") from None
+    except (httpx.InvalidURL, ValueError, OverflowError, ExceptionGroup) as exc:
+        # A URL httpx or the socket layer refuses is no httpx.HTTPError: InvalidURL,
+        # an IDNA error, or (as an ExceptionGroup from the connection's task group)
+        # a port over 65535, also when a redirect leads there. It fails this source only.
+        raise FetchError(f"{url}: cannot request this URL: {_innermost(exc)}") from None
+
+
+def _innermost(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _read_file(location: str, max_bytes: int) -> Fetched:

@@ -21,6 +21,9 @@ from db.migrations import migrations
 #: How long a writer waits for another writer's transaction before giving up.
 BUSY_TIMEOUT_MS = 10_000
 
+#: Seconds to wait for the writer lock before applying pending migrations.
+MIGRATION_WAIT = 30.0
+
 
 class StoreError(Exception):
     """The database cannot be opened or written; the message says which file and why."""
@@ -40,7 +43,11 @@ def format_time(moment: datetime) -> str:
 def open_database(path: str | Path) -> sqlite_utils.Database:
     """Open (creating if need be) the database at ``path`` and apply pending migrations.
 
-    :raises StoreError: when the file or its folder cannot be created, read or written.
+    Pending migrations are applied under the writer lock (:mod:`pipeline.lock`),
+    so processes opening a new file at once cannot both create its tables.
+
+    :raises StoreError: when the file or its folder cannot be created, read or written,
+        or migrations are pending and another writer holds the lock for over :data:`MIGRATION_WAIT` s.
     """
     path = Path(path)
     try:
@@ -52,10 +59,24 @@ def open_database(path: str | Path) -> sqlite_utils.Database:
             conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA synchronous = NORMAL")
-        migrations.apply(db)
+        if migrations.pending(db):
+            _migrate(db, path)
     except (sqlite3.Error, OSError) as exc:
         raise StoreError(f"{path}: cannot open database: {exc}") from None
     return db
+
+
+def _migrate(db: sqlite_utils.Database, path: Path) -> None:
+    # Two processes migrating a new file at once would both create the same
+    # tables ("table ... already exists"), so migrations run under the writer
+    # lock; apply() looks again at what is pending once the lock is ours.
+    from .lock import WriterLockTimeout, writer_lock  # pipeline.lock imports this module
+
+    try:
+        with writer_lock(path, MIGRATION_WAIT):
+            migrations.apply(db)
+    except WriterLockTimeout as exc:
+        raise StoreError(f"cannot apply schema migrations: {exc}") from None
 
 
 @contextmanager

@@ -80,6 +80,23 @@ def test_durations(value, seconds):
     assert parse_duration(value) == seconds
 
 
+@pytest.mark.parametrize("value", [0.5, 90.0, True, 0, -1, "0.5m", "90"])
+def test_fractions_and_other_non_durations_are_refused(value):
+    with pytest.raises(ValueError, match="must be a duration"):
+        parse_duration(value)
+
+
+def test_duplicate_yaml_keys_are_refused_naming_key_and_line(tmp_path, qsite):
+    path = write(tmp_path, "site_export:\n  source: e.json\n  every: 1h\n  every: 2h\n")
+    message = error_of(path)
+    assert message.startswith(f"{path}: ") and "duplicate key 'every' at line 4 (first at line 3)" in message
+    # keys merged in with `<<:` may still be overridden
+    merged = write(tmp_path, "defaults: &d {every: 1h, source: e.json}\nsite_export:\n  <<: *d\n  every: 2h\n", "merged.yml")
+    assert error_of(merged).endswith("defaults: unknown key")
+    result = qsite("migrate", "--config", str(path))
+    assert result.returncode == 2 and "duplicate key 'every'" in result.stderr
+
+
 def test_missing_file(tmp_path):
     missing = tmp_path / "nope.yml"
     assert error_of(missing) == f"{missing}: config file not found"
@@ -110,6 +127,14 @@ def test_not_a_mapping(tmp_path, text):
         ("site_export:\n  source: e.json\n  every: 1 fortnight\n", "site_export.every: must be a duration such as 30s, 15m, 1h or 1d"),
         ("site_export:\n  source: e.json\n  every: 0m\n", "site_export.every: must be a duration"),
         (MINIMAL + "news:\n  every: yes\n", "news.every: must be a duration"),
+        ("site_export:\n  source: e.json\n  every: 0.5\n", "site_export.every: must be a duration such as 30s, 15m, 1h or 1d, or a whole number of seconds (at least 1) (got 0.5)"),
+        (MINIMAL + "news:\n  every: 90.0\n", "news.every: must be a duration"),
+        (MINIMAL + "news:\n  every: -5\n", "news.every: must be a duration"),
+        ('site_export:\n  source: "http://[::1/export.json"\n', "site_export.source: is not a valid URL"),
+        ("site_export:\n  source: https:///export.json\n", "site_export.source: is not a valid URL: no host"),
+        (MINIMAL + 'news:\n  sources:\n    - {name: A, url: "http://[::1/feed", tag: Science}\n', "news.sources[0].url: is not a valid URL"),
+        (MINIMAL + "news:\n  sources:\n    - {name: A, url: 'http://127.0.0.1:99999/feed', tag: Science}\n", "news.sources[0].url: is not a valid URL: port 99999"),
+        (MINIMAL + "news:\n  sources:\n    - {name: A, url: 'https://xn--a.example/feed', tag: Science}\n", "news.sources[0].url: is not a valid URL"),
         ("database: x.db\n", "site_export: required key is missing"),
         ("site_export: {}\n", "site_export.source: required key is missing"),
         (MINIMAL + "news:\n  sources:\n    - {name: A, url: a.xml, tag: Sports}\n", "news.sources[0].tag: must be one of Science, Industry, Investing (got 'Sports')"),
@@ -147,6 +172,11 @@ def test_bad_config_exits_2_with_file_and_key(tmp_path, qsite):
         assert result.returncode == 2, result.stderr
         assert str(path) in result.stderr and "api.cache_max_age" in result.stderr
     assert not (tmp_path / "site.db").exists()  # a refused config touches nothing
+
+    bad_url = write(tmp_path, MINIMAL + 'news:\n  sources:\n    - {name: A, url: "http://[::1/feed", tag: Science}\n', "bad-url.yml")
+    result = qsite("ingest", "news", "--config", str(bad_url))
+    assert result.returncode == 2 and "news.sources[0].url: is not a valid URL" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
 
     missing = qsite("migrate", "--config", str(tmp_path / "missing.yml"))
     assert missing.returncode == 2 and f"{tmp_path / 'missing.yml'}: config file not found" in missing.stderr

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import Reply
+from conftest import QSITE, Reply
 from pipeline.lock import WriterLockTimeout, lock_is_held, lock_path, writer_lock
 
 HOLDER = """
@@ -126,3 +126,33 @@ def test_two_concurrent_ingest_all_runs_never_overlap(qsite, make_config, http_s
         assert len(spans) == 2
         # The second fetch began only after the first run (which stalls 1 s in its fetch) let go.
         assert spans[1] - spans[0] >= 1.0
+
+
+def test_migrations_of_a_new_database_wait_for_the_writer_lock(qsite, tmp_path):
+    """Parallel `qsite migrate` on a new file: all succeed (no "table ... already exists"), because migrating takes the lock."""
+    db_path = tmp_path / "held.db"
+    holder = hold_lock(db_path, 2.0)
+    migrate = subprocess.Popen([QSITE, "migrate", "--db", str(db_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)  # far longer than a migration takes; the holder still holds the lock
+    assert migrate.poll() is None, "migrate did not wait for the writer lock"
+    holder.wait()
+    _, err = migrate.communicate(timeout=30)
+    assert migrate.returncode == 0, err
+    assert table_count(db_path, "courses") == 0
+    # An up-to-date database has nothing to migrate: opening it never waits for a writer.
+    holder = hold_lock(db_path, 30)
+    try:
+        assert qsite("migrate", "--db", str(db_path), timeout=10).returncode == 0
+    finally:
+        holder.kill()
+        holder.wait()
+
+    for round in range(3):
+        new_db = tmp_path / f"new{round}.db"
+        racers = [
+            subprocess.Popen([QSITE, "migrate", "--db", str(new_db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(4)
+        ]
+        results = [(racer.wait(timeout=60), racer.stderr.read()) for racer in racers]
+        assert all(status == 0 for status, _ in results), results
+        assert integrity(new_db) == "ok" and table_count(new_db, "courses") == 0

@@ -8,6 +8,7 @@ import pytest
 
 from conftest import SAMPLES, Reply
 from pipeline.config import load_config
+from pipeline.fetch import FetchError, fetch_one
 from pipeline.news import MAX_BACKOFF, backoff_seconds, ingest_news
 from pipeline.store import open_database
 
@@ -419,3 +420,30 @@ def test_cli_ingest_all_runs_site_then_news(http_server, make_config, qsite):
     done = qsite("ingest", "all", "--config", str(path), "--quiet")
     assert done.returncode == 1 and "news Good: failed" in done.stderr and done.stdout == ""
     assert db.execute("SELECT count(*) FROM news").fetchone()[0] == 3
+
+
+def test_a_url_httpx_refuses_fails_only_its_source(http_server, make_config, qsite):
+    """A redirect to a port over 65535 passes config validation but httpx cannot request it (no httpx.HTTPError)."""
+    http_server.routes["/ok"] = Reply(200, THREE)
+    http_server.routes["/moved"] = Reply(302, headers={"Location": "http://127.0.0.1:99999/feed"})
+    sources = [
+        {"name": "Moved", "url": http_server.url("/moved"), "tag": "Science"},
+        {"name": "Good", "url": http_server.url("/ok"), "tag": "Industry"},
+    ]
+    path = make_config(news={"sources": sources})
+    done = qsite("ingest", "news", "--config", str(path))
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "news Good: ok (new 3" in done.stdout
+    assert "news Moved: failed" in done.stdout and "port must be 0-65535" in done.stdout
+    db = open_database(load_config(path).database_path)
+    assert db.execute("SELECT count(*) FROM news WHERE source = 'Good'").fetchone()[0] == 3
+    assert source_row(db, "Moved")["last_status"] == "failed"
+
+
+@pytest.mark.parametrize("url", ["http://[::1/feed", "http://xn--a.com/feed", "http://127.0.0.1:99999/feed"])
+def test_fetch_turns_a_url_httpx_refuses_into_a_fetch_error(url):
+    """Config validation refuses these; a URL that still slips through must fail as FetchError, never escape."""
+    with pytest.raises(FetchError) as caught:
+        fetch_one(url, connect_timeout=1.0, read_timeout=1.0)
+    assert str(caught.value).startswith(f"{url}: cannot request this URL: ")

@@ -156,3 +156,20 @@ def test_sigint_stops_qsite_schedule_with_status_0(make_config, tmp_path):
     text = log.read_text()
     assert "received SIGINT, stopping" in text and "scheduler stopped" in text
     assert "Traceback" not in text and "KeyboardInterrupt" not in text
+
+
+def test_qsite_up_with_a_database_it_cannot_open_or_write_ends_with_one_error_line(qsite, make_config, tmp_path):
+    config = make_config()
+    done = qsite("up", "--config", str(config), "--db", "/proc/nope/site.db", "--port", "0", timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("Error: /proc/nope/site.db: cannot open database: ")
+
+    # Opening works but the first ingest cannot take the writer lock: its file is a folder.
+    db_path = tmp_path / "site.db"
+    assert qsite("migrate", "--db", str(db_path)).returncode == 0
+    lock = tmp_path / "site.db.lock"
+    lock.unlink(missing_ok=True)
+    lock.mkdir()
+    done = qsite("up", "--config", str(config), "--port", "0", timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(f"Error: {db_path}: cannot write the database: ")
