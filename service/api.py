@@ -48,6 +48,12 @@ SINCE_DETAIL = "must be an RFC 3339 date-time with a time zone, such as 2026-11-
 CURSOR_DETAIL = "must be a cursor exactly as given in next"
 Q_DETAIL = f"must be at most {Q_MAX} characters"
 
+#: A name echoed back in an error is cut to this many characters (plus an ellipsis),
+#: and a 400 lists at most ``MAX_ERRORS`` parameters, so a hostile query string
+#: cannot make the error body larger than a few KB.
+ECHO_MAX = 64
+MAX_ERRORS = 20
+
 _RFC3339 = re.compile(
     r"^(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(\.\d{1,9})?(?:([Zz])|([+-])(\d{2}):(\d{2}))$"
 )
@@ -107,6 +113,11 @@ def resolve(path: str) -> tuple[Endpoint, str | None] | None:
 
 
 # -- parameters ---------------------------------------------------------------
+
+
+def echo(text: str) -> str:
+    """``text`` as it may be quoted back to the client: at most ``ECHO_MAX`` characters and "…"."""
+    return text if len(text) <= ECHO_MAX else text[:ECHO_MAX] + "\u2026"
 
 
 def parse_since(value: str) -> str | None:
@@ -181,17 +192,17 @@ def parse_params(endpoint: Endpoint, query: bytes) -> tuple[dict, list[dict]]:
         try:
             name = raw_name.decode("utf-8")
         except UnicodeDecodeError:
-            errors.append({"parameter": raw_name.decode("utf-8", "replace"), "detail": "unknown parameter"})
+            errors.append({"parameter": echo(raw_name.decode("utf-8", "replace")), "detail": "unknown parameter"})
             continue
         seen[name] = seen.get(name, 0) + 1
         if seen[name] == 2:
-            errors.append({"parameter": name, "detail": "given more than once"})
+            errors.append({"parameter": echo(name), "detail": "given more than once"})
         if seen[name] > 1:
             continue
         if name not in endpoint.params:
             takes = ", ".join(endpoint.params)
             detail = f"unknown parameter; this endpoint takes {takes}" if takes else "unknown parameter; this endpoint takes none"
-            errors.append({"parameter": name, "detail": detail})
+            errors.append({"parameter": echo(name), "detail": detail})
             continue
         try:
             raw_values[name] = raw_value.decode("utf-8")
@@ -318,7 +329,7 @@ class Queries:
     def glossary_entry(self, conn, versions, values, arg):
         found = self._glossary(conn, arg, None)
         if not found:
-            raise Missing(f"no glossary entry with id {arg!r}")
+            raise Missing(f"no glossary entry with id {echo(arg)!r}")
         return found[0], ()
 
     def news(self, conn, versions, values, arg):
@@ -367,6 +378,16 @@ def in_snapshot(conn: sqlite3.Connection, build: Callable):
 
 
 # -- answering -------------------------------------------------------------------
+
+
+def invalid_parameters(errors: list[dict]) -> tuple[int, list, bytes]:
+    """The 400 naming the bad parameters: the first ``MAX_ERRORS`` of them, and how many more."""
+    shown = errors[:MAX_ERRORS]
+    names = ", ".join(dict.fromkeys(error["parameter"] for error in shown))
+    detail = f"invalid query parameters: {names}"
+    if len(errors) > len(shown):
+        detail += f" and {len(errors) - len(shown)} more not listed"
+    return problem_response("invalid-parameters", detail, shown)
 
 
 def _header(headers, name: bytes) -> str | None:
@@ -459,13 +480,12 @@ class Api:
         if method not in ("GET", "HEAD"):
             return problem_response(
                 "method-not-allowed",
-                f"{method} is not allowed; the API is read-only",
+                f"{echo(method)} is not allowed; the API is read-only",
                 headers=[(b"allow", ALLOWED_METHODS.encode())],
             )
         values, errors = parse_params(endpoint, query)
         if errors:
-            names = ", ".join(dict.fromkeys(error["parameter"] for error in errors))
-            return problem_response("invalid-parameters", f"invalid query parameters: {names}", errors)
+            return invalid_parameters(errors)
         try:
             entry = await self._entry(endpoint, arg, values)
         except NoData:

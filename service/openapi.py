@@ -127,7 +127,14 @@ def _schemas() -> dict:
             }
         ),
         "ParameterError": _object(
-            {"parameter": {"type": "string"}, "detail": {"type": "string"}},
+            {
+                "parameter": {
+                    "type": "string",
+                    "maxLength": api.ECHO_MAX + 1,
+                    "description": f"The parameter's name; a longer one is cut to {api.ECHO_MAX} characters and \u2026.",
+                },
+                "detail": {"type": "string"},
+            },
         ),
         "Problem": {
             "type": "object",
@@ -146,7 +153,9 @@ def _schemas() -> dict:
                 "errors": {
                     "type": "array",
                     "minItems": 1,
-                    "description": "One per bad query parameter (400 only).",
+                    "maxItems": api.MAX_ERRORS,
+                    "description": f"One per bad query parameter (400 only), at most {api.MAX_ERRORS}; "
+                    "when there are more, detail ends with how many more were not listed.",
                     "items": _ref("schemas", "ParameterError"),
                 },
             },
@@ -155,13 +164,35 @@ def _schemas() -> dict:
     }
 
 
-def _headers(max_age: int) -> dict:
-    def header(schema: dict, description: str) -> dict:
-        return {"description": description, "required": True, "schema": schema}
+#: What Datasette's router sends instead when a request carries a cookie or Authorization.
+PRIVATE = "private, no-store"
+RATE_LIMIT_PATTERN = r'^"default";r=\d+;t=\d+$'
+RATE_LIMIT_POLICY_PATTERN = r'^"default";q=\d+;w=\d+$'
 
+
+def _headers(max_age: int) -> dict:
+    def header(schema: dict, description: str, required: bool = True) -> dict:
+        return {"description": description, "required": required, "schema": schema}
+
+    rate_limit = (
+        {"type": "string", "pattern": RATE_LIMIT_PATTERN},
+        "IETF httpapi RateLimit: r requests left in the window, t seconds until r grows again.",
+    )
+    rate_limit_policy = (
+        {"type": "string", "pattern": RATE_LIMIT_POLICY_PATTERN},
+        "IETF httpapi RateLimit-Policy: q requests per window of w seconds.",
+    )
+    counted = " Sent on every response counted by the fair-use limit, unless api.rate_limit is off."
     return {
-        "CacheControl": header({"const": f"public, max-age={max_age}"}, "How long the response may be reused."),
-        "NoStore": header({"const": "no-store"}, "Errors are never cached."),
+        "CacheControl": header(
+            {"type": "string", "enum": [f"public, max-age={max_age}", PRIVATE]},
+            f"How long the response may be reused; {PRIVATE} when the request carried a cookie or "
+            "Authorization (Datasette's rule for credentialed requests).",
+        ),
+        "NoStore": header(
+            {"type": "string", "enum": ["no-store", PRIVATE]},
+            f"Errors are never cached; {PRIVATE} when the request carried a cookie or Authorization.",
+        ),
         "ETag": header({"type": "string", "pattern": '^"[0-9a-f]{32}"$'}, "Strong validator of the body."),
         "LastModified": header(
             {"type": "string", "pattern": r"^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$"},
@@ -176,8 +207,10 @@ def _headers(max_age: int) -> dict:
         "ExposeHeaders": header({"const": EXPOSE_HEADERS}, "Headers browser scripts may read."),
         "RetryAfter": header({"type": "string", "pattern": r"^\d+$"}, "Seconds to wait before trying again."),
         "Allow": header({"const": ALLOWED_METHODS}, "The methods the API answers."),
-        "RateLimit": header({"type": "string"}, "IETF httpapi RateLimit: what is left in the window."),
-        "RateLimitPolicy": header({"type": "string"}, "IETF httpapi RateLimit-Policy: the limit applied."),
+        "RateLimit": header(rate_limit[0], rate_limit[1] + counted, required=False),
+        "RateLimitPolicy": header(rate_limit_policy[0], rate_limit_policy[1] + counted, required=False),
+        "RateLimitExhausted": header(rate_limit[0], rate_limit[1]),
+        "RateLimitPolicyApplied": header(rate_limit_policy[0], rate_limit_policy[1]),
     }
 
 
@@ -185,12 +218,17 @@ _CORS = {
     "Access-Control-Allow-Origin": _ref("headers", "AllowOrigin"),
     "Access-Control-Expose-Headers": _ref("headers", "ExposeHeaders"),
 }
+#: On every response the rate limiter counts (all but OPTIONS), when it is on.
+_RATE_LIMIT = {
+    "RateLimit": _ref("headers", "RateLimit"),
+    "RateLimit-Policy": _ref("headers", "RateLimitPolicy"),
+}
 
 
 def _problem(description: str, **headers) -> dict:
     return {
         "description": description,
-        "headers": {"Cache-Control": _ref("headers", "NoStore"), **_CORS, **headers},
+        "headers": {"Cache-Control": _ref("headers", "NoStore"), **_CORS, **_RATE_LIMIT, **headers},
         "content": {PROBLEM_CONTENT_TYPE: {"schema": _ref("schemas", "Problem")}},
     }
 
@@ -199,20 +237,25 @@ def _responses() -> dict:
     return {
         "NotModified": {
             "description": "If-None-Match matched the ETag, or If-Modified-Since is not older than the data. No body.",
-            "headers": {"Cache-Control": _ref("headers", "CacheControl"), "ETag": _ref("headers", "ETag"), **_CORS},
+            "headers": {
+                "Cache-Control": _ref("headers", "CacheControl"),
+                "ETag": _ref("headers", "ETag"),
+                **_CORS,
+                **_RATE_LIMIT,
+            },
         },
         "BadRequest": _problem(
             "Bad query parameters: an unknown tag, a limit out of range, a bad cursor or since, "
-            "an unknown parameter or one given twice. errors names every one."
+            f"an unknown parameter or one given twice. errors names every one, up to {api.MAX_ERRORS}."
         ),
         "NotFound": _problem("No such endpoint or item."),
-        "MethodNotAllowed": _problem("The API only answers GET and HEAD.", Allow=_ref("headers", "Allow")),
+        "MethodNotAllowed": _problem("The API is read-only: it answers GET and HEAD.", Allow=_ref("headers", "Allow")),
         "TooManyRequests": _problem(
             "Over the fair-use rate limit.",
             **{
                 "Retry-After": _ref("headers", "RetryAfter"),
-                "RateLimit": _ref("headers", "RateLimit"),
-                "RateLimit-Policy": _ref("headers", "RateLimitPolicy"),
+                "RateLimit": _ref("headers", "RateLimitExhausted"),
+                "RateLimit-Policy": _ref("headers", "RateLimitPolicyApplied"),
             },
         ),
         "Unavailable": _problem(
@@ -276,7 +319,7 @@ def _parameters() -> dict:
 
 
 def _ok(schema: str, description: str, data: bool = True, link: bool = False) -> dict:
-    headers = {"Cache-Control": _ref("headers", "CacheControl"), "ETag": _ref("headers", "ETag"), **_CORS}
+    headers = {"Cache-Control": _ref("headers", "CacheControl"), "ETag": _ref("headers", "ETag"), **_CORS, **_RATE_LIMIT}
     if data:
         headers["Last-Modified"] = _ref("headers", "LastModified")
     if link:
@@ -286,6 +329,10 @@ def _ok(schema: str, description: str, data: bool = True, link: bool = False) ->
         "headers": headers,
         "content": {"application/json": {"schema": _ref("schemas", schema)}},
     }
+
+
+#: Every other method OpenAPI can describe; the service answers each with 405 (429 over the limit).
+WRITE_METHODS = ("post", "put", "patch", "delete", "trace")
 
 
 def _path(operation_id: str, summary: str, ok: dict, params=(), data: bool = True, not_found: bool = False) -> dict:
@@ -317,11 +364,14 @@ def _path(operation_id: str, summary: str, ok: dict, params=(), data: bool = Tru
             "responses": {"204": _ref("responses", "Preflight")},
         },
     }
-    for method in ("post", "put", "patch", "delete"):
+    for method in WRITE_METHODS:
         item[method] = {
             "operationId": f"{operation_id}{method.title()}",
             "summary": "Not allowed: the API is read-only",
-            "responses": {"405": _ref("responses", "MethodNotAllowed")},
+            "responses": {
+                "405": _ref("responses", "MethodNotAllowed"),
+                "429": _ref("responses", "TooManyRequests"),
+            },
         }
     return item
 

@@ -1,26 +1,32 @@
-"""The qsite Datasette plugin: the /api/v1 JSON routes.
+"""The qsite Datasette plugin: the /api/v1 JSON routes, and a read-only instance.
 
 Every path under /api/v1 is a plugin route (``register_routes``) answered by
 :class:`service.api.Api`. Responses are built once per data version and kept
 as bytes; the ASGI wrapper below serves anonymous repeats of a built response
 before Datasette's router runs, since a repeat needs no routing, no actor
-and no SQL. It is registered ``tryfirst`` so it sits innermost: middleware
-such as the rate limiter (``service/ratelimit.py``) wraps around it.
+and no SQL. The same wrapper refuses every method but GET, HEAD and OPTIONS
+anywhere in the instance (405, ``Allow: GET, HEAD``): nothing is written
+through the service, and Datasette 0.65's own POST handling (a POST to a
+canned query page answers an HTML 500) is never reached. It is registered
+``tryfirst`` so it sits innermost: middleware such as the rate limiter
+(``service/ratelimit.py``) wraps around it, so refused requests still count.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+from urllib.parse import unquote_to_bytes
 
 from datasette import hookimpl
 
 from pipeline.config import ConfigError
 
-from .api import Api
+from .api import Api, echo
 from .cache import DataVersions
 from .metadata import MetadataError, canned_sql
 from .openapi import build_document, build_index
-from .problems import API_PREFIX, send_response
+from .problems import ALLOWED_METHODS, API_PREFIX, send_problem, send_response
 from .settings import qsite_config
 
 log = logging.getLogger("qsite.service")
@@ -29,6 +35,10 @@ log = logging.getLogger("qsite.service")
 #: instead of Datasette's "database not found" page.
 ROUTE = r"^/api/v1(?:/.*)?$"
 _PREFIX = API_PREFIX.encode()
+#: Methods that reach Datasette; OPTIONS answers CORS preflight.
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: A percent-escape of an RFC 3986 unreserved character: the same URI as the character itself.
+_UNRESERVED_ESCAPE = re.compile(rb"%(2[dDeE]|3[0-9]|[46][1-9a-fA-F]|[57][0-9aA]|5[fF]|7[eE])")
 
 
 def raw_path(scope) -> bytes:
@@ -37,6 +47,19 @@ def raw_path(scope) -> bytes:
     if raw is None:
         raw = scope["path"].encode("utf-8")
     return raw.partition(b"?")[0]
+
+
+def decode_unreserved(path: bytes) -> bytes:
+    """``path`` with escapes of unreserved characters decoded (RFC 3986 section 6.2.2.2).
+
+    ``/api/v1/new%73`` is the same URI as ``/api/v1/news``; other escapes
+    (``%2F``, ``%FF``, ...) are left as they are, since they change meaning.
+    """
+    return _UNRESERVED_ESCAPE.sub(lambda match: bytes([int(match.group(1), 16)]), path)
+
+
+def is_api_path(path: bytes) -> bool:
+    return path == _PREFIX or path.startswith(_PREFIX + b"/")
 
 
 def get_api(datasette) -> Api:
@@ -91,30 +114,45 @@ def startup(datasette):
     return load
 
 
-@hookimpl
-def skip_csrf(datasette, scope):
-    # Nothing under /api/v1 accepts a write; its answer to POST is a 405, not a CSRF page.
-    return scope.get("path", "").startswith(API_PREFIX)
+def api_scope(scope, path: bytes) -> dict:
+    """``scope`` with its path replaced by ``path`` (already without escapes of unreserved characters)."""
+    return {**scope, "raw_path": path, "path": unquote_to_bytes(path).decode("utf-8", "replace")}
 
 
 @hookimpl(tryfirst=True)
 def asgi_wrapper(datasette):
     def wrap(app):
-        async def fast_path(scope, receive, send):
-            if scope["type"] == "http":
-                path = raw_path(scope)
-                if path.startswith(_PREFIX):
-                    api = getattr(datasette, "_qsite_api", None)
-                    if api is not None:
-                        method = scope["method"]
-                        answer = api.fast(method, (path, scope.get("query_string", b"")), scope["headers"])
-                        if answer is not None:
-                            status, headers, body = answer
-                            await send({"type": "http.response.start", "status": status, "headers": headers})
-                            await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
-                            return
+        async def read_only_and_fast_path(scope, receive, send):
+            if scope["type"] != "http":
+                return await app(scope, receive, send)
+            path = raw_path(scope)
+            if b"%" in path:
+                decoded = decode_unreserved(path)
+                if decoded != path and is_api_path(decoded):
+                    scope, path = api_scope(scope, decoded), decoded
+            method = scope["method"]
+            if method not in READ_METHODS:
+                if is_api_path(path):
+                    await api_view(datasette, None, scope, send)  # 404 or 405, as the document says
+                else:
+                    await send_problem(
+                        send,
+                        "method-not-allowed",
+                        f"{echo(method)} is not allowed; this instance is read-only",
+                        headers=[(b"allow", ALLOWED_METHODS.encode())],
+                    )
+                return
+            if path.startswith(_PREFIX):
+                api = getattr(datasette, "_qsite_api", None)
+                if api is not None:
+                    answer = api.fast(method, (path, scope.get("query_string", b"")), scope["headers"])
+                    if answer is not None:
+                        status, headers, body = answer
+                        await send({"type": "http.response.start", "status": status, "headers": headers})
+                        await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
+                        return
             await app(scope, receive, send)
 
-        return fast_path
+        return read_only_and_fast_path
 
     return wrap

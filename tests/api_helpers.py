@@ -122,10 +122,14 @@ class OpenAPICheck:
     """Validates responses against the project's own OpenAPI 3.1 document.
 
     For each response: the path and method exist, the status is documented,
-    every required header is there and matches its schema, the media type is
-    documented, and the body validates against the schema (or is empty where
-    the document says there is none).
+    every required header is there and matches its schema, the headers the
+    service and its rate limiter add are documented wherever they are sent,
+    the media type is documented, and the body validates against the schema
+    (or is empty where the document says there is none).
     """
+
+    #: Sent by the service or the rate limiter: wherever one appears, the document must describe it.
+    OWN_HEADERS = ("cache-control", "etag", "link", "allow", "retry-after", "ratelimit", "ratelimit-policy")
 
     _valid: set[str] = set()  # documents already validated, by their JSON text
 
@@ -153,8 +157,9 @@ class OpenAPICheck:
         wrapped = {**schema, "components": self.document["components"]}
         OAS31Validator(wrapped, format_checker=OAS31Validator.FORMAT_CHECKER).validate(instance)
 
-    def check(self, method: str, response: httpx.Response) -> None:
-        path = response.request.url.path
+    def check(self, method: str, response: httpx.Response, path: str | None = None) -> None:
+        """Check one response; ``path`` is the raw path as sent, when the request URL cannot carry it."""
+        path = path or response.request.url.path
         template = next((template for pattern, template in self.templates if pattern.match(path)), None)
         status = str(response.status_code)
         if template is None:
@@ -165,6 +170,10 @@ class OpenAPICheck:
             assert operation is not None, f"{method} {template} is not documented"
             assert status in operation["responses"], f"{method} {template} answered undocumented {status}"
             documented = self.deref(operation["responses"][status])
+        documented_names = {name.lower() for name in documented.get("headers", {})}
+        for name in self.OWN_HEADERS:
+            if name in response.headers:
+                assert name in documented_names, f"{method} {path} {status}: undocumented header {name}"
         for name, header in documented.get("headers", {}).items():
             header = self.deref(header)
             value = response.headers.get(name)

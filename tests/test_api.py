@@ -30,9 +30,14 @@ from pipeline.store import open_database
 EXPOSED = "ETag, Last-Modified, Link, Retry-After, RateLimit, RateLimit-Policy"
 
 
+#: The fair-use limit is on (as by default) but far above what a test sends, so every
+#: response carries RateLimit and RateLimit-Policy and is checked against the document with them.
+HIGH_LIMIT = "100000/minute"
+
+
 @pytest.fixture
 def config_path(make_config):
-    return make_config(api={"cache_max_age": 300, "rate_limit": "off"})
+    return make_config(api={"cache_max_age": 300, "rate_limit": HIGH_LIMIT})
 
 
 @pytest.fixture
@@ -287,6 +292,28 @@ def test_other_endpoints_refuse_unknown_or_repeated_parameters(api, path):
     assert_problem(api.get(path), 400, "invalid-parameters")
 
 
+def test_error_bodies_stay_small_whatever_is_sent(api):
+    """Names are echoed cut to 64 characters, and at most 20 bad parameters are listed."""
+    long_name = api.get("/api/v1/news", params={"x" * 20_000: "1"})
+    body = assert_problem(long_name, 400, "invalid-parameters", ["x" * 64 + "\u2026"])
+    assert len(long_name.content) < 1024
+    assert body["detail"] == "invalid query parameters: " + "x" * 64 + "\u2026"
+
+    many = api.get("/api/v1/news?" + "&".join(f"p{n}=1" for n in range(3000)) + "&limit=0")
+    body = assert_problem(many, 400, "invalid-parameters", ["limit"] + [f"p{n}" for n in range(19)])
+    assert len(many.content) < 4096
+    assert body["detail"] == "invalid query parameters: limit, " + ", ".join(f"p{n}" for n in range(19)) + (
+        " and 2981 more not listed"
+    )
+    # exactly 20: all listed, nothing "more"
+    twenty = assert_problem(api.get("/api/v1/stats?" + "&".join(f"p{n}=1" for n in range(20))), 400, "invalid-parameters")
+    assert len(twenty["errors"]) == 20 and "more" not in twenty["detail"]
+
+    missing = api.get("/api/v1/glossary/" + "y" * 7000)
+    assert "y" * 64 + "\u2026" in assert_problem(missing, 404, "not-found")["detail"]
+    assert len(missing.content) < 1024
+
+
 def test_glossary_search_too_long(api):
     assert_problem(api.get("/api/v1/glossary", params={"q": "x" * 201}), 400, "invalid-parameters", ["q"])
 
@@ -297,13 +324,49 @@ def test_unknown_paths_under_api_v1_are_problem_404(api, path):
     assert_problem(api.get(path), 404, "not-found")
 
 
-@pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE"])
+@pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE", "TRACE"])
 @pytest.mark.parametrize("path", ["/api/v1/news", "/api/v1/glossary/qubit", "/api/v1"])
 def test_other_methods_are_405(api, tmp_path, method, path):
     response = api.request(method, path, content=b'{"title": "x"}')
     assert_problem(response, 405, "method-not-allowed")
     assert response.headers["allow"] == "GET, HEAD"
     assert open_database(tmp_path / "site.db")["news"].count == 45
+
+
+def test_other_methods_on_unknown_api_paths_are_404(api):
+    assert_problem(api.request("POST", "/api/v1/nope"), 404, "not-found")
+
+
+def test_every_counted_response_carries_documented_rate_limit_headers(api):
+    """200, 304, 400, 404 and 405 all carry the limiter's headers, and the document describes them there."""
+    etag = api.get("/api/v1/stats").headers["etag"]
+    responses = [
+        api.get("/api/v1/stats"),
+        api.get("/api/v1/stats", headers={"If-None-Match": etag}),
+        api.get("/api/v1/news?limit=0"),
+        api.get("/api/v1/nope"),
+        api.request("DELETE", "/api/v1/news"),
+    ]
+    assert [response.status_code for response in responses] == [200, 304, 400, 404, 405]
+    for response in responses:
+        assert response.headers["ratelimit-policy"] == '"default";q=100000;w=60'
+        assert response.headers["ratelimit"].startswith('"default";r=')
+    assert api.openapi.checked >= len(responses)  # each one validated, headers included
+    headers = api.openapi.document["components"]["headers"]
+    assert headers["RateLimit"]["schema"]["pattern"] == r'^"default";r=\d+;t=\d+$'
+    assert headers["RateLimitPolicy"]["schema"]["pattern"] == r'^"default";q=\d+;w=\d+$'
+
+
+def test_unreserved_percent_escapes_in_the_path_are_decoded(api):
+    plain = api.get("/api/v1/news?limit=2")
+    for path in ("/api/v1/new%73?limit=2", "/api/v1/%6Eews?limit=2", "/%61pi/v1/news?limit=2", "/api/v%31/news?limit=2"):
+        response = api.get(path)
+        assert response.request.url.raw_path.startswith(path.encode()), "sent as written"
+        assert response.status_code == 200, path
+        assert response.content == plain.content and response.headers["etag"] == plain.headers["etag"]
+    # reserved and non-ASCII escapes keep their meaning: still no such endpoint
+    assert_problem(api.get("/api/v1/news%2F"), 404, "not-found")
+    assert_problem(api.get("/api/v1/glossary%2Fqubit"), 404, "not-found")
 
 
 def test_options_is_a_cors_preflight(api):
@@ -372,7 +435,8 @@ def test_cache_max_age_comes_from_config(make_config, tmp_path):
     try:
         assert client.get("/api/v1/stats").headers["cache-control"] == "public, max-age=17"
         assert client.get("/api/v1/openapi.json").json()["components"]["headers"]["CacheControl"]["schema"] == {
-            "const": "public, max-age=17"
+            "type": "string",
+            "enum": ["public, max-age=17", "private, no-store"],
         }
     finally:
         client.close()

@@ -140,9 +140,25 @@ def test_canned_queries_cannot_write(client, tmp_path):
     for path in ("/site/api_courses.json", "/site/api_news.json", "/site/api_stats.json"):
         response = client.get(path, params={"sql": "delete from courses", "_shape": "array"})
         assert response.status_code == 200
-        client.request("POST", path.removesuffix(".json"), data={"sql": "delete from news", "tag": "x"})
     assert snapshot(tmp_path / "site.db") == before
     assert client.get("/api/v1/news").json()["count"] == 45
+
+
+@pytest.mark.parametrize(
+    "path", ["/site/api_news", "/site/api_courses.json", "/site", "/site/news", "/-/logout", "/", "/nowhere"]
+)
+def test_the_whole_instance_refuses_every_method_but_get_head_options(client, tmp_path, path):
+    """Read-only instance-wide, answered before Datasette's router (whose POST to a canned query is an HTML 500)."""
+    before = snapshot(tmp_path / "site.db")
+    for method in ("POST", "PUT", "PATCH", "DELETE", "TRACE"):
+        response = client.request(method, path, data={"sql": "delete from news", "tag": "Science", "limit": "5"})
+        assert response.status_code == 405, method
+        assert response.headers["allow"] == "GET, HEAD"
+        assert response.headers["content-type"] == "application/problem+json"
+        assert response.json()["type"] == "/api/v1/problems/method-not-allowed"
+        assert method in response.json()["detail"] and "read-only" in response.json()["detail"]
+    assert snapshot(tmp_path / "site.db") == before
+    assert client.get(path).status_code in (200, 302, 404)  # reads still reach Datasette
 
 
 def test_arbitrary_sql_has_a_time_limit(client):

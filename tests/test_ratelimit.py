@@ -17,7 +17,9 @@ from datasette.app import Datasette
 import service.ratelimit
 from pipeline.config import ConfigError, load_config
 from pipeline.store import open_database
+from service.openapi import build_document
 
+from api_helpers import OpenAPICheck
 from served import free_port, qsite_serve, wait_until
 
 EXPOSED = "ETag, Last-Modified, Link, Retry-After, RateLimit, RateLimit-Policy"
@@ -113,6 +115,33 @@ def test_json_sql_csv_and_api_share_one_budget_static_is_exempt(datasette_for):
         assert "ratelimit" not in preflight.headers
         after = await ds.client.get("/api/v1/courses")
         assert after.headers["ratelimit"].split(";")[1] == f"r={99 - len(paths)}"
+
+    run(scenario())
+
+
+def test_refused_writes_count_and_over_limit_answers_match_the_document(datasette_for):
+    """The limiter wraps outside the plugin's read-only guard: a refused POST still costs budget,
+    and over the limit every method gets the 429, as the OpenAPI document says."""
+    ds = datasette_for(rate_limit="4/minute", ingest=True)
+
+    async def scenario():
+        openapi = OpenAPICheck((await ds.client.get("/api/v1/openapi.json")).json())
+        canned = await ds.client.post("/site/api_news", data={"tag": "Science"})
+        assert canned.status_code == 405 and canned.headers["ratelimit"].startswith('"default";r=2;')
+        refused = await ds.client.post("/api/v1/news", content=b"{}")
+        assert refused.status_code == 405 and refused.headers["ratelimit"].startswith('"default";r=1;')
+        openapi.check("POST", refused)
+        courses = await ds.client.get("/api/v1/courses")
+        assert courses.status_code == 200 and courses.headers["ratelimit"].startswith('"default";r=0;')
+        openapi.check("GET", courses)
+        for method in ("GET", "HEAD", "POST", "DELETE", "TRACE"):
+            over = await ds.client.request(method, "/api/v1/news")
+            assert over.status_code == 429, method
+            openapi.check(method, over)
+            if method != "HEAD":
+                assert_rate_limited(over, quota=4, window=60)
+        assert (await ds.client.post("/site/api_news")).status_code == 429
+        assert openapi.checked == 7
 
     run(scenario())
 
@@ -285,6 +314,8 @@ def test_two_replicas_share_one_redis_limit(make_config, qsite, redis_server, tm
         assert statuses == [200, 200, 200, 200, 429]
         assert remaining == ["r=3", "r=2", "r=1", "r=0", "r=0"]
         assert response.json()["type"] == "/api/v1/problems/rate-limited"
+        # the real 429 over HTTP matches the document (built here: fetching it would cost budget)
+        OpenAPICheck(build_document(load_config(path).api.cache_max_age)).check("GET", response)
         assert httpx.get(replicas[0].url("/-/versions.json"), timeout=5).status_code == 429
 
 

@@ -9,6 +9,7 @@ import time
 import httpx
 import pytest
 
+from api_helpers import OpenAPICheck
 from conftest import SAMPLES, run_qsite
 from served import free_port, qsite_serve, wait_until
 
@@ -25,9 +26,23 @@ def export_file(tmp_path):
 @pytest.fixture
 def server(make_config, export_file, tmp_path):
     """A running ``qsite serve``; yields (base URL, config path, process)."""
-    config = make_config(site_export={"source": str(export_file)}, api={"cache_max_age": 60, "rate_limit": "off"})
+    # the fair-use limit on (far above what the test sends), so its headers are checked too
+    config = make_config(site_export={"source": str(export_file)}, api={"cache_max_age": 60, "rate_limit": "10000/minute"})
     with qsite_serve(config, tmp_path / "serve.log", args=["--log-level", "WARNING"]) as served:
         yield served.base, config, served.process
+
+
+def checked_client(base: str) -> tuple[httpx.Client, OpenAPICheck]:
+    """An HTTP client whose every /api/v1 response is validated against the served OpenAPI document."""
+    openapi = OpenAPICheck(httpx.get(base + "/api/v1/openapi.json", timeout=5).json())
+
+    def check(response: httpx.Response) -> None:
+        if response.request.url.path.startswith("/api/v1"):
+            response.read()
+            assert response.headers["ratelimit-policy"] == '"default";q=10000;w=60'
+            openapi.check(response.request.method, response)
+
+    return httpx.Client(base_url=base, timeout=5, event_hooks={"response": [check]}), openapi
 
 
 def wait_for(fetch, ready, within: float) -> tuple[httpx.Response, float]:
@@ -44,7 +59,8 @@ def wait_for(fetch, ready, within: float) -> tuple[httpx.Response, float]:
 
 def test_serve_answers_over_http_and_shows_a_new_ingest_within_two_seconds(server, export_file):
     base, config, process = server
-    with httpx.Client(base_url=base, timeout=5) as client:
+    client, openapi = checked_client(base)
+    with client:
         # migrated, no data yet: 503 with Retry-After, not a 500
         empty = client.get("/api/v1/courses")
         assert empty.status_code == 503
@@ -85,6 +101,10 @@ def test_serve_answers_over_http_and_shows_a_new_ingest_within_two_seconds(serve
         assert missing.status_code == 404 and missing.json()["type"] == "/api/v1/problems/not-found"
         assert client.get("/site/courses.json?_shape=array").status_code == 200
         assert "qsite" in client.get("/").text
+        # a write to a canned query page is refused before Datasette's router, over a real socket too
+        assert client.post("/site/api_news", data={"tag": "Science"}).status_code == 405
+        assert client.post("/api/v1/news").status_code == 405
+    assert openapi.checked >= 7  # 503, 200s, 304, HEAD, 404, 405: every /api/v1 response above
 
     process.send_signal(signal.SIGINT)  # Ctrl-C
     assert process.wait(timeout=15) == 0
