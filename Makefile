@@ -18,6 +18,7 @@ up: install
 	$(BIN)/qsite up
 
 test: install
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q
 
 # Benchmark: API vs raw ASGI and Datasette, ingestion vs feedparser, memory (see bench/run.py).

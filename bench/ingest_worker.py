@@ -71,7 +71,7 @@ def _counts(reports) -> dict:
 
 
 def time_ingest(config_path: str, db_path: str, runs: int = 2) -> dict:
-    from pipeline.config import load_config
+    from config import load_config
     from pipeline.news import ingest_news
     from pipeline.store import open_database
 

@@ -352,7 +352,7 @@ def bench_api(args, targets: list[dict]) -> tuple[dict, list[float]]:
 
 def visibility(args, base: str, db: Path, work: Path, trials: int) -> dict:
     """Ingest one new item while serving; time until ``/api/v1/news`` shows it."""
-    from pipeline.config import load_config
+    from config import load_config
     from pipeline.news import ingest_news
     from pipeline.store import open_database
 

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import httpx
 
-from . import __version__
-from .config import is_url
+from config import is_url
+from db.model import VERSION
 
-USER_AGENT = f"qsite/{__version__} (read-only quantum-computing site data service; feed fetcher)"
+USER_AGENT = f"qsite/{VERSION} (read-only quantum-computing site data service; feed fetcher)"
 CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 20.0
 #: A server that drips bytes forever defeats a read timeout; this bounds the whole fetch.

@@ -27,7 +27,7 @@ from typing import Iterator
 
 from filelock import FileLock, Timeout
 
-from .store import utc_now
+from db.model import utc_now
 
 log = logging.getLogger("qsite.lock")
 

@@ -30,15 +30,16 @@ from typing import Callable
 import sqlite_utils
 from pebble import ProcessExpired, ProcessPool
 
-from .config import Config, SourceConfig, is_url
+from config import Config, SourceConfig, is_url
+from db.model import NEWS, format_time
 from .feeds import FeedJob, FeedResult, read_feed
 from .fetch import Fetched, FetchError, fetch, make_client
 from .normalise import Item
-from .store import RunReport, bump_version, close_interrupted_runs, finish_run, format_time, start_run, transaction
+from .store import RunReport, bump_version, close_interrupted_runs, finish_run, start_run, transaction
 
 log = logging.getLogger("qsite.news")
 
-KIND = "news"
+KIND = NEWS
 #: Longest wait between tries of a failing source; it is retried for ever.
 MAX_BACKOFF = 24 * 3600
 #: Fewer changed feeds than this are parsed in this process: a pool costs more than it saves.
@@ -289,7 +290,7 @@ def _store(db, config, source, row, outcome: _Outcome, run_id: int, started: dat
             counts["skipped"] += result.skipped
             status, warning = ("warning", result.warning) if result.warning else ("ok", None)
             if counts["new"] or counts["updated"]:
-                bump_version(db, "news", now)
+                bump_version(db, NEWS, now)
         db.execute(
             """UPDATE sources SET etag = ?, last_modified = ?, content_hash = ?, last_fetch_at = ?,
                last_status = ?, last_error = ?, consecutive_failures = 0, next_fetch_at = NULL WHERE name = ?""",
@@ -380,7 +381,7 @@ def _prune(db, config: Config, started: datetime) -> int:
     with transaction(db):
         deleted = db.execute("DELETE FROM news WHERE published_at < ?", [cutoff]).rowcount
         if deleted:
-            bump_version(db, "news", format_time(started))
+            bump_version(db, NEWS, format_time(started))
     if deleted:
         log.info("news: pruned %d items published before %s (retention_days %d)", deleted, cutoff, config.news.retention_days)
     return deleted

@@ -17,7 +17,7 @@ from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 import nh3
 
-from .store import format_time
+from db.model import format_time
 
 #: Longest summary kept, in characters, ellipsis included.
 SUMMARY_LIMIT = 500
@@ -130,7 +130,7 @@ def classify(
 
 
 def parse_time(value: str) -> datetime:
-    """Read a time written by :func:`pipeline.store.format_time`."""
+    """Read a time written by :func:`db.model.format_time`."""
     return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
 
 

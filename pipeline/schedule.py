@@ -36,7 +36,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from .config import Config
+from config import Config
 from .lock import DEFAULT_WAIT, writer_lock
 from .store import RunReport, open_database
 
@@ -237,7 +237,7 @@ def run_forever(scheduler: Scheduler, stop_event: threading.Event | None = None)
 
 def qsite_command(*args: str) -> list[str]:
     """The argv of a ``qsite`` child process running ``args`` with this interpreter."""
-    return [sys.executable, "-m", "pipeline", *args]
+    return [sys.executable, "-m", "qsite", *args]
 
 
 def _stop_child(process: subprocess.Popen, name: str, timeout: float) -> int:

@@ -29,6 +29,8 @@ import sqlite_utils
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 from pydantic_core import PydanticCustomError
 
+from db.model import format_time, utc_now
+
 from . import store
 from .fetch import FetchError, Fetched, fetch, make_client
 
@@ -352,7 +354,7 @@ def build_rows(export: Export) -> Rows:
         1,
         export.site.name,
         export.site.base_url,
-        store.format_time(datetime.fromisoformat(export.exported_at.upper())),
+        format_time(datetime.fromisoformat(export.exported_at.upper())),
         len(courses),
         slides_total,
         quizzes,
@@ -414,7 +416,7 @@ def store_rows(db: sqlite_utils.Database, rows: Rows, source: str, fetched: Fetc
             conn.execute("DELETE FROM site_totals")
             _insert(conn, "site_totals", _TOTALS_COLUMNS, [rows.totals])
         changed = [name for name, flag in (("catalog", catalog_changed), ("glossary", glossary_changed), ("totals", totals_changed)) if flag]
-        now = store.utc_now()
+        now = utc_now()
         for dataset in changed:
             store.bump_version(db, dataset, now)
         conn.execute(

@@ -26,9 +26,9 @@ from datetime import datetime, timedelta, timezone
 
 import sqlite_utils
 
-from .config import Config
+from config import Config
 from .lock import lock_is_held
-from .store import format_time, utc_now
+from db.model import format_time, utc_now
 
 TOTAL_KEYS = ("courses", "slides", "quizzes", "question_bank_size", "glossary_terms")
 SUCCESS = ("ok", "unchanged", "warning")

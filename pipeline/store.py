@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import sqlite3
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
 import sqlite_utils
 
 from db.migrations import migrations
+from db.model import format_time, utc_now
+
+from .lock import WriterLockTimeout, writer_lock
 
 #: How long a writer waits for another writer's transaction before giving up.
 BUSY_TIMEOUT_MS = 10_000
@@ -27,17 +29,6 @@ MIGRATION_WAIT = 30.0
 
 class StoreError(Exception):
     """The database cannot be opened or written; the message says which file and why."""
-
-
-def utc_now() -> str:
-    """The current time as RFC 3339 UTC with a ``Z``, to the second."""
-    return format_time(datetime.now(timezone.utc))
-
-
-def format_time(moment: datetime) -> str:
-    moment = moment.astimezone(timezone.utc)
-    # Not strftime("%Y"): it writes year 1 (a placeholder date real feeds carry) as "1", not "0001".
-    return f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S}Z"
 
 
 def open_database(path: str | Path) -> sqlite_utils.Database:
@@ -70,8 +61,6 @@ def _migrate(db: sqlite_utils.Database, path: Path) -> None:
     # Two processes migrating a new file at once would both create the same
     # tables ("table ... already exists"), so migrations run under the writer
     # lock; apply() looks again at what is pending once the lock is ours.
-    from .lock import WriterLockTimeout, writer_lock  # pipeline.lock imports this module
-
     try:
         with writer_lock(path, MIGRATION_WAIT):
             migrations.apply(db)

@@ -20,8 +20,7 @@ from datetime import datetime, timezone
 from typing import Callable
 from urllib.parse import quote, unquote, unquote_to_bytes, urlencode
 
-from pipeline.config import TAGS
-from pipeline.store import format_time
+from db.model import TAGS, format_time
 
 from .cache import DataVersions, Entry, ResponseCache, Versions, read_versions
 from .problems import ALLOWED_METHODS, API_PREFIX, PREFLIGHT_HEADERS, problem_response

@@ -7,7 +7,7 @@ enforces; the tests validate every response they see against it.
 
 from __future__ import annotations
 
-from pipeline.config import TAGS
+from db.model import TAGS
 
 from . import api
 from .problems import ALLOWED_METHODS, API_PREFIX, EXPOSE_HEADERS, PROBLEM_CONTENT_TYPE, PROBLEMS

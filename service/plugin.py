@@ -20,7 +20,7 @@ from urllib.parse import unquote_to_bytes
 
 from datasette import hookimpl
 
-from pipeline.config import ConfigError
+from config import ConfigError
 
 from .api import Api, echo
 from .cache import DataVersions

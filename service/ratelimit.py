@@ -39,7 +39,7 @@ from datasette import hookimpl
 from limits.aio.strategies import SlidingWindowCounterRateLimiter
 from limits.storage import storage_from_string
 
-from pipeline.config import parse_rate_limit
+from config import parse_rate_limit
 from service.problems import problem_response, send_response
 from service.settings import qsite_config
 

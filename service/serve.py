@@ -14,7 +14,7 @@ import logging
 import uvicorn
 from datasette.app import Datasette
 
-from pipeline.config import Config
+from config import Config
 
 from .metadata import load_metadata
 from .settings import PLUGIN_NAME

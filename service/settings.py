@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 
-from pipeline.config import Config, load_config
+from config import Config, load_config
 
 PLUGIN_NAME = "qsite"
 
 
 def qsite_config(datasette) -> Config:
-    """The :class:`~pipeline.config.Config` for this Datasette instance, loaded once."""
+    """The :class:`~config.Config` for this Datasette instance, loaded once."""
     config = getattr(datasette, "_qsite_config", None)
     if config is None:
         options = datasette.plugin_config(PLUGIN_NAME) or {}

@@ -16,7 +16,7 @@ import httpx
 from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import validate as validate_spec
 
-from pipeline.config import load_config
+from config import load_config
 from pipeline.store import bump_version, open_database
 from service.serve import make_datasette
 

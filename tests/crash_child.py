@@ -18,7 +18,7 @@ import os
 import signal
 import sys
 
-from pipeline.config import load_config
+from config import load_config
 from pipeline.lock import writer_lock
 from pipeline.news import ingest_news
 from pipeline.site_export import ingest_site

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, SAMPLES
-from pipeline.config import DEFAULT_CONFIG, ConfigError, load_config, parse_duration
+from config import DEFAULT_CONFIG, ConfigError, load_config, parse_duration
 
 MINIMAL = "site_export:\n  source: export.json\n"
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from pipeline.config import load_config
+from config import load_config
 from pipeline.lock import writer_lock
 from pipeline.news import ingest_news
 from pipeline.site_export import ingest_site
@@ -161,7 +161,7 @@ def _gone(pid: int) -> bool:
 
 def test_a_run_left_running_by_a_killed_process_is_closed_by_the_next(make_config, tmp_path):
     """A SIGKILLed ingest cannot finish its ingest_runs row; the next run marks it failed."""
-    from pipeline.config import load_config
+    from config import load_config
     from pipeline.site_export import ingest_site
     from pipeline.store import open_database, start_run
 

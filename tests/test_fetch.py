@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from conftest import SAMPLES, Reply
-from pipeline import __version__
+from db.model import VERSION as __version__
 
 
 def test_every_request_names_qsite_in_its_user_agent(qsite, make_config, http_server, sample_export):

@@ -110,7 +110,7 @@ def test_two_concurrent_ingest_all_runs_never_overlap(qsite, make_config, http_s
 
     http_server.routes["/export.json"] = slow_export
     config = make_config(site_export={"source": http_server.url("/export.json")})
-    command = [sys.executable, "-m", "pipeline", "ingest", "all", "--config", str(config), "--wait", wait]
+    command = [sys.executable, "-m", "qsite", "ingest", "all", "--config", str(config), "--wait", wait]
     runs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = [run.communicate(timeout=60) for run in runs]
     codes = sorted(run.returncode for run in runs)

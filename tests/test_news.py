@@ -7,7 +7,7 @@ from email.utils import format_datetime
 import pytest
 
 from conftest import SAMPLES, Reply
-from pipeline.config import load_config
+from config import load_config
 from pipeline.fetch import FetchError, fetch_one
 from pipeline.news import MAX_BACKOFF, backoff_seconds, ingest_news
 from pipeline.store import open_database

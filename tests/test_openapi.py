@@ -11,7 +11,7 @@ import schemathesis
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from api_helpers import ApiClient, datasette_for_config, seeded_database
-from pipeline.config import TAGS
+from db.model import TAGS
 from service import api as service_api
 from service.problems import PROBLEMS
 

@@ -15,7 +15,7 @@ import pytest
 from datasette.app import Datasette
 
 import service.ratelimit
-from pipeline.config import ConfigError, load_config
+from config import ConfigError, load_config
 from pipeline.store import open_database
 from service.openapi import build_document
 

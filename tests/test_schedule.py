@@ -12,7 +12,7 @@ import time
 from contextlib import contextmanager
 
 from conftest import Reply
-from pipeline.config import load_config
+from config import load_config
 from pipeline.schedule import JobSpec, Scheduler, run_forever
 from pipeline.store import RunReport
 from conftest import QSITE
@@ -23,7 +23,7 @@ from served import stop, wait_until
 def qsite_schedule(config, grace: str):
     """A real ``qsite schedule`` with its output captured; killed at the end if the test did not stop it."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "pipeline", "schedule", "--config", str(config), "--grace", grace],
+        [sys.executable, "-m", "qsite", "schedule", "--config", str(config), "--grace", grace],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from pipeline.config import load_config
+from config import load_config
 from pipeline.site_export import ingest_site, slugify
 from pipeline.store import open_database
 

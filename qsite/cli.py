@@ -14,9 +14,11 @@ from contextlib import contextmanager
 
 import click
 
-from . import __version__
-from .config import ConfigError, load_config
-from .store import StoreError, open_database
+from config import ConfigError, load_config
+from db.model import VERSION
+from pipeline.lock import DEFAULT_WAIT, WriterLockTimeout, writer_lock
+from pipeline.schedule import DEFAULT_GRACE
+from pipeline.store import StoreError, open_database
 
 log = logging.getLogger("qsite")
 
@@ -97,8 +99,6 @@ def single_writer(command):
     Goes below ``@common_options``. A second writer waits up to ``--wait``
     seconds, then ends with a message naming the lock and exit status 1.
     """
-    from .lock import DEFAULT_WAIT
-
     @click.option(
         "--wait",
         type=click.FloatRange(min=0),
@@ -109,8 +109,6 @@ def single_writer(command):
     )
     @functools.wraps(command)
     def wrapper(config, wait, **kwargs):
-        from .lock import WriterLockTimeout, writer_lock
-
         try:
             with exit_on_write_error(config), writer_lock(config.database_path, wait):
                 return command(config=config, **kwargs)
@@ -122,7 +120,7 @@ def single_writer(command):
 
 
 @click.group()
-@click.version_option(__version__, prog_name="qsite")
+@click.version_option(VERSION, prog_name="qsite")
 def cli():
     """qsite: ingest a quantum-computing learning site's data and serve it read-only.
 
@@ -148,7 +146,7 @@ def ingest():
 @single_writer
 def ingest_site_command(config):
     """Ingest the site export. Example: qsite ingest site --config qsite.yml"""
-    from .site_export import ingest_site
+    from pipeline.site_export import ingest_site
 
     db = open_db_or_exit(config)
     report = ingest_site(db, config)
@@ -173,7 +171,7 @@ def ingest_news_command(config, quiet):
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but failures.")
 def ingest_all_command(config, quiet):
     """Ingest the site export, then the news feeds. Example: qsite ingest all"""
-    from .site_export import ingest_site
+    from pipeline.site_export import ingest_site
 
     db = open_db_or_exit(config)
     site = ingest_site(db, config)
@@ -191,7 +189,7 @@ def _echo_report(report, quiet: bool) -> None:
 
 def _run_news(db, config, quiet: bool):
     """Ingest news with a progress bar on a terminal, else a line per source as each is stored."""
-    from .news import ingest_news
+    from pipeline.news import ingest_news
 
     if quiet:
         logging.getLogger("qsite").setLevel(logging.ERROR)  # failures are echoed below
@@ -237,16 +235,15 @@ def _quiet_apscheduler() -> None:
 @cli.command(name="schedule")
 @common_options
 @click.option("--wait", type=click.FloatRange(min=0), default=None, envvar="QSITE_LOCK_WAIT",
-              help="Seconds a job waits while another qsite run writes [default: 30]. Env: QSITE_LOCK_WAIT.")
+              help=f"Seconds a job waits while another qsite run writes [default: {DEFAULT_WAIT:g}]. Env: QSITE_LOCK_WAIT.")
 @click.option("--grace", type=click.FloatRange(min=0), default=None,
-              help="Seconds a running ingest may finish after SIGTERM/SIGINT [default: 5].")
+              help=f"Seconds a running ingest may finish after SIGTERM/SIGINT [default: {DEFAULT_GRACE:g}].")
 @click.option("--run-now/--no-run-now", default=True, show_default=True, help="Ingest once at start-up.")
 def schedule_command(config, wait, grace, run_now):
     """Run the ingests on their intervals in the foreground until SIGTERM/Ctrl-C. Example: qsite schedule --config qsite.yml"""
     import os
 
-    from .lock import DEFAULT_WAIT
-    from .schedule import DEFAULT_GRACE, Scheduler, run_forever
+    from pipeline.schedule import Scheduler, run_forever
 
     _quiet_apscheduler()
     scheduler = Scheduler(
@@ -269,7 +266,7 @@ def status_command(config, as_json):
     """Show each source's last fetch, the site export's last run, the totals and the data version. Example: qsite status --json"""
     import json
 
-    from .status import collect_status, format_status
+    from pipeline.status import collect_status, format_status
 
     if not config.database_path.exists():
         click.echo(f"Error: {config.database_path}: no database yet; run `qsite ingest all` first", err=True)
@@ -290,10 +287,10 @@ def status_command(config, as_json):
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on.")
 @click.option("--port", default=8001, show_default=True, type=int, help="Port to serve on.")
 @click.option("--wait", type=click.FloatRange(min=0), default=None, envvar="QSITE_LOCK_WAIT",
-              help="Seconds to wait while another qsite run writes [default: 30]. Env: QSITE_LOCK_WAIT.")
+              help=f"Seconds to wait while another qsite run writes [default: {DEFAULT_WAIT:g}]. Env: QSITE_LOCK_WAIT.")
 def up_command(config, host, port, wait):
     """Migrate, ingest once, then schedule ingests in the background and serve in the foreground. Example: qsite up --port 8001"""
-    from .schedule import run_up
+    from pipeline.schedule import run_up
 
     open_db_or_exit(config).close()  # a database that cannot be opened or migrated is one Error line
     with exit_on_write_error(config):

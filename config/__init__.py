@@ -27,11 +27,11 @@ from pydantic import (
     field_validator,
 )
 
+from db.model import TAGS
+
 #: The bundled default config, pointing at the bundled samples.
 DEFAULT_CONFIG = Path(__file__).parent / "qsite.yml"
 
-#: The three categories a news item can carry (spec part 2).
-TAGS = ("Science", "Industry", "Investing")
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -83,7 +83,7 @@ def _check_location(value: str) -> str:
 
 Duration = Annotated[int, BeforeValidator(parse_duration)]
 Location = Annotated[str, Field(min_length=1), AfterValidator(_check_location)]
-Tag = Literal["Science", "Industry", "Investing"]
+Tag = Literal[TAGS]
 Regex = Annotated[str, AfterValidator(_compile_regex)]
 
 

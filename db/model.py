@@ -1,0 +1,39 @@
+"""The data model both sides share: the values writers store and readers serve.
+
+Dependency-free on purpose: the pipeline (which writes), the service (which
+reads) and the config (which both load) build on it, so nothing here may import
+from any of them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from importlib import metadata
+
+#: The distribution's version, as installed (``qsite --version``, the User-Agent).
+try:
+    VERSION = metadata.version("qsite")
+except metadata.PackageNotFoundError:  # running from a source tree that was never installed
+    VERSION = "0+unknown"
+
+#: The three categories a news item can carry (spec part 2), in the order documents list them.
+TAGS = ("Science", "Industry", "Investing")
+
+#: The rows of ``data_versions``: each is bumped by the transaction that changes its data.
+CATALOG = "catalog"
+GLOSSARY = "glossary"
+NEWS = "news"
+TOTALS = "totals"
+DATASETS = (CATALOG, GLOSSARY, NEWS, TOTALS)
+
+
+def format_time(moment: datetime) -> str:
+    """``moment`` as stored and served: RFC 3339 in UTC with a ``Z``, to the second."""
+    moment = moment.astimezone(timezone.utc)
+    # Not strftime("%Y"): it writes year 1 (a placeholder date real feeds carry) as "1", not "0001".
+    return f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S}Z"
+
+
+def utc_now() -> str:
+    """The current time as :func:`format_time` writes it."""
+    return format_time(datetime.now(timezone.utc))

@@ -1,6 +1,0 @@
-"""``python -m pipeline``: the ``qsite`` command, for child processes started without the console script."""
-
-from .cli import cli
-
-if __name__ == "__main__":
-    cli(prog_name="qsite")
