@@ -282,15 +282,13 @@ def _parameters() -> dict:
     """Every parameter of the table: query parameters first, then path parameters."""
     components = {}
     for param in sorted(PARAMETERS, key=lambda param: param.where == "path"):
-        if param.name in components:
-            raise ValueError(f"two parameters named {param.name!r}: give each its own name")
         component = {"name": param.name, "in": param.where, "required": param.where == "path"}
         if param.description:
             component["description"] = param.description
         component["schema"] = param.schema
         if param.example is not None:
             component["example"] = param.example
-        components[param.name] = component
+        components[param.ref] = component
     return components
 
 
@@ -322,7 +320,7 @@ def _path(endpoint: Endpoint, operation_id: str, summary: str) -> dict:
     if data:
         responses["503"] = _ref("responses", "Unavailable")
     responses["500"] = _ref("responses", "InternalError")
-    parameters = [_ref("parameters", param.name) for param in endpoint.params]
+    parameters = [_ref("parameters", param.ref) for param in endpoint.params]
     get = {"operationId": operation_id, "summary": summary, "parameters": parameters, "responses": responses}
     head_responses = {
         status: ({key: value for key, value in response.items() if key != "content"} if "content" in response else response)
@@ -353,7 +351,7 @@ def _path(endpoint: Endpoint, operation_id: str, summary: str) -> dict:
             },
         }
     if endpoint.path_param is not None:
-        item["parameters"] = [_ref("parameters", endpoint.path_param.name)]
+        item["parameters"] = [_ref("parameters", endpoint.path_param.ref)]
     return item
 
 

@@ -193,6 +193,8 @@ class Param:
     :param default: the canonical value when it is not given (also documented).
     :param example: a value shown in the OpenAPI document, if any.
     :param where: ``"query"``, or ``"path"`` for the ``{name}`` in an endpoint's path.
+    :param component: its key under ``components/parameters`` in the OpenAPI document, by
+        default its name; two parameters of one name (on different endpoints) need two.
     """
 
     name: str
@@ -202,6 +204,11 @@ class Param:
     default: object = None
     example: str | None = None
     where: str = "query"
+    component: str = ""
+
+    @property
+    def ref(self) -> str:
+        return self.component or self.name
 
     @property
     def schema(self) -> dict:

@@ -25,8 +25,11 @@ def test_every_parameter_names_endpoints_of_the_table():
     for param in PARAMETERS:
         assert param.on and set(param.on) <= set(ENDPOINTS), param.name
         assert param.where in ("query", "path")
-    names = [param.name for param in PARAMETERS]
-    assert len(names) == len(set(names))  # the OpenAPI document lists them by name
+    refs = [param.ref for param in PARAMETERS]
+    assert len(refs) == len(set(refs))  # the OpenAPI document's components/parameters
+    for endpoint in ENDPOINTS.values():
+        names = [param.name for param in endpoint.params]
+        assert len(names) == len(set(names)), endpoint.name
 
 
 def test_every_endpoint_names_real_datasets_and_canned_queries():
