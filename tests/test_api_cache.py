@@ -10,7 +10,8 @@ import pytest
 
 from api_helpers import NEWS_START, ApiClient, datasette_for_config, news_items, seed_news, seeded_database
 from pipeline.store import bump_version, open_database, transaction
-from service.cache import Entry, ResponseCache
+from service.response_cache import ResponseCache
+from service.responses import Entry
 from service.plugin import get_api
 
 PATHS = [
@@ -159,10 +160,10 @@ def test_a_build_from_an_older_snapshot_is_served_but_not_kept(clients, tmp_path
     client = clients()
     client.get("/api/v1/stats")
     api = get_api(client.datasette)
-    current = dict(api.versions.current)
+    current = dict(api.cache.versions.current)
     older = {**current, "news": (current["news"][0] - 1, current["news"][1])}
-    assert api._storable(current, ("totals", "news"))
-    assert not api._storable(older, ("totals", "news"))
+    assert api.cache.storable(current, ("totals", "news"))
+    assert not api.cache.storable(older, ("totals", "news"))
 
 
 def test_cache_is_bounded():
@@ -205,7 +206,7 @@ def test_glossary_change_drops_only_glossary(clients, tmp_path):
     with transaction(db):
         db.execute("UPDATE glossary SET definition = 'Changed.' WHERE id = 'qubit'")
         bump_version(db, "glossary", "2026-11-22T00:00:00Z")
-    api.refresh(force=True)
+    api.cache.refresh(force=True)
     assert ("glossary", None) not in api.cache.entries
     assert ("news", None, 20, None, None) in api.cache.entries
     body = client.get("/api/v1/glossary/qubit").json()

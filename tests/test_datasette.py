@@ -97,7 +97,7 @@ def test_canned_queries_are_listed_and_are_what_the_api_runs(client):
     client.get("/api/v1")
     api = get_api(client.datasette)
     for name in QUERY_NAMES:
-        assert api.queries.sql[name] == listed[QUERY_PREFIX + name]["sql"]
+        assert api.sql[name] == listed[QUERY_PREFIX + name]["sql"]
     # researchers running the canned query see exactly the rows the API serves
     rows = client.get("/site/api_news.json", params={"tag": "Science", "limit": "5", "_shape": "array"}).json()
     api_items = client.get("/api/v1/news?tag=Science&limit=5").json()["results"]
