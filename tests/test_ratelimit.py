@@ -18,9 +18,8 @@ import service.ratelimit
 from config import ConfigError, load_config
 from pipeline.store import open_database
 from service.openapi import build_document
-
-from api_helpers import OpenAPICheck
-from served import free_port, qsite_serve, wait_until
+from tests.support.openapi_check import OpenAPICheck
+from tests.support.processes import free_port, qsite_serve, stop as stop_process, wait_until
 
 EXPOSED = "ETag, Last-Modified, Link, Retry-After, RateLimit, RateLimit-Policy"
 
@@ -254,9 +253,7 @@ class RedisServer:
             return False
 
     def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
+        stop_process(self.process, timeout=10)
 
     def restart(self):
         self._start()

@@ -16,7 +16,7 @@ import io
 import random
 from dataclasses import dataclass, field
 
-from tests.support.feeds import Entry, rss
+from tests.support.feeds import RSS_TYPE, Entry, rss
 
 CLOSE = "</channel></rss>"
 
@@ -99,7 +99,7 @@ def corpus(scale: int = 1, seed: int = 0) -> list[Hostile]:
     """The hostile documents; ``scale`` multiplies the sizes of the big ones."""
     rand = random.Random(seed)
     good = good_feed(5).encode()
-    xml = {"Content-Type": "application/rss+xml"}
+    xml = RSS_TYPE
     docs = [
         Hostile("empty", b"", xml),
         Hostile("whitespace", b" \n\t\r\n" * 100, xml),
