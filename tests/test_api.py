@@ -28,9 +28,7 @@ from tests.support.known_data import (
     seed_news,
     seeded_database,
 )
-
-EXPOSED = "ETag, Last-Modified, Link, Retry-After, RateLimit, RateLimit-Policy"
-
+from tests.support.problems import EXPOSED, assert_problem
 
 #: The fair-use limit is on (as by default) but far above what a test sends, so every
 #: response carries RateLimit and RateLimit-Policy and is checked against the document with them.
@@ -68,25 +66,6 @@ def all_news(tag=None):
         for item in items
         if tag is None or item["tag"] == tag
     ]
-
-
-def assert_problem(response, status: int, name: str, parameters: list[str] | None = None):
-    assert response.status_code == status
-    assert response.headers["content-type"] == "application/problem+json"
-    assert response.headers["cache-control"] == "no-store"
-    assert response.headers["access-control-allow-origin"] == "*"
-    assert response.headers["access-control-expose-headers"] == EXPOSED
-    assert "etag" not in response.headers
-    body = response.json()
-    assert body["type"] == f"/api/v1/problems/{name}"
-    assert body["status"] == status
-    assert body["title"] and body["detail"]
-    if parameters is not None:
-        assert [error["parameter"] for error in body["errors"]] == parameters
-    text = response.text.lower()
-    for leak in ("traceback", "select ", "sqlite", ".db", "/tmp", "file \""):
-        assert leak not in text
-    return body
 
 
 # -- shapes ------------------------------------------------------------------------

@@ -13,4 +13,5 @@ Import from the module that says what a thing is, e.g. ``from tests.support.feed
 * :mod:`~tests.support.known_data`: a database seeded with a small catalog and news the API tests know by heart.
 * :mod:`~tests.support.api_client`: requests through ``datasette.client``, each /api/v1 answer checked.
 * :mod:`~tests.support.openapi_check`: validation of a response against the OpenAPI document.
+* :mod:`~tests.support.problems`: what every problem answer (``application/problem+json``) must look like.
 """
