@@ -41,12 +41,16 @@ def _element(name: str, text: str | None) -> str:
     return "" if text is None else f"<{name}>{escape(text)}</{name}>"
 
 
+def _rss_time(value: str | datetime | None) -> str | None:
+    return format_datetime(value.astimezone(timezone.utc), usegmt=True) if isinstance(value, datetime) else value
+
+
 def rss(entries: Iterable[Entry], *, title: str = "Test feed", link: str = "https://t.example/",
         description: str | None = None, encoding: str = "UTF-8") -> str:
     """An RSS 2.0 document of ``entries``; its channel's description is its title unless given."""
     items = "".join(
         "<item>" + _element("title", entry.title) + _element("link", entry.link) + _element("description", entry.summary)
-        + _element("pubDate", format_datetime(entry.published, usegmt=True) if isinstance(entry.published, datetime) else entry.published)
+        + _element("pubDate", _rss_time(entry.published))
         + "</item>"
         for entry in entries
     )
