@@ -8,11 +8,12 @@ from datetime import timedelta
 
 import pytest
 
-from api_helpers import NEWS_START, ApiClient, datasette_for_config, news_items, seed_news, seeded_database
 from pipeline.store import bump_version, open_database, transaction
 from service.response_cache import ResponseCache
 from service.responses import Entry
 from service.plugin import get_api
+from tests.support.api_client import ApiClient, datasette_for_config
+from tests.support.known_data import NEWS_START, news_items, seed_news, seeded_database
 
 PATHS = [
     "/api/v1",
@@ -227,11 +228,8 @@ def test_news_feed_seeding_helper_keeps_versions_monotonic(tmp_path):
 def test_fast_path_answers_still_count_against_the_rate_limit(make_config, tmp_path):
     seeded_database(tmp_path / "limited.db").close()
     path = make_config(database=str(tmp_path / "limited.db"), api={"rate_limit": "3/minute"})
-    client = ApiClient(datasette_for_config(path), check=False)
-    try:
+    with ApiClient(datasette_for_config(path), check=False) as client:
         statuses = [client.get("/api/v1/stats").status_code for _ in range(4)]
         api = get_api(client.datasette)
         assert api.cache.alias((b"/api/v1/stats", b"")) is not None  # repeats were fast-path hits
         assert statuses == [200, 200, 200, 429]
-    finally:
-        client.close()

@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from conftest import QSITE, SAMPLES
+from tests.support.paths import FEEDS
+from tests.support.processes import QSITE
 
-FEEDS = SAMPLES / "feeds"
 SOURCES = [
     {"name": "Lab Notes", "url": str(FEEDS / "lab-notes.xml"), "tag": "Science"},
     {"name": "Industry Wire", "url": str(FEEDS / "industry-wire.atom"), "tag": "Industry"},

@@ -24,8 +24,10 @@ from pathlib import Path
 
 import httpx
 
-from conftest import Reply, run_qsite
-from served import growing_feed, other_export, qsite_serve
+from tests.support.feeds import growing_feed
+from tests.support.local_server import Reply
+from tests.support.processes import qsite_serve, run_qsite
+from tests.support.site_exports import configs_for_both_exports
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 DURATION = 300.0 if SOAK else 10.0
@@ -124,11 +126,7 @@ def test_consistent_answers_under_load_while_ingesting_with_a_failing_source(mak
             {"name": "Html", "url": http_server.url("/html.xml"), "tag": "Investing"},
         ],
     }
-    other = other_export(sample_export)
-    (tmp_path / "export-b.json").write_text(json.dumps(other), encoding="utf-8")
-    api = {"rate_limit": RATE_LIMIT}
-    config_a = make_config(news=news, api=api).rename(tmp_path / "a.yml")
-    config_b = make_config(news=news, api=api, site_export={"source": str(tmp_path / "export-b.json")}).rename(tmp_path / "b.yml")
+    config_a, config_b, other = configs_for_both_exports(make_config, tmp_path, sample_export, news=news, api={"rate_limit": RATE_LIMIT})
     first = run_qsite("ingest", "all", "--config", str(config_a))
     assert first.returncode == 1 and "news Grow: ok" in first.stdout, first.stdout + first.stderr  # Broken and Html fail
 

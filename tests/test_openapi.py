@@ -10,11 +10,12 @@ from openapi_spec_validator.versions.shortcuts import get_spec_version
 import schemathesis
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from api_helpers import ApiClient, datasette_for_config, seeded_database
 from db.model import TAGS
 from service import endpoints
 from service.parameters import ECHO_MAX, MAX_ERRORS
 from service.problems import PROBLEMS
+from tests.support.api_client import ApiClient, datasette_for_config
+from tests.support.known_data import seeded_database
 
 
 @pytest.fixture
@@ -25,11 +26,8 @@ def config_path(make_config, tmp_path):
 
 @pytest.fixture
 def document(config_path):
-    client = ApiClient(datasette_for_config(config_path))
-    try:
+    with ApiClient(datasette_for_config(config_path)) as client:
         yield client.get("/api/v1/openapi.json").json()
-    finally:
-        client.close()
 
 
 def test_valid_openapi_3_1(document):

@@ -18,11 +18,10 @@ import service.ratelimit
 from config import ConfigError, load_config
 from pipeline.store import open_database
 from service.openapi import build_document
+from tests.support.openapi_check import OpenAPICheck
+from tests.support.problems import assert_problem
+from tests.support.processes import free_port, qsite_serve, stop as stop_process, wait_until
 
-from api_helpers import OpenAPICheck
-from served import free_port, qsite_serve, wait_until
-
-EXPOSED = "ETag, Last-Modified, Link, Retry-After, RateLimit, RateLimit-Policy"
 
 
 def run(coro):
@@ -49,19 +48,11 @@ def datasette_for(make_config, qsite):
 
 
 def assert_rate_limited(response: httpx.Response, quota: int, window: int):
-    assert response.status_code == 429
-    assert response.headers["content-type"] == "application/problem+json"
-    assert response.headers["cache-control"] == "no-store"
-    assert response.headers["access-control-allow-origin"] == "*"
-    assert response.headers["access-control-expose-headers"] == EXPOSED
+    body = assert_problem(response, 429, "rate-limited")
     retry_after = int(response.headers["retry-after"])
     assert 1 <= retry_after <= window
     assert response.headers["ratelimit-policy"] == f'"default";q={quota};w={window}'
     assert response.headers["ratelimit"] == f'"default";r=0;t={retry_after}'
-    body = response.json()
-    assert body["type"] == "/api/v1/problems/rate-limited"
-    assert body["status"] == 429
-    assert body["title"]
     assert f"retry after {retry_after} seconds" in body["detail"]
     return retry_after
 
@@ -254,9 +245,7 @@ class RedisServer:
             return False
 
     def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
+        stop_process(self.process, timeout=10)
 
     def restart(self):
         self._start()
