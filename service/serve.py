@@ -28,7 +28,6 @@ with status 0.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import resource
@@ -131,32 +130,21 @@ class FdWatch:
         )
         return True
 
-    async def run(self) -> None:
-        while True:
+    def every(self, seconds: float, loop: asyncio.AbstractEventLoop) -> None:
+        """Check now and every ``seconds`` on ``loop`` (plain callbacks: nothing to cancel at shutdown)."""
+
+        def tick():
             self.check()
-            await asyncio.sleep(FD_CHECK_EVERY)
+            loop.call_later(seconds, tick)
 
-
-def with_fd_watch(app, limit: int):
-    """``app`` with an :class:`FdWatch` running from lifespan startup to shutdown."""
-
-    async def watched(scope, receive, send):
-        if scope["type"] != "lifespan":
-            return await app(scope, receive, send)
-        task = asyncio.get_running_loop().create_task(FdWatch(limit).run())
-        try:
-            return await app(scope, receive, send)
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    return watched
+        loop.call_soon(tick)
 
 
 def load_app(config: Config):
-    """Granian's target loader, called once in each worker process after the fork."""
-    return with_fd_watch(make_datasette(config).app(), resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    """Granian's target loader, called once in each worker process after the fork, with its event loop set."""
+    app = make_datasette(config).app()
+    FdWatch(resource.getrlimit(resource.RLIMIT_NOFILE)[0]).every(FD_CHECK_EVERY, asyncio.get_event_loop())
+    return app
 
 
 def logging_config(level: int) -> dict:
