@@ -159,9 +159,9 @@ def table(results: dict) -> str:
         lines.append("")
     rows = results.get("targets", [])
     if rows:
-        lines.append(f"{"target":<52} {'value':>9} {'bound':>8}  result")
+        lines.append(f"{'target':<52} {'value':>9} {'bound':>8}  result")
         for row in rows:
-            lines.append(f"{row["target"]:<52} {row['value']:>9.3f} {row['bound']:>8}  {'PASS' if row['pass'] else 'FAIL'}")
+            lines.append(f"{row['target']:<52} {row['value']:>9.3f} {row['bound']:>8}  {'PASS' if row['pass'] else 'FAIL'}")
     return "\n".join(lines)
 
 
