@@ -266,6 +266,8 @@ def bench_serving(args, procs: Processes, work: Path, db: Path, config: Path, re
     # (not pinned: both cores, shared with wrk), which memory:// counting would refuse.
     unlimited_config = news_config(work / "serve-unlimited.yml", db, [], rate_limit="off")
     _, unlimited_base, _ = start_qsite(args, procs, work, "unlimited", unlimited_config, 1, args.server_core)
+    # 1 and 2 workers, neither pinned: the same freedom to move between the cores
+    _, one_base, _ = start_qsite(args, procs, work, "one-worker", unlimited_config, 1, None)
     _, two_base, _ = start_qsite(args, procs, work, "two-workers", unlimited_config, 2, None)
     db_name = next(iter(httpx.get(base + "/-/databases.json", timeout=10).json()))["name"]
     recorded = record_responses(base, {"news": NEWS, "courses": COURSES, "stats": STATS}, work / "responses.json")
@@ -292,6 +294,7 @@ def bench_serving(args, procs: Processes, work: Path, db: Path, config: Path, re
     targets += [
         {"name": "datasette news", "url": base + datasette_news, "status": 200, "rows": 30},
         {"name": "news, no limiter", "url": unlimited_base + NEWS, "status": 200},
+        {"name": "news, 1 worker, any core", "url": one_base + NEWS, "status": 200},
         {"name": "news, 2 workers", "url": two_base + NEWS, "status": 200},
     ]
     log(f"load: {len(targets)} targets x {args.rounds} rounds x {args.duration:g} s, {args.connections} connections")
