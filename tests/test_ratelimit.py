@@ -327,8 +327,8 @@ def test_real_server_ignores_spoofed_forwarded_for(make_config, qsite, tmp_path)
             httpx.get(server.url("/-/versions.json"), headers={"X-Forwarded-For": f"192.0.2.{n}"}, timeout=5).status_code
             for n in range(3)
         ]
-        # uvicorn's own proxy-header handling (on by default, trusting 127.0.0.1)
-        # would hand the client a fresh address per request: qsite serve turns it off.
+        # server-side proxy-header handling (uvicorn's was on by default, trusting
+        # 127.0.0.1) would hand the client a fresh address per request: qsite serve has none.
         assert statuses == [200, 200, 429]
 
 
