@@ -25,7 +25,7 @@ from service.serve import FD_RESERVE, HEADER_TIMEOUT, FdWatch, connections_per_w
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 #: Idle sockets opened against a server limited to 1024 descriptors.
-IDLE_SOCKETS = 4000 if SOAK else 1100
+IDLE_SOCKETS = 2000 if SOAK else 1100
 #: Seconds a test waits for the server to close a connection it should close after HEADER_TIMEOUT.
 CLOSE_WITHIN = 2.5 * HEADER_TIMEOUT
 READY = "/-/static/app.css"
