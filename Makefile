@@ -28,7 +28,8 @@ bench: install
 # Longer reliability run: 200 kills, 5-minute load, more fuzzing and hostile input (tests/test_crash.py etc.).
 soak: install
 	QSITE_SOAK=1 $(BIN)/python -m pytest -q tests/test_crash.py tests/test_load.py tests/test_fuzz_api.py \
-		tests/test_properties.py tests/test_hostile_feeds.py tests/test_write_failures.py tests/test_secrets.py
+		tests/test_properties.py tests/test_hostile_feeds.py tests/test_write_failures.py tests/test_secrets.py \
+		tests/test_connections.py
 
 clean:
 	rm -rf $(VENV) *.egg-info db/site.db db/site.db-wal db/site.db-shm

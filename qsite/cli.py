@@ -215,12 +215,25 @@ def _run_news(db, config, quiet: bool):
 @common_options
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on.")
 @click.option("--port", default=8001, show_default=True, type=click.IntRange(0, 65535), help="Port to serve on.")
-def serve_command(config, host, port):
-    """Serve /api/v1 and Datasette, read-only, over the database. Example: qsite serve --port 8001"""
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    default=None,
+    envvar="QSITE_WORKERS",
+    help="Worker processes; overrides api.workers [default: one per core, 1 with rate_limit_storage memory://]. Env: QSITE_WORKERS.",
+)
+def serve_command(config, host, port, workers):
+    """Serve /api/v1 and Datasette, read-only, over the database. Example: qsite serve --port 8001 --workers 2"""
+    from config import serving_workers
     from service.serve import serve
 
+    try:
+        workers = serving_workers(config.api, workers)
+    except ConfigError as exc:
+        click.echo(f"Error: {config.path}: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
     open_db_or_exit(config).close()  # migrations first, so the service finds its tables
-    sys.exit(serve(config, host=host, port=port, log_level=logging.getLogger().getEffectiveLevel()))
+    sys.exit(serve(config, host=host, port=port, workers=workers, log_level=logging.getLogger().getEffectiveLevel()))
 
 
 # --- Operations: the scheduler, status and `qsite up` (pipeline/schedule.py, pipeline/status.py) ---

@@ -316,6 +316,48 @@ def test_real_server_ignores_spoofed_forwarded_for(make_config, qsite, tmp_path)
             httpx.get(server.url("/-/versions.json"), headers={"X-Forwarded-For": f"192.0.2.{n}"}, timeout=5).status_code
             for n in range(3)
         ]
-        # uvicorn's own proxy-header handling (on by default, trusting 127.0.0.1)
-        # would hand the client a fresh address per request: qsite serve turns it off.
+        # server-side proxy-header handling (uvicorn's was on by default, trusting
+        # 127.0.0.1) would hand the client a fresh address per request: qsite serve has none.
         assert statuses == [200, 200, 429]
+
+
+def test_two_workers_share_one_budget_in_redis(make_config, qsite, redis_server, tmp_path):
+    """Each request on a new connection, so the kernel spreads them over both workers;
+    the remaining budget still falls by one per request: one count, never one per worker."""
+    path = make_config(api={"rate_limit": "10/minute", "rate_limit_storage": redis_server.url})
+    assert qsite("ingest", "site", "--config", str(path)).returncode == 0
+    with qsite_serve(path, tmp_path / "serve.log", ready=READY, args=["--workers", "2"]) as server:
+        workers = [int(pid) for task in os.scandir(f"/proc/{server.process.pid}/task")
+                   for pid in open(f"{task.path}/children").read().split()]
+        assert len(workers) == 2
+        statuses, remaining = [], []
+        for _ in range(14):
+            response = httpx.get(server.url("/api/v1/courses"), timeout=5)  # a new connection each time
+            statuses.append(response.status_code)
+            remaining.append(response.headers["ratelimit"].split(";")[1])
+    assert statuses == [200] * 10 + [429] * 4
+    assert remaining == [f"r={n}" for n in range(9, -1, -1)] + ["r=0"] * 4
+
+
+def test_memory_storage_refuses_more_than_one_worker(make_config, qsite):
+    with pytest.raises(ConfigError) as error:
+        load_config(make_config(api={"workers": 2, "rate_limit_storage": "memory://"}))
+    assert "api.workers:" in str(error.value) and "api.rate_limit_storage" in str(error.value)
+    # the command-line override is checked the same way, before anything is served
+    path = make_config(api={"rate_limit": "60/minute"})
+    result = qsite("serve", "--config", str(path), "--port", str(free_port()), "--workers", "2")
+    assert result.returncode == 2
+    assert "--workers: 2 worker processes cannot share api.rate_limit_storage memory://" in result.stderr
+    # memory:// is fine with one worker, and without a limit there is nothing to share
+    assert load_config(make_config(api={"workers": 1})).api.workers == 1
+    assert load_config(make_config(api={"workers": 2, "rate_limit": "off"})).api.workers == 2
+
+
+def test_default_workers_one_per_core_unless_counting_in_memory(make_config):
+    from config import serving_workers
+
+    cores = len(os.sched_getaffinity(0))
+    assert serving_workers(load_config(make_config()).api) == 1
+    assert serving_workers(load_config(make_config(api={"rate_limit_storage": "redis://127.0.0.1:1/0"})).api) == cores
+    assert serving_workers(load_config(make_config(api={"rate_limit": "off"})).api) == cores
+    assert serving_workers(load_config(make_config(api={"rate_limit": "off"})).api, requested=3) == 3

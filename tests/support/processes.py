@@ -83,6 +83,7 @@ def qsite_serve(
     command: str = "serve",
     args: Sequence[str] = (),
     ready: str = "/api/v1",
+    wrapper: Sequence[str] = (),
 ) -> Iterator[Served]:
     """Start ``qsite serve --config config --port <free port>`` and yield once ``ready`` answers.
 
@@ -94,7 +95,7 @@ def qsite_serve(
     port = free_port()
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [QSITE, command, "--config", str(config), "--port", str(port), *args],
+            [*wrapper, QSITE, command, "--config", str(config), "--port", str(port), *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
