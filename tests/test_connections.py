@@ -20,8 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from served import qsite_serve, stop, wait_until
 from service.serve import FD_RESERVE, HEADER_TIMEOUT, FdWatch, connections_per_worker, open_fds
+from tests.support.processes import qsite_serve, stop, wait_until
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 #: Idle sockets opened against a server limited to 1024 descriptors.
