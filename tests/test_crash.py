@@ -163,7 +163,8 @@ def test_a_run_left_running_by_a_killed_process_is_closed_by_the_next(make_confi
     """A SIGKILLed ingest cannot finish its ingest_runs row; the next run marks it failed."""
     from config import load_config
     from pipeline.site_export import ingest_site
-    from pipeline.store import open_database, start_run
+    from pipeline.store import open_database
+    from pipeline.store.runs import start_run
 
     config = load_config(make_config())
     db = open_database(config.database_path)

@@ -19,7 +19,8 @@ import pytest
 from conftest import Reply, run_qsite
 from hostile import DripServer, corpus, gzip_bomb, rss, slow_to_parse
 from config import load_config
-from pipeline.news import IN_PROCESS_MAX_BYTES, ingest_news
+from pipeline.news import ingest_news
+from pipeline.parse_pool import IN_PROCESS_MAX_BYTES
 from pipeline.normalise import SUMMARY_LIMIT
 from pipeline.store import open_database
 

@@ -9,7 +9,8 @@ import pytest
 from conftest import SAMPLES, Reply
 from config import load_config
 from pipeline.fetch import FetchError, fetch_one
-from pipeline.news import MAX_BACKOFF, backoff_seconds, ingest_news
+from pipeline.news import ingest_news
+from pipeline.news_policy import MAX_BACKOFF, backoff_seconds
 from pipeline.store import open_database
 
 #: Short timeouts so that failure tests take a fraction of a second.

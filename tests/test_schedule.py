@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from conftest import Reply
 from config import load_config
 from pipeline.schedule import JobSpec, Scheduler, run_forever
-from pipeline.store import RunReport
+from pipeline.report import RunReport
 from conftest import QSITE
 from served import stop, wait_until
 
