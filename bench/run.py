@@ -418,7 +418,7 @@ LAYERS = [
     # limits' memory storage hands expiry to asyncio.to_thread; Datasette runs SQL there too.
     ("thread pool hand-offs", ("leaf:concurrent/futures/thread.py", "leaf:threading.py")),
     ("feedparser", ("feedparser/",)),
-    ("SQLite writes (pipeline store)", ("leaf:_upsert_items", "leaf:transaction (", "leaf:Database.execute (sqlite_utils")),
+    ("SQLite writes (pipeline store)", ("leaf:pipeline/store/", "leaf:Database.execute (sqlite_utils")),
     ("h11 (HTTP parsing/serialising)", ("leaf:h11/",)),
     ("uvicorn", ("leaf:uvicorn/",)),
     ("socket writes", ("leaf:_SelectorSocketTransport.write",)),

@@ -198,52 +198,54 @@ def _sort_key(loc: tuple):
     return tuple((0, part, "") if isinstance(part, int) else (1, _KEY_ORDER.get(part, 99), part) for part in loc)
 
 
+def _objects(value) -> list[tuple[int, dict]]:
+    """The objects in a raw list, with their indexes; anything else there is for the models to report."""
+    return [(n, item) for n, item in enumerate(value if isinstance(value, list) else []) if isinstance(item, dict)]
+
+
+def _duplicate_ids(objects: list[tuple[int, dict]], path: tuple, describe: Callable[[str, int], str]) -> list[tuple[tuple, str]]:
+    """A problem for each object whose ``id`` an earlier one has; ``describe(id, first index)`` says it."""
+    first: dict[str, int] = {}
+    problems = []
+    for n, item in objects:
+        item_id = item.get("id")
+        if not isinstance(item_id, str):
+            continue
+        if item_id in first:
+            problems.append(((*path, n, "id"), describe(item_id, first[item_id])))
+        else:
+            first[item_id] = n
+    return problems
+
+
+def _exactly_one(item: dict, path: tuple, one: str, other: str, missing: str) -> list[tuple[tuple, str]]:
+    """A problem unless exactly one of the keys ``one`` and ``other`` has a value."""
+    has_one, has_other = item.get(one) is not None, item.get(other) is not None
+    if has_one and has_other:
+        return [(path, f"give either {one} or {other}, not both")]
+    return [] if has_one or has_other else [(path, missing)]
+
+
 def _cross_checks(data: dict) -> list[tuple[tuple, str]]:
     """Rules across fields, checked on the raw document so they are reported next to field errors."""
     problems = []
-    courses = data.get("courses") if isinstance(data.get("courses"), list) else []
-    if "courses" in data and isinstance(data.get("courses"), list) and not courses:
+    if isinstance(data.get("courses"), list) and not data["courses"]:
         problems.append((("courses",), "must list at least one course"))
-    seen_courses: dict[str, int] = {}
-    for c, course in enumerate(courses):
-        if not isinstance(course, dict):
-            continue
-        course_id = course.get("id")
-        if isinstance(course_id, str):
-            if course_id in seen_courses:
-                problems.append((("courses", c, "id"), f"duplicate course id {course_id!r} (also courses[{seen_courses[course_id]}])"))
-            else:
-                seen_courses[course_id] = c
-        sections = course.get("sections") if isinstance(course.get("sections"), list) else []
-        seen_sections: dict[str, int] = {}
-        for s, section in enumerate(sections):
-            if not isinstance(section, dict):
-                continue
-            section_id = section.get("id")
-            if isinstance(section_id, str):
-                if section_id in seen_sections:
-                    problems.append(
-                        (
-                            ("courses", c, "sections", s, "id"),
-                            f"duplicate section id {section_id!r} in this course (also sections[{seen_sections[section_id]}])",
-                        )
-                    )
-                else:
-                    seen_sections[section_id] = s
-            has_slides, has_count = section.get("slides") is not None, section.get("slide_count") is not None
-            if has_slides and has_count:
-                problems.append((("courses", c, "sections", s), "give either slides or slide_count, not both"))
-            elif not (has_slides or has_count):
-                problems.append((("courses", c, "sections", s), "needs slides (an array) or slide_count"))
-    glossary = data.get("glossary") if isinstance(data.get("glossary"), list) else []
-    for g, entry in enumerate(glossary):
-        if not isinstance(entry, dict):
-            continue
-        has_url, has_lesson = entry.get("lesson_url") is not None, entry.get("lesson") is not None
-        if has_url and has_lesson:
-            problems.append((("glossary", g), "give either lesson_url or lesson, not both"))
-        elif not (has_url or has_lesson):
-            problems.append((("glossary", g), "needs a lesson link: lesson_url or lesson {course, section}"))
+    courses = _objects(data.get("courses"))
+    problems += _duplicate_ids(courses, ("courses",), lambda course_id, n: f"duplicate course id {course_id!r} (also courses[{n}])")
+    for c, course in courses:
+        sections = _objects(course.get("sections"))
+        problems += _duplicate_ids(
+            sections,
+            ("courses", c, "sections"),
+            lambda section_id, n: f"duplicate section id {section_id!r} in this course (also sections[{n}])",
+        )
+        for s, section in sections:
+            path = ("courses", c, "sections", s)
+            problems += _exactly_one(section, path, "slides", "slide_count", "needs slides (an array) or slide_count")
+    for g, entry in _objects(data.get("glossary")):
+        needs = "needs a lesson link: lesson_url or lesson {course, section}"
+        problems += _exactly_one(entry, ("glossary", g), "lesson_url", "lesson", needs)
     return problems
 
 
