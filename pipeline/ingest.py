@@ -11,13 +11,13 @@ from typing import Callable
 
 from config import Config
 
+from . import news, site_export
 from .lock import DEFAULT_WAIT, writer_lock
-from .news import ingest_news
 from .report import RunReport
-from .site_export import ingest_site
 from .store import open_database
 
-SITE, NEWS = "site", "news"
+#: The ingests by the ``kind`` of their ``ingest_runs`` rows and reports.
+SITE, NEWS = site_export.KIND, news.KIND
 #: What ``qsite ingest all`` runs, in this order: the site export, then the news sweep.
 ALL = (SITE, NEWS)
 
@@ -40,11 +40,11 @@ def run_ingest(
         try:
             reports = []
             if SITE in kinds:
-                reports.append(ingest_site(db, config))
+                reports.append(site_export.ingest_site(db, config))
                 if progress:
                     progress(reports[-1])
             if NEWS in kinds:
-                reports += ingest_news(db, config, progress=progress)
+                reports += news.ingest_news(db, config, progress=progress)
             return reports
         finally:
             db.close()

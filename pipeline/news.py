@@ -106,13 +106,29 @@ def ingest_news(
     """
     started = datetime.now(timezone.utc).replace(microsecond=0)
     rows = sync_sources(db, config)
-    client_options, fetch_options = split_options(client_options or {})
     due = [source for source in config.news.sources if policy.is_due(rows[source.name], format_time(started))]
-    run_ids = _start_runs(db, due, format_time(started))
+    sweep = _Sweep(db, config, rows, started, _start_runs(db, due, format_time(started)))
     parser = ParsePool(parse_workers, len(due), parse_deadline)
-    reports = asyncio.run(_fetch_and_store(db, config, rows, due, run_ids, started, progress, parser, client_options, fetch_options))
+    reports = asyncio.run(_fetch_and_store(sweep, due, parser, split_options(client_options or {}), progress))
     _prune(db, config, started)
     return reports
+
+
+@dataclass
+class _Sweep:
+    """What every step of one run over the sources shares."""
+
+    db: sqlite_utils.Database
+    config: Config
+    #: Each configured source's stored row, as it was when the run started.
+    rows: dict[str, dict]
+    started: datetime
+    #: The ``ingest_runs`` id of each due source.
+    run_ids: dict[str, int]
+
+    @property
+    def now(self) -> str:
+        return format_time(self.started)
 
 
 def _start_runs(db: sqlite_utils.Database, due: list[SourceConfig], now: str) -> dict[str, int]:
@@ -125,28 +141,26 @@ def _start_runs(db: sqlite_utils.Database, due: list[SourceConfig], now: str) ->
     return run_ids
 
 
-async def _fetch_and_store(db, config, rows, due, run_ids, started, progress, parser, client_options, fetch_options):
+async def _fetch_and_store(sweep: _Sweep, due: list[SourceConfig], parser: ParsePool, options: tuple[dict, dict], progress) -> list[RunReport]:
+    client_options, fetch_options = options
     reports = []
     slots = asyncio.Semaphore(MAX_CONCURRENT_FETCHES)
     # Building a client loads the CA bundle (tens of ms): only when some source is on the web.
-    web = any(is_url(config.source_location(source)) for source in due)
+    web = any(is_url(sweep.config.source_location(source)) for source in due)
     # The pool stops inside the event loop, before asyncio.run cancels what is left of an aborted run.
     with parser:
         async with make_client(**client_options) if web else contextlib.nullcontext() as client:
             tasks = {
-                source.name: asyncio.ensure_future(
-                    _fetch_and_parse(client, slots, parser, config, source, rows[source.name], format_time(started), fetch_options)
-                )
+                source.name: asyncio.ensure_future(_fetch_and_parse(sweep, source, client, slots, parser, fetch_options))
                 for source in due
             }
             # Written in config order, so that of two sources carrying one story
             # the one listed first keeps it, whatever order the fetches finish in.
-            for source in config.news.sources:
+            for source in sweep.config.news.sources:
                 if source.name in tasks:
-                    outcome = await tasks[source.name]
-                    report = _store(db, config, source, rows[source.name], outcome, run_ids[source.name], started)
+                    report = _store(sweep, source, await tasks[source.name])
                 else:
-                    report = _not_due_report(source, rows[source.name])
+                    report = _not_due_report(source, sweep.rows[source.name])
                 reports.append(report)
                 if progress:
                     progress(report)
@@ -159,10 +173,12 @@ def _not_due_report(source: SourceConfig, row: dict) -> RunReport:
     return RunReport(KIND, source.name, "skipped", error=f"backing off until {row['next_fetch_at']}")
 
 
-async def _fetch_and_parse(client, slots, parser: ParsePool, config, source, row, now, fetch_options) -> _Outcome:
+async def _fetch_and_parse(sweep: _Sweep, source: SourceConfig, client, slots, parser: ParsePool, fetch_options) -> _Outcome:
+    row = sweep.rows[source.name]
     try:
         async with slots:
-            fetched = await fetch(client, config.source_location(source), row["etag"], row["last_modified"], **fetch_options)
+            location = sweep.config.source_location(source)
+            fetched = await fetch(client, location, row["etag"], row["last_modified"], **fetch_options)
     except FetchError as exc:
         return _Outcome(error=exc)
     if fetched.not_modified:
@@ -177,12 +193,12 @@ async def _fetch_and_parse(client, slots, parser: ParsePool, config, source, row
         body=fetched.body,
         headers=fetched.headers,
         location=fetched.location,
-        seen_at=now,
+        seen_at=sweep.now,
     )
     return _Outcome(fetched, content_hash=content_hash, result=await parser.read(job))
 
 
-def _store(db, config: Config, source: SourceConfig, row: dict, outcome: _Outcome, run_id: int, started: datetime) -> RunReport:
+def _store(sweep: _Sweep, source: SourceConfig, outcome: _Outcome) -> RunReport:
     """Write one source's outcome in one transaction and return its report.
 
     When the database refuses the outcome (a full disk, a constraint), the
@@ -190,33 +206,34 @@ def _store(db, config: Config, source: SourceConfig, row: dict, outcome: _Outcom
     own, and the run goes on with the next source. Only when even that cannot
     be written does the error end the run.
     """
+    row = sweep.rows[source.name]
     error = outcome.error.args[0] if outcome.error else (outcome.result.error if outcome.result else None)
     if error:
         failure = policy.fetch_failure(
             row,
             error,
-            started,
-            config.news.every,
+            sweep.started,
+            sweep.config.news.every,
             gone=bool(outcome.error and outcome.error.gone),
             retry_after=outcome.error.retry_after if outcome.error else None,
         )
-        return _record_failure(db, source, failure, run_id, started)
+        return _record_failure(sweep, source, failure)
     try:
-        return _store_outcome(db, config, source, outcome, run_id, started)
+        return _store_outcome(sweep, source, outcome)
     except sqlite3.Error as exc:
-        message = f"{config.database_path}: cannot write the database: {exc}; nothing of this source changed"
-        return _record_failure(db, source, policy.store_failure(row, message), run_id, started)
+        message = f"{sweep.config.database_path}: cannot write the database: {exc}; nothing of this source changed"
+        return _record_failure(sweep, source, policy.store_failure(row, message))
 
 
-def _store_outcome(db, config: Config, source: SourceConfig, outcome: _Outcome, run_id: int, started: datetime) -> RunReport:
-    now = format_time(started)
+def _store_outcome(sweep: _Sweep, source: SourceConfig, outcome: _Outcome) -> RunReport:
+    db, now = sweep.db, sweep.now
     counts: dict[str, int] = {}
     status, warning = "unchanged", None
     with transaction(db):
         if not outcome.unchanged:
             result = outcome.result
             existing = news_store.existing_items(db, (item.id for item in result.items))
-            cutoff = policy.retention_cutoff(config.news.retention_days, started)
+            cutoff = policy.retention_cutoff(sweep.config.news.retention_days, sweep.started)
             changes = policy.merge_items(result.items, existing, source.name, cutoff)
             if changes.new:
                 news_store.insert_items(db, source.name, changes.new, now)
@@ -238,22 +255,22 @@ def _store_outcome(db, config: Config, source: SourceConfig, outcome: _Outcome, 
             status=status,
             warning=warning,
         )
-        runs_store.finish_run(db, run_id, status, counts, warning)
+        runs_store.finish_run(db, sweep.run_ids[source.name], status, counts, warning)
     return RunReport(KIND, source.name, status, counts, warning)
 
 
-def _record_failure(db, source: SourceConfig, failure: policy.Failure, run_id: int, started: datetime) -> RunReport:
-    with transaction(db):
+def _record_failure(sweep: _Sweep, source: SourceConfig, failure: policy.Failure) -> RunReport:
+    with transaction(sweep.db):
         sources_store.record_failure(
-            db,
+            sweep.db,
             source.name,
-            tried_at=format_time(started),
+            tried_at=sweep.now,
             error=failure.error,
             consecutive_failures=failure.consecutive_failures,
             next_fetch_at=failure.next_fetch_at,
             disabled=failure.disabled,
         )
-        runs_store.finish_run(db, run_id, "failed", {}, failure.error)
+        runs_store.finish_run(sweep.db, sweep.run_ids[source.name], "failed", {}, failure.error)
     log.warning("news %s: %s", source.name, failure.error)
     return RunReport(KIND, source.name, "failed", {}, failure.shown)
 

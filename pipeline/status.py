@@ -31,6 +31,7 @@ from db.model import utc_now
 from .lock import lock_is_held
 from .news_policy import next_fetch
 from .normalise import shorten
+from .site_export import KIND as SITE
 from .store import sources as sources_store
 from .store import status as stored
 
@@ -82,7 +83,7 @@ def collect_status(db: sqlite_utils.Database, config: Config) -> dict:
         "changed_at": max((item["changed_at"] for item in datasets.values()), default=None),
         "datasets": datasets,
     }
-    last_success = stored.last_run(db, "site", SUCCESS)
+    last_success = stored.last_run(db, SITE, SUCCESS)
 
     totals = dict.fromkeys(stored.TOTAL_COLUMNS)
     totals.update(stored.site_totals(db) or {})
@@ -119,7 +120,7 @@ def collect_status(db: sqlite_utils.Database, config: Config) -> dict:
             "source": config.site_export.source,
             "every": config.site_export.every,
             "fetched_at": stored.export_fetched_at(db),
-            "last_run": _run(stored.last_run(db, "site")),
+            "last_run": _run(stored.last_run(db, SITE)),
             "last_success_at": last_success["finished_at"] if last_success else None,
         },
         "totals": totals,

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
+import os
 import sqlite3
 import sys
 
@@ -18,7 +20,8 @@ from config import ConfigError, load_config
 from db.model import VERSION
 from pipeline.ingest import ALL, NEWS, SITE, run_ingest
 from pipeline.lock import DEFAULT_WAIT, WriterLockTimeout
-from pipeline.schedule import DEFAULT_GRACE
+from pipeline.schedule import DEFAULT_GRACE, Scheduler, run_forever, run_up
+from pipeline.status import collect_status, format_status
 from pipeline.store import StoreError, open_database
 
 log = logging.getLogger("qsite")
@@ -253,10 +256,6 @@ def _quiet_apscheduler() -> None:
 @click.option("--run-now/--no-run-now", default=True, show_default=True, help="Ingest once at start-up.")
 def schedule_command(config, wait, grace, run_now):
     """Run the ingests on their intervals in the foreground until SIGTERM/Ctrl-C. Example: qsite schedule --config qsite.yml"""
-    import os
-
-    from pipeline.schedule import Scheduler, run_forever
-
     _quiet_apscheduler()
     scheduler = Scheduler(
         config,
@@ -276,10 +275,6 @@ def schedule_command(config, wait, grace, run_now):
 @click.option("--json", "as_json", is_flag=True, help="Print stable JSON (keys documented in the README) instead of a table.")
 def status_command(config, as_json):
     """Show each source's last fetch, the site export's last run, the totals and the data version. Example: qsite status --json"""
-    import json
-
-    from pipeline.status import collect_status, format_status
-
     if not config.database_path.exists():
         click.echo(f"Error: {config.database_path}: no database yet; run `qsite ingest all` first", err=True)
         sys.exit(EXIT_FAILED)
@@ -302,8 +297,6 @@ def status_command(config, as_json):
               help=f"Seconds to wait while another qsite run writes [default: {DEFAULT_WAIT:g}]. Env: QSITE_LOCK_WAIT.")
 def up_command(config, host, port, wait):
     """Migrate, ingest once, then schedule ingests in the background and serve in the foreground. Example: qsite up --port 8001"""
-    from pipeline.schedule import run_up
-
     open_db_or_exit(config).close()  # a database that cannot be opened or migrated is one Error line
     with exit_on_write_error(config):
         status = run_up(config, host=host, port=port, wait=wait, log_level=logging.getLogger().getEffectiveLevel())
