@@ -34,7 +34,7 @@ LAYERS = [
     # Datasette runs SQL on a thread pool.
     ("thread pool hand-offs", ("leaf:concurrent/futures/thread.py", "leaf:threading.py")),
     ("feedparser", ("feedparser/",)),
-    ("SQLite writes (pipeline store)", ("leaf:_upsert_items", "leaf:transaction (", "leaf:Database.execute (sqlite_utils")),
+    ("SQLite writes (pipeline store)", ("leaf:pipeline/store/", "leaf:Database.execute (sqlite_utils")),
     ("h11 (HTTP parsing/serialising)", ("leaf:h11/",)),
     ("uvicorn", ("leaf:uvicorn/",)),
     ("granian (scheduling, send)", ("leaf:granian/",)),

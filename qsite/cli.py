@@ -6,18 +6,22 @@ Exit statuses, the same for every command: 0 success, 1 a run that failed
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import logging
+import os
 import sqlite3
 import sys
-from contextlib import contextmanager
 
 import click
 
 from config import ConfigError, load_config
 from db.model import VERSION
-from pipeline.lock import DEFAULT_WAIT, WriterLockTimeout, writer_lock
-from pipeline.schedule import DEFAULT_GRACE
+from pipeline.ingest import ALL, NEWS, SITE, run_ingest
+from pipeline.lock import DEFAULT_WAIT, WriterLockTimeout
+from pipeline.schedule import DEFAULT_GRACE, Scheduler, run_forever, run_up
+from pipeline.status import collect_status, format_status
 from pipeline.store import StoreError, open_database
 
 log = logging.getLogger("qsite")
@@ -81,7 +85,7 @@ def open_db_or_exit(config):
         sys.exit(EXIT_FAILED)
 
 
-@contextmanager
+@contextlib.contextmanager
 def exit_on_write_error(config):
     """End the command with one ``Error:`` line and exit status 1 when writing the database fails."""
     try:
@@ -94,10 +98,12 @@ def exit_on_write_error(config):
 
 
 def single_writer(command):
-    """Run the command holding the database's writer lock (:mod:`pipeline.lock`); adds ``--wait``.
+    """Options and errors of a command that writes through :func:`pipeline.ingest.run_ingest`; adds ``--wait``.
 
-    Goes below ``@common_options``. A second writer waits up to ``--wait``
-    seconds, then ends with a message naming the lock and exit status 1.
+    Goes below ``@common_options``; the command receives ``wait``. A second
+    writer waits up to ``--wait`` seconds for the lock (:mod:`pipeline.lock`),
+    then ends with a message naming it and exit status 1; so does a database
+    that cannot be opened or written.
     """
     @click.option(
         "--wait",
@@ -110,9 +116,9 @@ def single_writer(command):
     @functools.wraps(command)
     def wrapper(config, wait, **kwargs):
         try:
-            with exit_on_write_error(config), writer_lock(config.database_path, wait):
-                return command(config=config, **kwargs)
-        except WriterLockTimeout as exc:
+            with exit_on_write_error(config):
+                return command(config=config, wait=wait, **kwargs)
+        except (WriterLockTimeout, StoreError) as exc:
             click.echo(f"Error: {exc}", err=True)
             sys.exit(EXIT_FAILED)
 
@@ -144,71 +150,80 @@ def ingest():
 @ingest.command(name="site")
 @common_options
 @single_writer
-def ingest_site_command(config):
+def ingest_site_command(config, wait):
     """Ingest the site export. Example: qsite ingest site --config qsite.yml"""
-    from pipeline.site_export import ingest_site
-
-    db = open_db_or_exit(config)
-    report = ingest_site(db, config)
-    click.echo(report.line())
-    sys.exit(EXIT_FAILED if report.failed else 0)
+    _ingest(config, wait, (SITE,), quiet=False)
 
 
 @ingest.command(name="news")
 @common_options
 @single_writer
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but failures.")
-def ingest_news_command(config, quiet):
+def ingest_news_command(config, wait, quiet):
     """Fetch the configured news feeds. Example: qsite ingest news --config qsite.yml"""
-    db = open_db_or_exit(config)
-    reports = _run_news(db, config, quiet)
-    sys.exit(EXIT_FAILED if any(report.failed for report in reports) else 0)
+    _ingest(config, wait, (NEWS,), quiet)
 
 
 @ingest.command(name="all")
 @common_options
 @single_writer
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but failures.")
-def ingest_all_command(config, quiet):
+def ingest_all_command(config, wait, quiet):
     """Ingest the site export, then the news feeds. Example: qsite ingest all"""
-    from pipeline.site_export import ingest_site
-
-    db = open_db_or_exit(config)
-    site = ingest_site(db, config)
-    _echo_report(site, quiet)
-    reports = _run_news(db, config, quiet)
-    sys.exit(EXIT_FAILED if site.failed or any(report.failed for report in reports) else 0)
+    _ingest(config, wait, ALL, quiet)
 
 
-def _echo_report(report, quiet: bool) -> None:
-    if report.failed:
-        click.echo(report.line(), err=quiet)
-    elif not quiet:
-        click.echo(report.line())
+def _ingest(config, wait: float, kinds: tuple[str, ...], quiet: bool) -> None:
+    """Run the ingests and end with status 1 if any source failed.
 
-
-def _run_news(db, config, quiet: bool):
-    """Ingest news with a progress bar on a terminal, else a line per source as each is stored."""
-    from pipeline.news import ingest_news
-
+    Each report is a line as soon as it is stored; on a terminal the news
+    sources show as a progress bar instead, and their lines follow it.
+    With ``quiet``, only failures are printed (to stderr).
+    """
     if quiet:
-        logging.getLogger("qsite").setLevel(logging.ERROR)  # failures are echoed below
-        reports = ingest_news(db, config)
+        logging.getLogger("qsite").setLevel(logging.ERROR)  # failures are echoed instead
+
+        def echo_failure(report) -> None:
+            if report.failed:
+                click.echo(report.line(), err=True)
+
+        reports = run_ingest(config, wait, kinds, progress=echo_failure)
+    elif NEWS in kinds and config.news.sources and sys.stdout.isatty():
+        reports = _ingest_with_progress_bar(config, wait, kinds)
         for report in reports:
-            _echo_report(report, quiet)
-        return reports
-    if not sys.stdout.isatty() or not config.news.sources:
-        return ingest_news(db, config, progress=lambda report: click.echo(report.line()))
-    with click.progressbar(
-        length=len(config.news.sources),
-        label="news",
-        item_show_func=lambda report: report.source if report else None,
-        file=sys.stderr,
-    ) as bar:
-        reports = ingest_news(db, config, progress=lambda report: bar.update(1, report))
-    for report in reports:
-        click.echo(report.line())
-    return reports
+            if report.kind == NEWS:
+                click.echo(report.line())
+    else:
+        reports = run_ingest(config, wait, kinds, progress=lambda report: click.echo(report.line()))
+    sys.exit(EXIT_FAILED if any(report.failed for report in reports) else 0)
+
+
+def _ingest_with_progress_bar(config, wait: float, kinds: tuple[str, ...]):
+    """Run the ingests with the news sources as a progress bar, shown once the news sweep starts."""
+    with contextlib.ExitStack() as stack:
+        bar = None
+
+        def start_bar():
+            return stack.enter_context(
+                click.progressbar(
+                    length=len(config.news.sources),
+                    label="news",
+                    item_show_func=lambda report: report.source if report else None,
+                    file=sys.stderr,
+                )
+            )
+
+        def progress(report) -> None:
+            nonlocal bar
+            if report.kind == NEWS:
+                bar.update(1, report)
+            else:
+                click.echo(report.line())
+                bar = start_bar()  # the site export comes first; the news sweep starts now
+
+        if SITE not in kinds:
+            bar = start_bar()
+        return run_ingest(config, wait, kinds, progress=progress)
 
 
 @cli.command(name="serve")
@@ -254,10 +269,6 @@ def _quiet_apscheduler() -> None:
 @click.option("--run-now/--no-run-now", default=True, show_default=True, help="Ingest once at start-up.")
 def schedule_command(config, wait, grace, run_now):
     """Run the ingests on their intervals in the foreground until SIGTERM/Ctrl-C. Example: qsite schedule --config qsite.yml"""
-    import os
-
-    from pipeline.schedule import Scheduler, run_forever
-
     _quiet_apscheduler()
     scheduler = Scheduler(
         config,
@@ -277,10 +288,6 @@ def schedule_command(config, wait, grace, run_now):
 @click.option("--json", "as_json", is_flag=True, help="Print stable JSON (keys documented in the README) instead of a table.")
 def status_command(config, as_json):
     """Show each source's last fetch, the site export's last run, the totals and the data version. Example: qsite status --json"""
-    import json
-
-    from pipeline.status import collect_status, format_status
-
     if not config.database_path.exists():
         click.echo(f"Error: {config.database_path}: no database yet; run `qsite ingest all` first", err=True)
         sys.exit(EXIT_FAILED)
@@ -303,8 +310,6 @@ def status_command(config, as_json):
               help=f"Seconds to wait while another qsite run writes [default: {DEFAULT_WAIT:g}]. Env: QSITE_LOCK_WAIT.")
 def up_command(config, host, port, wait):
     """Migrate, ingest once, then schedule ingests in the background and serve in the foreground. Example: qsite up --port 8001"""
-    from pipeline.schedule import run_up
-
     open_db_or_exit(config).close()  # a database that cannot be opened or migrated is one Error line
     with exit_on_write_error(config):
         status = run_up(config, host=host, port=port, wait=wait, log_level=logging.getLogger().getEffectiveLevel())

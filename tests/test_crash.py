@@ -28,7 +28,8 @@ from config import load_config
 from pipeline.lock import writer_lock
 from pipeline.news import ingest_news
 from pipeline.site_export import ingest_site
-from pipeline.store import open_database, start_run
+from pipeline.store import open_database
+from pipeline.store.runs import start_run
 from tests.support.feeds import growing_feed
 from tests.support.processes import qsite_serve, wait_until
 from tests.support.site_exports import configs_for_both_exports

@@ -17,7 +17,8 @@ import time
 import pytest
 
 from config import load_config
-from pipeline.news import IN_PROCESS_MAX_BYTES, ingest_news
+from pipeline.news import ingest_news
+from pipeline.parse_pool import IN_PROCESS_MAX_BYTES
 from pipeline.normalise import SUMMARY_LIMIT
 from pipeline.store import open_database
 from tests.support.feeds import RSS_TYPE
