@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 
 import sqlite_utils
+from tabulate import tabulate
 
 from config import Config
 from db.model import utc_now
@@ -128,13 +129,10 @@ def collect_status(db: sqlite_utils.Database, config: Config) -> dict:
     }
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
-    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(headers, widths)).rstrip()]
-    lines.append("  ".join("-" * width for width in widths))
-    for row in rows:
-        lines.append("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
-    return lines
+def _table(headers: list[str], rows: list[list[str]], framed: bool) -> list[str]:
+    # "simple" is plain text that diffs and greps well (a pipe, a log, cron mail);
+    # a terminal gets rounded frames that keep wide columns apart.
+    return tabulate(rows, headers=headers, tablefmt="rounded_outline" if framed else "simple", disable_numparse=True).splitlines()
 
 
 def _dash(value) -> str:
@@ -146,8 +144,11 @@ def _short(text: str | None, width: int) -> str:
     return shorten(" ".join((text or "").split()), width)
 
 
-def format_status(status: dict) -> str:
-    """The status as a few readable lines and tables for a terminal."""
+def format_status(status: dict, framed: bool = False) -> str:
+    """The status as a few readable lines and two tables.
+
+    :param framed: draw the tables with frames (for a terminal); plain columns otherwise.
+    """
     version = status["data_version"]
     lines = [
         f"database        {status['database']}",
@@ -186,6 +187,7 @@ def format_status(status: dict) -> str:
                     _dash(totals["exported_at"]),
                 ]
             ],
+            framed,
         )
     )
     lines.append("")
@@ -210,7 +212,7 @@ def format_status(status: dict) -> str:
                     _short(source["last_error"], 50) or "-",
                 ]
             )
-        lines.extend(_table(["source", "tag", "last fetch", "status", "failures", "next fetch", "items", "error"], rows))
+        lines.extend(_table(["source", "tag", "last fetch", "status", "failures", "next fetch", "items", "error"], rows, framed))
     else:
         lines.append("no news sources")
     return "\n".join(lines)

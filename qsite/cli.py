@@ -299,7 +299,7 @@ def status_command(config, as_json):
     if as_json:
         click.echo(json.dumps(status, indent=2))
     else:
-        click.echo(format_status(status))
+        click.echo(format_status(status, framed=sys.stdout.isatty()))
 
 
 @cli.command(name="up")

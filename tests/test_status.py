@@ -7,6 +7,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from config import load_config
+from pipeline.status import collect_status, format_status
+from pipeline.store import open_database
 from tests.support.feeds import RSS_TYPE, Entry, rss
 from tests.support.local_server import Reply
 
@@ -137,3 +140,18 @@ def test_status_shows_a_running_ingest(qsite, known_db, tmp_path):
     with writer_lock(tmp_path / "site.db", 0):
         result = qsite("status", "--json", "--config", str(known_db))
     assert json.loads(result.stdout)["ingest_running"] is True
+
+
+def test_status_table_is_framed_on_a_terminal_and_plain_when_piped(known_db):
+    config = load_config(known_db)
+    db = open_database(config.database_path)
+    try:
+        status = collect_status(db, config)
+    finally:
+        db.close()
+    framed, plain = format_status(status, framed=True), format_status(status)
+    assert "\u256d" in framed and "\u2502 Lab Notes" in framed  # rounded corner, cell border
+    assert not any("\u2500" <= char <= "\u257f" for char in plain)  # no box drawing
+    # the same cells either way
+    assert [line.split()[0] for line in plain.splitlines() if line.startswith(("Lab Notes", "Old Feed"))] == ["Lab", "Old"]
+    assert sum("Lab Notes" in line for line in framed.splitlines()) == 1
