@@ -30,6 +30,7 @@ from .openapi import build_document
 from .parameters import echo
 from .problems import ALLOWED_METHODS, API_PREFIX, send_problem, send_response
 from .settings import qsite_config
+from .snapshot_api import is_snapshot_path, snapshot_view
 
 log = logging.getLogger("qsite.service")
 
@@ -97,8 +98,10 @@ def get_api(datasette) -> Api:
 
 async def api_view(datasette, request, scope, send):
     """Datasette route for every path under /api/v1; answers through ``send`` directly."""
-    api = get_api(datasette)
     path = raw_path(scope).decode("latin-1")
+    if is_snapshot_path(path):
+        return await snapshot_view(datasette, scope, path, send)
+    api = get_api(datasette)
     status, headers, body = await api.handle(scope["method"], path, scope.get("query_string", b""), scope["headers"])
     await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
 
@@ -111,7 +114,8 @@ def register_routes(datasette):
 @hookimpl
 def startup(datasette):
     async def load():
-        get_api(datasette)
+        if getattr(datasette, "_qsite_follower", None) is None:  # a follower has no database until its first snapshot
+            get_api(datasette)
 
     return load
 
