@@ -16,7 +16,7 @@ immutable name and swapped in on the event loop:
   response bytes and Last-Modified from the data's own ``data_versions``, so
   the same snapshot gives the same validators on every replica;
 - the old file's connections are closed and the file deleted :data:`GRACE`
-  seconds later.
+  seconds (or two polls) later.
 
 Anything that does not check out is never served: the replica keeps what it
 has and logs one line (once per distinct problem). Until the first snapshot is
@@ -45,8 +45,9 @@ from .problems import send_problem
 
 log = logging.getLogger("qsite.follow")
 
-#: Seconds an old snapshot stays open (and on disk) after a swap, for the requests still using it.
-GRACE = 30.0
+#: Seconds an old snapshot stays open (and on disk) after a swap, for the requests still using it:
+#: at least this, and at least two polls (Datasette's own SQL time limit is a second).
+GRACE = 5.0
 #: The data folder's record of the snapshot being served (a copy of its pointer).
 CURRENT = "current.json"
 
@@ -95,13 +96,13 @@ class Follower:
     :param name: the Datasette name the snapshots are served under (the configured database's stem).
     """
 
-    def __init__(self, datasette, config: Config, data_dir: Path, *, grace: float = GRACE):
+    def __init__(self, datasette, config: Config, data_dir: Path):
         self.datasette = datasette
         self.config = config
         self.name = config.database_path.stem
         self.data_dir = Path(data_dir)
         self.poll = config.snapshots.poll
-        self.grace = grace
+        self.grace = max(GRACE, 2.0 * self.poll)
         self.store = SnapshotStore(config)
         self.serving: Serving | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
