@@ -25,7 +25,7 @@ import pytest
 
 from config import load_config
 from config.snapshot_store import SnapshotStore
-from served import growing_feed, stop, wait_until
+from served import growing_feed, qsite_serve, stop, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("qsite_cluster", ROOT / "deploy" / "cluster.py")
@@ -190,6 +190,16 @@ def test_replicas_follow_published_snapshots_through_nginx_without_a_failed_requ
         # One fair-use budget in Redis for both replicas.
         left = [int(re.search(r"r=(\d+)", httpx.get(replica + "/api/v1/courses").headers["ratelimit"]).group(1)) for replica in replicas]
         assert left[1] < left[0]
+        if store_kind == "s3":
+            # A store that refuses the credentials: never a crash, 503 with Retry-After, one clear line.
+            refused = {"AWS_SECRET_ACCESS_KEY": "not-the-secret"}
+            args = ["--follow", "--data-dir", str(tmp_path / "refused")]
+            with qsite_serve(cluster.config, tmp_path / "refused.log", refused, args=args) as replica:
+                assert wait_until(lambda: "cannot read latest.json" in replica.log.read_text(), 30)
+                response = httpx.get(replica.url("/api/v1/stats"))
+                assert response.status_code == 503 and response.headers["retry-after"] == "1"
+                lines = [line for line in replica.log.read_text().splitlines() if "cannot read latest.json" in line]
+                assert len(lines) == 1 and "privileges" in lines[0] and lines[0].endswith("still serving nothing yet (503)"), lines
         figures = {
             **log_figures([cluster.logs["replica-0"], cluster.logs["replica-1"]]),
             "store": store_kind,
