@@ -204,6 +204,7 @@ def test_replicas_follow_published_snapshots_through_nginx_without_a_failed_requ
             **log_figures([cluster.logs["replica-0"], cluster.logs["replica-1"]]),
             "store": store_kind,
             "requests": len(load.responses),
+            "load_s": round(load.responses[-1][3] - load.responses[0][3], 1),
             "publishes_during_load": len(seen_snapshots),
             "both_replicas_on_final_after_s": round(lag, 2),
             "poll_s": 1,
