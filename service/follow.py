@@ -41,6 +41,7 @@ from config import Config
 from config.snapshot_store import SnapshotStore, StoreUnavailable
 from db.snapshot import NAME_PATTERN, Pointer, SnapshotError, verify_download
 
+from .endpoints import ENDPOINTS
 from .problems import send_problem
 
 log = logging.getLogger("qsite.follow")
@@ -293,6 +294,6 @@ def describe(serving: Serving) -> dict:
         "bytes": pointer.bytes,
         "sha256": pointer.sha256,
         "published_at": pointer.published_at,
-        "download": f"/api/v1/snapshot/{pointer.file}",
+        "download": ENDPOINTS["snapshot_file"].url.replace("{file}", pointer.file),
     }
 

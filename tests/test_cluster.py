@@ -25,7 +25,8 @@ import pytest
 
 from config import load_config
 from config.snapshot_store import SnapshotStore
-from served import growing_feed, qsite_serve, stop, wait_until
+from tests.support.feeds import growing_feed
+from tests.support.processes import qsite_serve, stop, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("qsite_cluster", ROOT / "deploy" / "cluster.py")

@@ -20,7 +20,8 @@ from db.snapshot import (
     snapshot_name,
     verify_download,
 )
-from served import free_port, growing_feed, wait_until
+from tests.support.feeds import growing_feed
+from tests.support.processes import free_port, wait_until
 
 POINTER_FIELDS = {"file", "sha256", "data_version", "published_at", "bytes", "schema_version"}
 
