@@ -267,9 +267,9 @@ class Follower:
     def _retire(self, old: Serving, old_api) -> None:
         """Close a replaced snapshot's connections and delete its file, and any other leftover snapshot."""
         old.database.close()
-        versions = getattr(old_api, "versions", None)
+        versions = old_api.cache.versions if old_api is not None else None
         if versions is not None:
-            versions.close()
+            versions.close()  # the API's data_versions connection to the old file
         current = self.serving.path if self.serving else None
         for path in self.data_dir.iterdir():
             if path != current and NAME_PATTERN.match(path.name) and time.time() - path.stat().st_mtime > self.grace:

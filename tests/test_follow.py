@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 from contextlib import ExitStack
 from pathlib import Path
@@ -65,6 +66,19 @@ def follow(writer: Writer, tmp_path: Path, name: str, config: Path | None = None
 def serving(replica) -> str | None:
     response = httpx.get(replica.url("/api/v1/snapshot"), timeout=5)
     return response.json()["file"] if response.status_code == 200 else None
+
+
+def open_files(pid: int, name: str) -> list[str]:
+    """The replica's open file descriptors on files called ``name`` (deleted ones included)."""
+    found = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed meanwhile
+        if name in target:
+            found.append(target)
+    return found
 
 
 def pointer_for(data: bytes, data_version: int) -> Pointer:
@@ -166,6 +180,7 @@ def test_a_swap_lets_a_download_in_flight_finish_on_the_old_file_and_then_remove
         assert httpx.get(replica.url(f"/api/v1/snapshot/{first.file}")).status_code == 404
         data_dir = tmp_path / "replica"
         assert wait_until(lambda: not (data_dir / first.file).exists(), 30), "the old file was never removed"
+        assert open_files(replica.process.pid, first.file) == []  # its connections are closed too, not just unlinked
         assert (data_dir / second.file).exists()
         assert json.loads((data_dir / "current.json").read_text())["file"] == second.file
 
