@@ -122,16 +122,16 @@ class Cluster:
         self.lb_port = free_port()
         self.replica_ports = [free_port(), free_port()]
         self.env = {**os.environ, **S3_ENV, "QSITE_LOG_LEVEL": "INFO"}
-        samples = ROOT / "pipeline" / "samples"
         snapshots = {"store": str(self.work / "store"), "keep": 50, "poll": poll}
         if store == "s3":
             snapshots.update(store=f"s3://{BUCKET}/cluster", endpoint_url=S3_ENDPOINT)
         self.config_data = {
             "database": str(self.work / "writer" / "site.db"),
-            "site_export": {"source": str(samples / "site-export.json"), "every": "1h"},
+            # copies of the samples in the work folder: edit them to see a change published and followed
+            "site_export": {"source": str(self.work / "site-export.json"), "every": "10s"},
             "news": {
                 "every": "10s",
-                "sources": [{"name": "Quantum Lab Notes", "url": str(samples / "feeds" / "lab-notes.xml"), "tag": "Science"}],
+                "sources": [{"name": "Quantum Lab Notes", "url": str(self.work / "lab-notes.xml"), "tag": "Science"}],
             },
             "api": {
                 "cache_max_age": 1,
@@ -165,6 +165,9 @@ class Cluster:
     def start(self) -> "Cluster":
         self.work.mkdir(parents=True, exist_ok=True)
         self.config.write_text(yaml.safe_dump(self.config_data, sort_keys=False))
+        samples = ROOT / "pipeline" / "samples"
+        for sample in (samples / "site-export.json", samples / "feeds" / "lab-notes.xml"):
+            shutil.copyfile(sample, self.work / sample.name)
         if self.store == "s3":
             self.start_s3()
         self._spawn("redis", [shutil.which("redis-server") or "redis-server", "--port", str(self.redis_port),
@@ -263,6 +266,7 @@ def main() -> int:
         for index in range(len(cluster.replica_ports)):
             print(f"  replica {index}: {cluster.replica_url(index)}/api/v1/snapshot")
         print(f"  store: {cluster.config_data['snapshots']['store']}; redis on port {cluster.redis_port}")
+        print(f"  edit {work}/site-export.json or lab-notes.xml: within ~10 s the writer publishes and both replicas follow")
         print("Ctrl-C stops everything.", flush=True)
         try:
             while not stop:

@@ -53,6 +53,16 @@ GRACE = 5.0
 CURRENT = "current.json"
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class SnapshotDatabase(Database):
     """A Datasette database over one immutable snapshot file.
 
@@ -94,7 +104,10 @@ class Serving:
 class Follower:
     """Follows the store's ``latest.json`` for one Datasette instance; see the module docstring.
 
-    :param name: the Datasette name the snapshots are served under (the configured database's stem).
+    Snapshots are served under the Datasette name of the configured database
+    (its file stem), so URLs are the same as on the writer's own instance.
+
+    :param data_dir: where downloads and the served files are kept.
     """
 
     def __init__(self, datasette, config: Config, data_dir: Path):
@@ -149,7 +162,9 @@ class Follower:
         self.loop = loop
         self.data_dir.mkdir(parents=True, exist_ok=True)
         for part in self.data_dir.glob(".*.part"):
-            part.unlink(missing_ok=True)  # a download a killed process left behind
+            pid = part.name.rsplit(".", 2)[-2]
+            if not (pid.isdigit() and _alive(int(pid))):
+                part.unlink(missing_ok=True)  # a download a killed process left behind
         self._thread = threading.Thread(target=self._run, name="qsite-follow", daemon=True)
         self._thread.start()
         log.info("following %s every %d s into %s", self.store.where, self.poll, self.data_dir)
