@@ -38,4 +38,4 @@ cluster: install
 	$(BIN)/python deploy/cluster.py --store $(STORE)
 
 clean:
-	rm -rf $(VENV) *.egg-info db/site.db db/site.db-wal db/site.db-shm
+	rm -rf $(VENV) *.egg-info db/site.db db/site.db-wal db/site.db-shm db/snapshots db/replica
