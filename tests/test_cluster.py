@@ -194,7 +194,7 @@ def test_replicas_follow_published_snapshots_through_nginx_without_a_failed_requ
         if store_kind == "s3":
             # A store that refuses the credentials: never a crash, 503 with Retry-After, one clear line.
             refused = {"AWS_SECRET_ACCESS_KEY": "not-the-secret"}
-            args = ["--follow", "--data-dir", str(tmp_path / "refused")]
+            args = ["--follow", "--data-dir", str(tmp_path / "refused"), "--workers", "1"]  # each worker logs its own line
             with qsite_serve(cluster.config, tmp_path / "refused.log", refused, args=args) as replica:
                 assert wait_until(lambda: "cannot read latest.json" in replica.log.read_text(), 30)
                 response = httpx.get(replica.url("/api/v1/stats"))
