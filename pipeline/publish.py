@@ -3,9 +3,9 @@
 One publish, in this order, so that a replica can never find a pointer to a
 file that is not whole and checked:
 
-1. ``VACUUM INTO`` a temporary file: a consistent, compact copy taken in one
-   read transaction, so it neither waits for the WAL's readers nor blocks them
-   (the writer lock is not needed: it is a read);
+1. ``VACUUM INTO`` a temporary file (:func:`pipeline.store.snapshots.copy_database`):
+   a consistent, compact copy taken in one read transaction, so it neither
+   waits for the WAL's readers nor blocks them (the writer lock is not needed);
 2. :func:`db.snapshot.check_file` on the copy (``PRAGMA integrity_check``,
    schema version, the data version it holds) and its SHA-256;
 3. upload under the immutable name :func:`db.snapshot.snapshot_name`;
@@ -13,8 +13,7 @@ file that is not whole and checked:
 5. delete published snapshots beyond ``snapshots.keep``, never the pointed one.
 
 Nothing is uploaded when the store's pointer already names this data version
-and schema. The SQL here (the copy) is the writer's only statement outside the
-ingest storage layer; it reads.
+and schema.
 """
 
 from __future__ import annotations
@@ -28,7 +27,9 @@ from pathlib import Path
 from config import Config
 from config.snapshot_store import SnapshotStore, StoreUnavailable
 from db.model import utc_now
-from db.snapshot import SCHEMA_VERSION, Pointer, SnapshotError, check_file, data_version, file_sha256, snapshot_name
+from db.snapshot import SCHEMA_VERSION, Pointer, SnapshotError, check_file, file_sha256, snapshot_name
+
+from .store.snapshots import copy_database, live_data_version
 
 log = logging.getLogger("qsite.publish")
 
@@ -58,22 +59,9 @@ def current_data_version(database: Path) -> int:
     if not database.exists():
         raise PublishError(f"{database}: no database yet; run `qsite ingest all` first")
     try:
-        conn = sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
-        try:
-            return data_version(conn)
-        finally:
-            conn.close()
+        return live_data_version(database)
     except sqlite3.Error as exc:
         raise PublishError(f"{database}: cannot read the database: {exc}") from None
-
-
-def copy_database(database: Path, target: Path) -> None:
-    """A consistent copy of ``database`` at ``target`` (``VACUUM INTO``: one read transaction)."""
-    conn = sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True, timeout=10, isolation_level=None)
-    try:
-        conn.execute("VACUUM INTO ?", [str(target)])
-    finally:
-        conn.close()
 
 
 def publish(config: Config, store: SnapshotStore | None = None) -> PublishResult:

@@ -35,17 +35,12 @@ class Writer:
         self.store = tmp_path / "store"
 
     def publish(self, export: dict | None = None) -> Pointer:
+        from pipeline.ingest import SITE, run_ingest
         from pipeline.publish import publish
-        from pipeline.site_export import ingest_site
-        from pipeline.store import open_database
 
         if export is not None:
             self.export.write_text(json.dumps(export))
-        db = open_database(self.config.database_path)
-        try:
-            ingest_site(db, self.config)
-        finally:
-            db.close()
+        run_ingest(self.config, kinds=(SITE,))
         return publish(self.config).pointer
 
     def put(self, name: str, data: bytes, pointer: Pointer | None = None, raw_pointer: bytes | None = None) -> None:

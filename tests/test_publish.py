@@ -211,16 +211,13 @@ def test_store_urls(make_config, tmp_path):
 @pytest.fixture(scope="module")
 def published(tmp_path_factory) -> tuple[Path, Pointer]:
     """One published snapshot of the sample export (in-process: the checks below only read it)."""
+    from pipeline.ingest import SITE, run_ingest
     from pipeline.publish import publish
-    from pipeline.site_export import ingest_site
-    from pipeline.store import open_database
 
     folder = tmp_path_factory.mktemp("published")
     config = load_config(None, database=str(folder / "site.db"))
     config = config.model_copy(update={"snapshots": config.snapshots.model_copy(update={"store": str(folder / "store")})})
-    db = open_database(config.database_path)
-    ingest_site(db, config)
-    db.close()
+    run_ingest(config, kinds=(SITE,))
     latest = publish(config).pointer
     return folder / "store" / latest.file, latest
 
