@@ -1,7 +1,7 @@
-# qsite: one image for both roles.
-#   API replica:  qsite serve --host 0.0.0.0 --port 8001   (the default command)
-#   ingestion:    qsite schedule
-# The database lives on the /data volume, shared by the two roles.
+# qsite: one image for both roles (docs/deploy.md).
+#   the writer:  qsite schedule   (ingests, and publishes snapshots when snapshots.store is set)
+#   a replica:   qsite serve --follow --data-dir /data/replica --host 0.0.0.0 --port 8001
+#   one machine: qsite serve --host 0.0.0.0 --port 8001   (the default command, over /data/site.db)
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -13,6 +13,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 COPY pyproject.toml README.md metadata.yml ./
+COPY qsite ./qsite
+COPY config ./config
 COPY pipeline ./pipeline
 COPY service ./service
 COPY db ./db

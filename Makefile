@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install up test bench soak clean
+.PHONY: install up test bench soak cluster clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,5 +31,11 @@ soak: install
 		tests/test_properties.py tests/test_hostile_feeds.py tests/test_write_failures.py tests/test_secrets.py \
 		tests/test_connections.py
 
+# The production topology on loopback: SeaweedFS (S3), the publishing writer, two following replicas,
+# redis-server and nginx with proxy_cache (deploy/cluster.py; STORE=folder for no S3). Ctrl-C stops it all.
+STORE ?= s3
+cluster: install
+	$(BIN)/python deploy/cluster.py --store $(STORE)
+
 clean:
-	rm -rf $(VENV) *.egg-info db/site.db db/site.db-wal db/site.db-shm
+	rm -rf $(VENV) *.egg-info db/site.db db/site.db-wal db/site.db-shm db/snapshots db/replica

@@ -212,11 +212,48 @@ def serving_workers(api: ApiConfig, requested: int | None = None) -> int:
     return 1 if api.counts_in_process_memory else len(os.sched_getaffinity(0))
 
 
+def _check_snapshot_store(value: str) -> str:
+    if "://" in value and not value.startswith(("file:///", "s3://")):
+        raise ValueError(f"must be a folder, a file:///absolute/path or s3://bucket/prefix URL (got {value!r})")
+    if value.startswith("s3://") and not value[len("s3://") :].split("/", 1)[0]:
+        raise ValueError(f"must name a bucket: s3://bucket/prefix (got {value!r})")
+    return value
+
+
+def _check_endpoint_url(value: str | None) -> str | None:
+    if value is not None and not is_url(value):
+        raise ValueError(f"must be an http:// or https:// URL such as http://127.0.0.1:8333 (got {value!r})")
+    return _check_location(value) if value else value
+
+
+class SnapshotsConfig(_Strict):
+    """Where ``qsite publish`` puts snapshots and ``qsite serve --follow`` finds them (docs/deploy.md)."""
+
+    #: A folder (relative to the config file), ``file:///…`` or ``s3://bucket/prefix``; unset: the
+    #: scheduler does not publish, and ``qsite publish`` uses the ``snapshots`` folder beside the database.
+    store: Annotated[str, Field(min_length=1), AfterValidator(_check_snapshot_store)] | None = None
+    #: For S3-compatible stores (SeaweedFS, MinIO, R2); credentials come from the AWS_* variables.
+    endpoint_url: Annotated[str | None, AfterValidator(_check_endpoint_url)] = None
+    #: Published snapshots kept besides the one ``latest.json`` names.
+    keep: Annotated[int, Field(ge=0)] = 10
+    #: How often a following replica reads ``latest.json``.
+    poll: Duration = 30
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _endpoint_needs_s3(cls, value, info):
+        store = info.data.get("store")
+        if value is not None and not (store or "").startswith("s3://"):
+            raise ValueError("is only for an s3:// store")
+        return value
+
+
 class Config(_Strict):
     database: str = "site.db"
     site_export: SiteExportConfig
     news: NewsConfig = NewsConfig()
     api: ApiConfig = ApiConfig()
+    snapshots: SnapshotsConfig = SnapshotsConfig()
     #: Where the config came from; not a key of the file.
     path: Path = Field(default=Path("."), exclude=True)
 
@@ -230,6 +267,16 @@ class Config(_Strict):
 
     def source_location(self, source: SourceConfig) -> str:
         return resolve_source(self.path.parent, source.url)
+
+    @property
+    def snapshot_store(self) -> str:
+        """The snapshot store as a URL: ``s3://…``, or ``file:///…`` for a folder (default: ``snapshots`` beside the database)."""
+        store = self.snapshots.store
+        if store is None:
+            return (self.database_path.parent / "snapshots").as_uri()
+        if store.startswith(("s3://", "file:///")):
+            return store
+        return resolve(self.path.parent, store).as_uri()
 
 
 def is_url(value: str) -> bool:

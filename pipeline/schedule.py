@@ -42,6 +42,7 @@ from config import Config
 
 from .ingest import NEWS, SITE, run_ingest
 from .lock import DEFAULT_WAIT, WriterLockTimeout
+from .publish import publisher_for
 from .report import RunReport
 from .store import open_database
 
@@ -116,6 +117,8 @@ class Scheduler:
         self.run_now = run_now
         self.grace = grace
         self.activity = _Activity()
+        # With `snapshots.store` set, every job that changed data is followed by a publish (pipeline/publish.py).
+        self.publish = publisher_for(config)
         # One worker: the jobs share one database and one writer lock, so running
         # them side by side would only make one wait for the other.
         self.scheduler = BackgroundScheduler(
@@ -157,6 +160,8 @@ class Scheduler:
             if failed:
                 activity.failures += 1
             log.info("job %s: done, %d source(s), %d failed", job.name, len(reports), len(failed))
+            if self.publish is not None:
+                self.publish()
         except Exception as exc:  # a failing job must not stop the scheduler
             activity.failures += 1
             log.error("job %s: failed: %s", job.name, exc)

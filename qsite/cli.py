@@ -168,13 +168,35 @@ def ingest_news_command(config, wait, quiet):
 @common_options
 @single_writer
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but failures.")
-def ingest_all_command(config, wait, quiet):
-    """Ingest the site export, then the news feeds. Example: qsite ingest all"""
-    _ingest(config, wait, ALL, quiet)
+@click.option("--publish", is_flag=True, help="Then publish a snapshot if the data changed (as `qsite publish`).")
+def ingest_all_command(config, wait, quiet, publish):
+    """Ingest the site export, then the news feeds. Example: qsite ingest all --publish"""
+    _ingest(config, wait, ALL, quiet, publish)
 
 
-def _ingest(config, wait: float, kinds: tuple[str, ...], quiet: bool) -> None:
-    """Run the ingests and end with status 1 if any source failed.
+def _publish(config, quiet: bool = False) -> bool:
+    """Publish a snapshot (pipeline/publish.py) and print its one line; False when it failed."""
+    from pipeline.publish import PublishError, publish
+
+    try:
+        result = publish(config)
+    except PublishError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        return False
+    if not quiet:
+        click.echo(result.line())
+    return True
+
+
+@cli.command(name="publish")
+@common_options
+def publish_command(config):
+    """Publish the database as an immutable snapshot to snapshots.store, then point latest.json at it. Example: qsite publish"""
+    sys.exit(0 if _publish(config) else EXIT_FAILED)
+
+
+def _ingest(config, wait: float, kinds: tuple[str, ...], quiet: bool, publish: bool = False) -> None:
+    """Run the ingests (then, with ``publish``, publish a snapshot) and end with status 1 if any failed.
 
     Each report is a line as soon as it is stored; on a terminal the news
     sources show as a progress bar instead, and their lines follow it.
@@ -195,7 +217,10 @@ def _ingest(config, wait: float, kinds: tuple[str, ...], quiet: bool) -> None:
                 click.echo(report.line())
     else:
         reports = run_ingest(config, wait, kinds, progress=lambda report: click.echo(report.line()))
-    sys.exit(EXIT_FAILED if any(report.failed for report in reports) else 0)
+    failed = any(report.failed for report in reports)
+    if publish and not _publish(config, quiet):  # even when a source failed: the others' data landed
+        failed = True
+    sys.exit(EXIT_FAILED if failed else 0)
 
 
 def _ingest_with_progress_bar(config, wait: float, kinds: tuple[str, ...]):
@@ -237,18 +262,28 @@ def _ingest_with_progress_bar(config, wait: float, kinds: tuple[str, ...]):
     envvar="QSITE_WORKERS",
     help="Worker processes; overrides api.workers [default: one per core, 1 with rate_limit_storage memory://]. Env: QSITE_WORKERS.",
 )
-def serve_command(config, host, port, workers):
+@click.option("--follow", is_flag=True, help="Serve the snapshots published to snapshots.store instead of the database.")
+@click.option("--data-dir", type=click.Path(file_okay=False), help="With --follow: where snapshots are kept [default: a replica folder beside the database].")
+def serve_command(config, host, port, workers, follow, data_dir):
     """Serve /api/v1 and Datasette, read-only, over the database. Example: qsite serve --port 8001 --workers 2"""
+    from pathlib import Path
+
     from config import serving_workers
     from service.serve import serve
 
+    if data_dir and not follow:
+        raise click.UsageError("--data-dir is for --follow")
     try:
         workers = serving_workers(config.api, workers)
     except ConfigError as exc:
         click.echo(f"Error: {config.path}: {exc}", err=True)
         sys.exit(EXIT_USAGE)
-    open_db_or_exit(config).close()  # migrations first, so the service finds its tables
-    sys.exit(serve(config, host=host, port=port, workers=workers, log_level=logging.getLogger().getEffectiveLevel()))
+    if follow:
+        data_dir = Path(data_dir).resolve() if data_dir else config.database_path.parent / "replica"
+    else:
+        open_db_or_exit(config).close()  # migrations first, so the service finds its tables
+    log_level = logging.getLogger().getEffectiveLevel()
+    sys.exit(serve(config, host=host, port=port, workers=workers, log_level=log_level, follow=data_dir))
 
 
 # --- Operations: the scheduler, status and `qsite up` (pipeline/schedule.py, pipeline/status.py) ---

@@ -54,7 +54,8 @@ class Api:
         database and returns its result (Datasette's ``Database.execute_fn``).
     :param versions: the :class:`~service.data_versions.DataVersions` of that database.
     :param sql: ``{name: sql}`` of the canned queries (:func:`service.metadata.canned_sql`).
-    :param documents: ``{"index": dict, "openapi": dict}``, served as they are.
+    :param documents: ``{"index": dict, "openapi": dict}`` and, on a following replica,
+        ``"snapshot"`` (:func:`service.follow.describe`): served as they are.
     :param broken: a reason the API cannot serve data (logged, never sent).
     """
 
@@ -152,7 +153,10 @@ class Api:
         return await self.cache.get_or_build(key, lambda: self._build(key, endpoint, arg, values))
 
     async def _document(self, key, endpoint: Endpoint):
-        return Entry(key, dumps(self.documents[endpoint.name]), (), None, self.max_age), {}
+        document = self.documents.get(endpoint.name)
+        if document is None:  # /api/v1/snapshot on an instance that does not follow snapshots
+            raise Missing("this instance serves a live database, not snapshots (they are served by qsite serve --follow)")
+        return Entry(key, dumps(document), (), None, self.max_age), {}
 
     async def _build(self, key, endpoint: Endpoint, arg, values):
         def build(conn, versions):

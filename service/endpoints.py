@@ -29,6 +29,9 @@ from . import bodies
 from .parameters import Cursor, DateTime, Integer, OneOf, Param, Segment, Words
 from .problems import API_PREFIX
 
+#: The media type of every body but a snapshot file's.
+JSON_TYPE = "application/json"
+
 #: Items per page of /news: when ``limit`` is not given, and its bounds.
 LIMIT_DEFAULT = 20
 LIMIT_MIN = 1
@@ -72,6 +75,13 @@ PARAMETERS = (
         "all of them must occur. Empty: no filter.",
     ),
     Param("id", Segment(), on=("glossary_entry",), where="path"),
+    Param(
+        "file",
+        Segment(),
+        on=("snapshot_file",),
+        where="path",
+        description="The file named by /api/v1/snapshot; any other name is a 404.",
+    ),
 )
 
 
@@ -92,6 +102,9 @@ class Endpoint:
         drops the cached body, and the newest is its ``updated_at``.
     :param required: the dataset that must have been ingested, or the answer is 503.
     :param trailing_slash: also answers at ``path + "/"`` (documented as the same).
+    :param following: only a ``qsite serve --follow`` replica answers it (:mod:`service.follow`);
+        elsewhere it is a 404 and the index leaves it out.
+    :param media_type: of its 200 body; not JSON: a file streamed by :mod:`service.snapshot_api`.
     """
 
     name: str
@@ -104,6 +117,8 @@ class Endpoint:
     datasets: tuple[str, ...] = ()
     required: str | None = None
     trailing_slash: bool = False
+    following: bool = False
+    media_type: str = JSON_TYPE
     #: Filled from :data:`PARAMETERS`: the query parameters it takes, and its path parameter.
     params: tuple[Param, ...] = field(default=(), compare=False)
     path_param: Param | None = field(default=None, compare=False)
@@ -195,6 +210,23 @@ _TABLE = (
         datasets=(TOTALS, NEWS),
         required=TOTALS,
     ),
+    Endpoint(
+        "snapshot",
+        "/snapshot",
+        "The published snapshot this replica serves (qsite serve --follow)",
+        "Snapshot",
+        "Data version, schema version, size, SHA-256, publication time and the download link.",
+        following=True,
+    ),
+    Endpoint(
+        "snapshot_file",
+        "/snapshot/{file}",
+        "The snapshot's SQLite file, streamed: the whole data set",
+        "SnapshotFile",
+        "The whole SQLite database; its SHA-256 is the ETag.",
+        following=True,
+        media_type="application/vnd.sqlite3",
+    ),
 )
 
 
@@ -253,9 +285,15 @@ def cache_key(endpoint: Endpoint, arg: str | None, values: dict) -> tuple:
     return (endpoint.name, *query)
 
 
-def index_document() -> dict:
-    """The small JSON index at /api/v1: the data endpoints, then the documents."""
-    listed = sorted((endpoint for endpoint in ENDPOINTS.values() if endpoint.name != "index"), key=lambda e: e.build is None)
+def index_document(following: bool = False) -> dict:
+    """The small JSON index at /api/v1: the data endpoints, then the documents.
+
+    :param following: list the endpoints only a following replica answers (/api/v1/snapshot).
+    """
+    listed = sorted(
+        (endpoint for endpoint in ENDPOINTS.values() if endpoint.name != "index" and (following or not endpoint.following)),
+        key=lambda e: e.build is None,
+    )
     return {
         "name": "qsite",
         "version": "v1",

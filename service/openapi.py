@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from db.model import TAGS
 
-from .endpoints import ENDPOINTS, LIMIT_MAX, LIMIT_MIN, PARAMETERS, USAGE_TERMS, Endpoint
+from .endpoints import ENDPOINTS, JSON_TYPE, LIMIT_MAX, LIMIT_MIN, PARAMETERS, USAGE_TERMS, Endpoint
 from .parameters import ECHO_MAX, MAX_ERRORS
 from .problems import ALLOWED_METHODS, EXPOSE_HEADERS, PROBLEM_CONTENT_TYPE, PROBLEM_PREFIX, PROBLEMS
 
@@ -19,6 +19,7 @@ REF = "#/components/"
 
 _TIME = {"type": "string", "format": "date-time", "description": "UTC, RFC 3339 with Z, whole seconds."}
 _URL = {"type": "string", "format": "uri"}
+_SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 
 
 def _ref(kind: str, name: str) -> dict:
@@ -164,6 +165,19 @@ def _schemas() -> dict:
             },
         },
         "OpenAPI": {"type": "object", "required": ["openapi", "info", "paths"]},
+        "Snapshot": _object(
+            {
+                "file": {"type": "string", "pattern": r"^site-v\d{8,}-[0-9a-f]{16}\.db$"},
+                "data_version": {**count, "description": "The sum of the data's change counters: grows with every change."},
+                "schema_version": {"type": "integer", "minimum": 1},
+                "bytes": {"type": "integer", "minimum": 1},
+                "sha256": _SHA256,
+                "published_at": _TIME,
+                "download": {"type": "string", "format": "uri-reference", "description": "The file itself."},
+            },
+            "The published snapshot (a whole SQLite database) this replica serves.",
+        ),
+        "SnapshotFile": {"type": "string", "contentMediaType": "application/vnd.sqlite3"},
     }
 
 
@@ -212,6 +226,12 @@ def _headers(max_age: int) -> dict:
         "Allow": header({"const": ALLOWED_METHODS}, "The methods the API answers."),
         "RateLimit": header(rate_limit[0], rate_limit[1] + counted, required=False),
         "RateLimitPolicy": header(rate_limit_policy[0], rate_limit_policy[1] + counted, required=False),
+        "Immutable": header(
+            {"type": "string", "enum": ["public, max-age=31536000, immutable", PRIVATE]},
+            "A snapshot file never changes under its name.",
+        ),
+        "FileETag": header({"type": "string", "pattern": '^"[0-9a-f]{64}"$'}, "The file's SHA-256."),
+        "ContentDisposition": header({"type": "string", "pattern": '^attachment; filename="'}, "Saved as its own name."),
         "RateLimitExhausted": header(rate_limit[0], rate_limit[1]),
         "RateLimitPolicyApplied": header(rate_limit_policy[0], rate_limit_policy[1]),
     }
@@ -247,11 +267,23 @@ def _responses() -> dict:
                 **_RATE_LIMIT,
             },
         },
+        "FileNotModified": {
+            "description": "If-None-Match matched the file's SHA-256. No body.",
+            "headers": {
+                "Cache-Control": _ref("headers", "Immutable"),
+                "ETag": _ref("headers", "FileETag"),
+                **_CORS,
+                **_RATE_LIMIT,
+            },
+        },
         "BadRequest": _problem(
             "Bad query parameters: an unknown tag, a limit out of range, a bad cursor or since, "
             f"an unknown parameter or one given twice. errors names every one, up to {MAX_ERRORS}."
         ),
-        "NotFound": _problem("No such endpoint or item."),
+        "NotFound": _problem(
+            "No such endpoint or item; for /api/v1/snapshot: an instance that does not follow snapshots, "
+            "or a file that is not the current snapshot."
+        ),
         "MethodNotAllowed": _problem("The API is read-only: it answers GET and HEAD.", Allow=_ref("headers", "Allow")),
         "TooManyRequests": _problem(
             "Over the fair-use rate limit.",
@@ -262,7 +294,8 @@ def _responses() -> dict:
             },
         ),
         "Unavailable": _problem(
-            "No data has been ingested yet (before the first ingest), or the database is briefly unreadable.",
+            "No data has been ingested yet (before the first ingest; on a following replica, every path "
+            "before its first snapshot is in), or the database is briefly unreadable.",
             **{"Retry-After": _ref("headers", "RetryAfter")},
         ),
         "InternalError": _problem("A fault in the service; logged, and never shown to the client in any detail."),
@@ -292,6 +325,22 @@ def _parameters() -> dict:
     return components
 
 
+def _file(endpoint: Endpoint) -> dict:
+    """The 200 of a file download: immutable, its SHA-256 as ETag."""
+    return {
+        "description": endpoint.returns,
+        "headers": {
+            "Cache-Control": _ref("headers", "Immutable"),
+            "ETag": _ref("headers", "FileETag"),
+            "Last-Modified": _ref("headers", "LastModified"),
+            "Content-Disposition": _ref("headers", "ContentDisposition"),
+            **_CORS,
+            **_RATE_LIMIT,
+        },
+        "content": {endpoint.media_type: {"schema": _ref("schemas", endpoint.schema)}},
+    }
+
+
 def _ok(schema: str, description: str, data: bool = True, link: bool = False) -> dict:
     headers = {"Cache-Control": _ref("headers", "CacheControl"), "ETag": _ref("headers", "ETag"), **_CORS, **_RATE_LIMIT}
     if data:
@@ -311,14 +360,17 @@ WRITE_METHODS = ("post", "put", "patch", "delete", "trace")
 
 def _path(endpoint: Endpoint, operation_id: str, summary: str) -> dict:
     """The path item of ``endpoint``: GET, HEAD, the preflight, and 405 for every write method."""
-    data = endpoint.required is not None  # built from data: Last-Modified, and 503 before the first ingest
-    ok = _ok(endpoint.schema, endpoint.returns, data=data, link=endpoint.pager is not None)
-    responses = {"200": ok, "304": _ref("responses", "NotModified"), "400": _ref("responses", "BadRequest")}
-    if endpoint.path_param is not None:
+    data = endpoint.required is not None  # built from data: Last-Modified
+    if endpoint.media_type == JSON_TYPE:
+        ok = _ok(endpoint.schema, endpoint.returns, data=data, link=endpoint.pager is not None)
+        not_modified = _ref("responses", "NotModified")
+    else:
+        ok, not_modified = _file(endpoint), _ref("responses", "FileNotModified")
+    responses = {"200": ok, "304": not_modified, "400": _ref("responses", "BadRequest")}
+    if endpoint.path_param is not None or endpoint.following:
         responses["404"] = _ref("responses", "NotFound")
     responses["429"] = _ref("responses", "TooManyRequests")
-    if data:
-        responses["503"] = _ref("responses", "Unavailable")
+    responses["503"] = _ref("responses", "Unavailable")  # no data yet; a follower before its first snapshot
     responses["500"] = _ref("responses", "InternalError")
     parameters = [_ref("parameters", param.ref) for param in endpoint.params]
     get = {"operationId": operation_id, "summary": summary, "parameters": parameters, "responses": responses}

@@ -25,11 +25,13 @@ from config import ConfigError
 from .api import Api
 from .data_versions import DataVersions
 from .endpoints import index_document
+from .follow import describe
 from .metadata import MetadataError, canned_sql
 from .openapi import build_document
 from .parameters import echo
 from .problems import ALLOWED_METHODS, API_PREFIX, send_problem, send_response
 from .settings import qsite_config
+from .snapshot_api import is_snapshot_file, send_snapshot_file
 
 log = logging.getLogger("qsite.service")
 
@@ -89,7 +91,10 @@ def get_api(datasette) -> Api:
     except (ConfigError, MetadataError, OSError) as exc:
         broken = str(exc)
         log.error("/api/v1 cannot serve data: %s", broken)
-    documents = {"index": index_document(), "openapi": build_document(max_age)}
+    follower = getattr(datasette, "_qsite_follower", None)
+    documents = {"index": index_document(following=follower is not None), "openapi": build_document(max_age)}
+    if follower is not None and follower.serving is not None:
+        documents["snapshot"] = describe(follower.serving)
     api = Api(execute_fn, versions, sql, max_age, documents, broken=broken)
     datasette._qsite_api = api
     return api
@@ -97,8 +102,10 @@ def get_api(datasette) -> Api:
 
 async def api_view(datasette, request, scope, send):
     """Datasette route for every path under /api/v1; answers through ``send`` directly."""
-    api = get_api(datasette)
     path = raw_path(scope).decode("latin-1")
+    if is_snapshot_file(path):  # a file, streamed rather than built as bytes
+        return await send_snapshot_file(datasette, scope, path, send)
+    api = get_api(datasette)
     status, headers, body = await api.handle(scope["method"], path, scope.get("query_string", b""), scope["headers"])
     await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
 
@@ -111,7 +118,8 @@ def register_routes(datasette):
 @hookimpl
 def startup(datasette):
     async def load():
-        get_api(datasette)
+        if getattr(datasette, "_qsite_follower", None) is None:  # a follower has no database until its first snapshot
+            get_api(datasette)
 
     return load
 

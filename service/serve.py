@@ -33,6 +33,7 @@ import os
 import resource
 import sys
 import time
+from pathlib import Path
 
 from datasette.app import Datasette
 
@@ -62,12 +63,15 @@ BACKLOG = 1024
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def make_datasette(config: Config, settings: dict | None = None) -> Datasette:
-    """A Datasette serving ``config``'s database with ``metadata.yml`` and the plugin settings."""
+def make_datasette(config: Config, settings: dict | None = None, files: list[str] | None = None) -> Datasette:
+    """A Datasette serving ``config``'s database with ``metadata.yml`` and the plugin settings.
+
+    :param files: the database files instead (``[]`` for a follower, which adds its snapshots itself).
+    """
     database = config.database_path
     metadata = load_metadata(database.stem)
     metadata["plugins"] = {PLUGIN_NAME: {"config": str(config.path), "database": str(database)}}
-    return Datasette([str(database)], metadata=metadata, settings=settings or {})
+    return Datasette([str(database)] if files is None else files, metadata=metadata, settings=settings or {})
 
 
 def raise_fd_limit() -> int:
@@ -140,9 +144,19 @@ class FdWatch:
         loop.call_soon(tick)
 
 
-def load_app(config: Config):
-    """Granian's target loader, called once in each worker process after the fork, with its event loop set."""
-    app = make_datasette(config).app()
+def load_app(target: tuple[Config, Path | None]):
+    """Granian's target loader, called once in each worker process after the fork, with its event loop set.
+
+    ``target`` is ``(config, follow)``: with a ``follow`` folder, the worker serves the published
+    snapshots (service/follow.py), each worker following on its own into the shared folder.
+    """
+    config, follow = target
+    datasette = make_datasette(config, files=None if follow is None else [])
+    app = datasette.app()
+    if follow is not None:
+        from .follow import Follower
+
+        app = Follower(datasette, config, follow).wrap(app)
     FdWatch(resource.getrlimit(resource.RLIMIT_NOFILE)[0]).every(FD_CHECK_EVERY, asyncio.get_event_loop())
     return app
 
@@ -169,8 +183,12 @@ def serve(
     port: int,
     workers: int,
     log_level: int = logging.INFO,
+    follow: Path | None = None,
 ) -> int:
-    """Serve until stopped; returns the exit status (0 after Ctrl-C or SIGTERM, 1 if it could not start or a worker died)."""
+    """Serve until stopped; returns the exit status (0 after Ctrl-C or SIGTERM, 1 if it could not start or a worker died).
+
+    :param follow: serve the published snapshots, kept in this folder, instead of the database (service/follow.py).
+    """
     from granian.constants import HTTPModes, Interfaces, Loops
     from granian.http import HTTP1Settings
     from granian.log import LogLevels
@@ -184,7 +202,7 @@ def serve(
             config.api.max_connections, per_worker * workers, workers, fd_limit, FD_RESERVE,
         )
     server = Server(
-        config,
+        (config, follow),
         address=host,
         port=port,
         interface=Interfaces.ASGI,  # with lifespan: Datasette's startup hooks run in each worker

@@ -54,11 +54,13 @@ def test_path_parameters_match_the_paths():
 
 def test_every_endpoint_is_routed_and_listed_in_the_index():
     listed = index_document()["endpoints"]
+    following = index_document(following=True)["endpoints"]
     for endpoint in ENDPOINTS.values():
-        url = endpoint.url.replace("{id}", "qubit")
+        url = re.sub(r"\{\w+\}", "qubit", endpoint.url)
         assert resolve(url) == (endpoint, "qubit" if endpoint.path_param else None)
         if endpoint.name != "index":
-            assert listed[endpoint.name] == endpoint.url
+            assert following[endpoint.name] == endpoint.url
+            assert listed.get(endpoint.name) == (None if endpoint.following else endpoint.url)
     assert resolve(API_PREFIX + "/") == (ENDPOINTS["index"], None)
     for unknown in (API_PREFIX + "/news/", API_PREFIX + "/glossary/", API_PREFIX + "/glossary/a/b", API_PREFIX + "/glossary/%FF", "/news"):
         assert resolve(unknown) is None, unknown

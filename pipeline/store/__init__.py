@@ -3,8 +3,8 @@
 Each module here owns some tables and offers narrow functions over them:
 :mod:`.catalog` (the site export's tables), :mod:`.news` (items),
 :mod:`.sources` (each feed's validators, failures and backoff), :mod:`.runs`
-(``ingest_runs`` and ``data_versions``) and :mod:`.status` (the reads behind
-``qsite status``). Fetching, parsing, normalising and deciding
+(``ingest_runs`` and ``data_versions``), :mod:`.status` (the reads behind
+``qsite status``) and :mod:`.snapshots` (the reads behind ``qsite publish``). Fetching, parsing, normalising and deciding
 (:mod:`pipeline.news_policy`) hold no SQL and need no database to be tested.
 
 This package itself opens the database and makes transactions. The database

@@ -1,0 +1,43 @@
+"""The reads behind ``qsite publish`` (:mod:`pipeline.publish`): the live data version and a consistent copy.
+
+Both open the database read-only: publishing never writes to the working
+database and never needs the writer lock. What a copy must pass is
+:func:`db.snapshot.check_file`, shared with the replicas.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from db.snapshot import data_version
+
+#: Seconds a read waits for a writer's checkpoint before giving up.
+BUSY_TIMEOUT = 10
+
+
+def _read_only(database: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT, isolation_level=None)
+
+
+def live_data_version(database: Path) -> int:
+    """The data version (:func:`db.snapshot.data_version`) of the working database, 0 before any ingest."""
+    conn = _read_only(database)
+    try:
+        return data_version(conn)
+    finally:
+        conn.close()
+
+
+def copy_database(database: Path, target: Path) -> None:
+    """A consistent, compact copy of ``database`` at ``target``.
+
+    ``VACUUM INTO`` reads in one transaction: in WAL mode it neither waits for
+    the API's readers nor blocks the writer, and a transaction still open is
+    not in the copy. The copy is in rollback-journal mode (no ``-wal``/``-shm``).
+    """
+    conn = _read_only(database)
+    try:
+        conn.execute("VACUUM INTO ?", [str(target)])
+    finally:
+        conn.close()

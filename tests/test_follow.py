@@ -1,0 +1,255 @@
+"""``qsite serve --follow``: replicas that download, check and swap in published snapshots (a folder store)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+from contextlib import ExitStack
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from config import load_config
+from db.snapshot import Pointer, snapshot_name
+from tests.support.api_client import ApiClient, datasette_for_config
+from tests.support.openapi_check import OpenAPICheck
+from tests.support.processes import free_port, qsite_serve, wait_until
+from tests.support.site_exports import other_export
+
+SNAPSHOTS = {"store": "store", "poll": "1s", "keep": 20}
+
+
+class Writer:
+    """The writer's side, in-process: ingest an export, publish to the folder store."""
+
+    def __init__(self, tmp_path: Path, make_config, sample_export: dict):
+        self.export = tmp_path / "export.json"
+        self.export.write_text(json.dumps(sample_export))
+        self.sample = sample_export
+        self.config_path = make_config(site_export={"source": str(self.export)}, snapshots=SNAPSHOTS)
+        self.config = load_config(self.config_path)
+        self.store = tmp_path / "store"
+
+    def publish(self, export: dict | None = None) -> Pointer:
+        from pipeline.ingest import SITE, run_ingest
+        from pipeline.publish import publish
+
+        if export is not None:
+            self.export.write_text(json.dumps(export))
+        run_ingest(self.config, kinds=(SITE,))
+        return publish(self.config).pointer
+
+    def put(self, name: str, data: bytes, pointer: Pointer | None = None, raw_pointer: bytes | None = None) -> None:
+        """Put a file and a pointer into the store by hand, as a broken or hostile writer might."""
+        (self.store / name).write_bytes(data)
+        (self.store / "latest.json").write_bytes(raw_pointer if raw_pointer is not None else pointer.to_json())
+
+
+@pytest.fixture
+def writer(tmp_path, make_config, sample_export) -> Writer:
+    return Writer(tmp_path, make_config, sample_export)
+
+
+def follow(writer: Writer, tmp_path: Path, name: str, config: Path | None = None):
+    return qsite_serve(config or writer.config_path, tmp_path / f"{name}.log", args=["--follow", "--data-dir", str(tmp_path / name)])
+
+
+def serving(replica) -> str | None:
+    response = httpx.get(replica.url("/api/v1/snapshot"), timeout=5)
+    return response.json()["file"] if response.status_code == 200 else None
+
+
+def open_files(pid: int, name: str) -> list[str]:
+    """The replica's open file descriptors on files called ``name`` (deleted ones included)."""
+    found = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed meanwhile
+        if name in target:
+            found.append(target)
+    return found
+
+
+def pointer_for(data: bytes, data_version: int) -> Pointer:
+    sha256 = hashlib.sha256(data).hexdigest()
+    return Pointer(snapshot_name(data_version, sha256), sha256, data_version, "2026-11-22T10:00:00Z", len(data), 2)
+
+
+def test_replicas_answer_503_until_the_first_snapshot_then_serve_it_with_the_same_validators(writer, tmp_path):
+    with ExitStack() as stack:
+        replicas = [stack.enter_context(follow(writer, tmp_path, f"replica-{n}")) for n in range(2)]
+        for path in ("/api/v1/stats", "/api/v1", "/site/news.json", "/"):
+            response = httpx.get(replicas[0].url(path))
+            assert response.status_code == 503, path
+            assert response.headers["retry-after"] == "1"
+            assert response.headers["content-type"] == "application/problem+json"
+            assert response.json()["type"] == "/api/v1/problems/unavailable"
+        assert wait_until(lambda: "nothing published yet" in replicas[0].log.read_text(), 10)
+
+        latest = writer.publish()
+        assert wait_until(lambda: all(serving(replica) == latest.file for replica in replicas), 20)
+        log = replicas[0].log.read_text()
+        assert log.count("nothing published yet") == 1, log  # one line, however many polls
+        assert f"serving {latest.file} (data version {latest.data_version}" in log
+
+        openapi = OpenAPICheck(httpx.get(replicas[0].url("/api/v1/openapi.json")).json())
+        answers = []
+        for replica in replicas:
+            for path in ("/api/v1/stats", "/api/v1/glossary", "/api/v1/courses", "/api/v1/snapshot"):
+                response = httpx.get(replica.url(path))
+                openapi.check("GET", response)
+                answers.append((path, response.headers["etag"], response.headers.get("last-modified"), response.content))
+        assert answers[:4] == answers[4:]  # byte for byte, validators included, on both replicas
+        etag = answers[0][1]
+        assert httpx.get(replicas[1].url("/api/v1/stats"), headers={"If-None-Match": etag}).status_code == 304
+        assert httpx.get(replicas[0].url("/api/v1")).json()["endpoints"]["snapshot"] == "/api/v1/snapshot"
+        assert httpx.get(replicas[0].url("/site/courses.json")).status_code == 200  # Datasette serves the snapshot too
+
+        described = httpx.get(replicas[0].url("/api/v1/snapshot")).json()
+        assert described == {
+            "file": latest.file,
+            "data_version": latest.data_version,
+            "schema_version": latest.schema_version,
+            "bytes": latest.bytes,
+            "sha256": latest.sha256,
+            "published_at": latest.published_at,
+            "download": f"/api/v1/snapshot/{latest.file}",
+        }
+        download = httpx.get(replicas[1].url(described["download"]))
+        openapi.check("GET", download)
+        assert hashlib.sha256(download.content).hexdigest() == latest.sha256
+        assert download.headers["content-type"] == "application/vnd.sqlite3"
+        assert download.headers["etag"] == f'"{latest.sha256}"'
+        assert "ratelimit" in download.headers  # counted against fair use like any request
+        head = httpx.head(replicas[1].url(described["download"]))
+        openapi.check("HEAD", head)
+        assert head.headers["content-length"] == str(latest.bytes) and head.content == b""
+        again = httpx.get(replicas[1].url(described["download"]), headers={"If-None-Match": f'"{latest.sha256}"'})
+        openapi.check("GET", again)
+        assert again.status_code == 304
+        for path, status in (
+            ("/api/v1/snapshot/site-v00000001-0000000000000000.db", 404),
+            ("/api/v1/snapshot/../site.db", 404),
+            ("/api/v1/snapshot?format=csv", 400),
+        ):
+            response = httpx.get(replicas[0].url(path))
+            openapi.check("GET", response, path=path.split("?")[0])
+            assert response.status_code == status, path
+        posted = httpx.post(replicas[0].url("/api/v1/snapshot"))
+        openapi.check("POST", posted)
+        assert posted.status_code == 405
+
+
+def test_a_swap_lets_a_download_in_flight_finish_on_the_old_file_and_then_removes_it(writer, tmp_path, sample_export):
+    writer.publish()
+    # 24 MB of run history: far more than loopback socket buffers hold, so the replica is still
+    # reading the old file when the swap happens and after
+    conn = sqlite3.connect(writer.config.database_path)
+    conn.execute(
+        "with recursive n(i) as (select 1 union all select i + 1 from n where i < 12) "
+        "insert into ingest_runs (kind, source, started_at, status, error) "
+        "select 'site', 'padding', '2026-11-22T00:00:00Z', 'failed', hex(randomblob(1000000)) from n"
+    )
+    conn.execute("update data_versions set version = version + 1 where dataset = 'catalog'")
+    conn.commit()
+    conn.close()
+    first = writer.publish()
+    assert first.bytes > 24_000_000
+    with follow(writer, tmp_path, "replica") as replica:
+        assert wait_until(lambda: serving(replica) == first.file, 20)
+        assert httpx.get(replica.url("/api/v1/courses")).json()["count"] == len(sample_export["courses"])
+        with httpx.stream("GET", replica.url(f"/api/v1/snapshot/{first.file}")) as download:
+            chunks = download.iter_bytes(64 * 1024)
+            received = [next(chunks)]
+            second = writer.publish(other_export(sample_export))
+            assert wait_until(lambda: serving(replica) == second.file, 20)
+            # The new data is served at once; the old file still streams to the client that asked for it.
+            assert httpx.get(replica.url("/api/v1/courses")).json()["count"] == len(sample_export["courses"]) - 1
+            received.extend(chunks)
+        assert hashlib.sha256(b"".join(received)).hexdigest() == first.sha256
+        assert httpx.get(replica.url(f"/api/v1/snapshot/{first.file}")).status_code == 404
+        data_dir = tmp_path / "replica"
+        assert wait_until(lambda: not (data_dir / first.file).exists(), 30), "the old file was never removed"
+        assert open_files(replica.process.pid, first.file) == []  # its connections are closed too, not just unlinked
+        assert (data_dir / second.file).exists()
+        assert json.loads((data_dir / "current.json").read_text())["file"] == second.file
+
+
+def test_snapshots_that_do_not_check_out_are_never_served(writer, tmp_path, sample_export):
+    good = writer.publish()
+    real = (writer.store / good.file).read_bytes()
+    newer = tmp_path / "newer.db"
+    newer.write_bytes(real)
+    conn = sqlite3.connect(newer)
+    conn.execute("insert into _sqlite_migrations (migration_set, name, applied_at) values ('qsite', 'm999_future', 'x')")
+    conn.commit()
+    conn.close()
+    junk = b"<html>no database here</html>\n" * 400
+    cases = [
+        # (what the store holds, the pointer, the words of the one log line)
+        # (versions other than the good one's, so that the names differ from the file being served)
+        ("truncated", real[:-8192], pointer_for(real, good.data_version + 1), "bytes downloaded, the pointer says"),
+        ("altered", real[:-1] + b"\x01", pointer_for(real, good.data_version + 2), "does not match the pointer's"),
+        ("not sqlite", junk, pointer_for(junk, 7), "is not an SQLite database"),
+        ("newer schema", newer.read_bytes(), pointer_for(newer.read_bytes(), good.data_version), "newer than this qsite knows"),
+        ("missing", None, pointer_for(b"x" * 10, 9), "not in the store"),
+        ("bad pointer", None, None, "latest.json is not JSON"),
+    ]
+    with follow(writer, tmp_path, "replica") as replica:
+        assert wait_until(lambda: serving(replica) == good.file, 20)
+        stats = httpx.get(replica.url("/api/v1/stats")).content
+        for what, data, pointer, words in cases:
+            if data is not None:
+                writer.put(pointer.file, data, pointer)
+            elif pointer is not None:
+                (writer.store / "latest.json").write_bytes(pointer.to_json())
+            else:
+                (writer.store / "latest.json").write_bytes(b'{"file": ')
+            assert wait_until(lambda: words in replica.log.read_text(), 15), what
+            assert serving(replica) == good.file, what
+            assert httpx.get(replica.url("/api/v1/stats")).content == stats, what
+        log = replica.log.read_text()
+        for what, _, pointer, words in cases:
+            lines = [line for line in log.splitlines() if words in line]
+            assert len(lines) == 1, (what, lines)  # one clear line, not one per poll
+            assert lines[0].endswith(f"still serving {good.file}"), lines[0]
+        assert not list((tmp_path / "replica").glob(".*.part"))
+        fixed = writer.publish(other_export(sample_export))
+        assert wait_until(lambda: serving(replica) == fixed.file, 20)
+
+
+def test_a_restarted_replica_serves_its_last_checked_snapshot_while_the_store_is_down(writer, tmp_path):
+    latest = writer.publish()
+    with follow(writer, tmp_path, "replica") as replica:
+        assert wait_until(lambda: serving(replica) == latest.file, 20)
+    down = yaml.safe_load(writer.config_path.read_text())
+    down["snapshots"] = {"store": "s3://qsite/snapshots", "endpoint_url": f"http://127.0.0.1:{free_port()}", "poll": "1s"}
+    down_config = tmp_path / "down.yml"
+    down_config.write_text(yaml.safe_dump(down))
+    env = {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
+    with qsite_serve(down_config, tmp_path / "restarted.log", env, args=["--follow", "--data-dir", str(tmp_path / "replica")]) as again:
+        assert wait_until(lambda: serving(again) == latest.file, 30)
+        assert httpx.get(again.url("/api/v1/stats")).status_code == 200
+        log = again.log.read_text()
+        assert "cannot read latest.json" in log and f"serving {latest.file} from" in log
+    with qsite_serve(down_config, tmp_path / "fresh.log", env, args=["--follow", "--data-dir", str(tmp_path / "fresh")]) as fresh:
+        assert wait_until(lambda: "cannot read latest.json" in fresh.log.read_text(), 30)
+        response = httpx.get(fresh.url("/api/v1/stats"))
+        assert response.status_code == 503 and response.headers["retry-after"] == "1"
+
+
+def test_a_live_instance_has_no_snapshot_endpoint(seeded_config):
+    api = ApiClient(datasette_for_config(seeded_config))
+    try:
+        response = api.get("/api/v1/snapshot")  # checked against the OpenAPI document too
+        assert response.status_code == 404
+        assert "qsite serve --follow" in response.json()["detail"]
+        assert "snapshot" not in api.get("/api/v1").json()["endpoints"]
+    finally:
+        api.close()

@@ -1,0 +1,293 @@
+"""``qsite publish``: a checked, consistent copy under an immutable name, then latest.json; pruning; the config."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from config import ConfigError, load_config
+from db.snapshot import (
+    SCHEMA_VERSION,
+    Pointer,
+    SnapshotError,
+    check_file,
+    file_sha256,
+    snapshot_name,
+    verify_download,
+)
+from tests.support.feeds import growing_feed
+from tests.support.processes import free_port, wait_until
+
+POINTER_FIELDS = {"file", "sha256", "data_version", "published_at", "bytes", "schema_version"}
+
+
+@pytest.fixture
+def growing(make_config, http_server, tmp_path):
+    """A config whose one feed grows on every fetch, publishing to tmp_path/store with keep 1."""
+    http_server.routes["/feed.xml"] = growing_feed("Lab", step=1)
+    return make_config(
+        news={"every": "1s", "sources": [{"name": "Lab", "url": http_server.url("/feed.xml"), "tag": "Science"}]},
+        snapshots={"store": "store", "keep": 1},
+    )
+
+
+def pointer(store: Path) -> dict:
+    return json.loads((store / "latest.json").read_text())
+
+
+def snapshots_in(store: Path) -> list[str]:
+    return sorted(path.name for path in store.glob("site-v*.db"))
+
+
+def test_publish_uploads_a_checked_copy_then_the_pointer(qsite, growing, tmp_path):
+    assert qsite("ingest", "all", "--config", str(growing)).returncode == 0
+    result = qsite("publish", "--config", str(growing))
+    assert result.returncode == 0, result.stderr
+    store = tmp_path / "store"
+    latest = pointer(store)
+    assert set(latest) == POINTER_FIELDS
+    assert result.stdout.splitlines() == [
+        f"publish: {latest['file']} ({latest['bytes']} bytes, data version {latest['data_version']}) is now latest"
+    ]
+    copy = store / latest["file"]
+    assert latest["file"] == snapshot_name(latest["data_version"], latest["sha256"])
+    assert latest["sha256"] == file_sha256(copy) and latest["bytes"] == copy.stat().st_size
+    assert latest["schema_version"] == SCHEMA_VERSION
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", latest["published_at"])
+    found = check_file(copy)
+    assert found.data_version == latest["data_version"]
+    conn = sqlite3.connect(tmp_path / "site.db")
+    (live_news,) = conn.execute("select count(*) from news").fetchone()
+    conn.close()
+    snap = sqlite3.connect(f"{copy.as_uri()}?immutable=1", uri=True)
+    assert snap.execute("select count(*) from news").fetchone()[0] == live_news
+    assert snap.execute("pragma journal_mode").fetchone()[0] == "delete"  # no -wal/-shm beside a replica's copy
+    snap.close()
+
+
+def test_nothing_changed_uploads_nothing_and_says_so_in_one_line(qsite, growing, tmp_path):
+    assert qsite("ingest", "all", "--config", str(growing), "--publish").returncode == 0
+    store = tmp_path / "store"
+    before = ((store / "latest.json").read_bytes(), snapshots_in(store), (store / "latest.json").stat().st_mtime_ns)
+    again = qsite("publish", "--config", str(growing))
+    assert again.returncode == 0, again.stderr
+    assert len(again.stdout.splitlines()) == 1 and "unchanged" in again.stdout and again.stderr == ""
+    assert ((store / "latest.json").read_bytes(), snapshots_in(store), (store / "latest.json").stat().st_mtime_ns) == before
+
+
+def test_ingest_all_publish_publishes_each_change_and_prunes_beyond_keep(qsite, growing, tmp_path):
+    store = tmp_path / "store"
+    published = []
+    for _ in range(3):
+        time.sleep(1.1)  # news.every is 1 s: each run fetches the feed again, which has grown
+        result = qsite("ingest", "all", "--config", str(growing), "--publish")
+        assert result.returncode == 0, result.stderr
+        assert "is now latest" in result.stdout
+        published.append(pointer(store)["file"])
+    assert len(set(published)) == 3
+    # keep: 1 -> the pointed snapshot and one other: the newest before it
+    assert snapshots_in(store) == sorted(published[-2:])
+
+
+def test_keep_zero_never_deletes_the_pointed_snapshot(qsite, make_config, tmp_path):
+    config = make_config(snapshots={"store": "store", "keep": 0})
+    assert qsite("ingest", "site", "--config", str(config)).returncode == 0
+    assert qsite("publish", "--config", str(config)).returncode == 0
+    assert snapshots_in(tmp_path / "store") == [pointer(tmp_path / "store")["file"]]
+
+
+def test_publish_takes_a_consistent_copy_while_a_write_is_open(qsite, make_config, tmp_path):
+    """VACUUM INTO reads one snapshot: an uncommitted write neither blocks it nor lands in it."""
+    config = make_config(snapshots={"store": "store"})
+    assert qsite("ingest", "site", "--config", str(config)).returncode == 0
+    writer = sqlite3.connect(tmp_path / "site.db", isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("UPDATE data_versions SET version = version + 100")
+    writer.execute("DELETE FROM glossary")
+    try:
+        result = qsite("publish", "--config", str(config), timeout=60)
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert result.returncode == 0, result.stderr
+    copy = tmp_path / "store" / pointer(tmp_path / "store")["file"]
+    snap = sqlite3.connect(f"{copy.as_uri()}?immutable=1", uri=True)
+    assert snap.execute("select count(*) from glossary").fetchone()[0] > 0
+    assert snap.execute("select max(version) from data_versions").fetchone()[0] < 100
+    snap.close()
+
+
+def test_default_store_is_a_folder_beside_the_database(qsite, make_config, tmp_path):
+    config = make_config()
+    assert qsite("ingest", "site", "--config", str(config)).returncode == 0
+    assert qsite("publish", "--config", str(config)).returncode == 0
+    assert (tmp_path / "snapshots" / "latest.json").exists()
+
+
+def test_publish_without_a_database_fails_with_one_line(qsite, make_config, tmp_path):
+    result = qsite("publish", "--config", str(make_config(snapshots={"store": "store"})))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [f"Error: {tmp_path / 'site.db'}: no database yet; run `qsite ingest all` first"]
+
+
+def test_a_store_that_is_down_fails_the_publish_and_leaves_nothing_half_done(qsite, make_config, tmp_path):
+    port = free_port()  # nothing listens there
+    config = make_config(snapshots={"store": "s3://bucket/prefix", "endpoint_url": f"http://127.0.0.1:{port}"})
+    assert qsite("ingest", "site", "--config", str(config)).returncode == 0
+    result = qsite("publish", "--config", str(config), env={"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"})
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("Error: snapshot store s3://bucket/prefix: cannot read latest.json:"), line
+    assert not list(tmp_path.glob(".qsite-publish-*"))
+
+
+def test_the_scheduler_publishes_after_ingests_that_changed_data(make_config, http_server, tmp_path):
+    from pipeline.schedule import Scheduler
+
+    http_server.routes["/feed.xml"] = growing_feed("Lab", step=1)
+    config = load_config(
+        make_config(
+            news={"every": "1s", "sources": [{"name": "Lab", "url": http_server.url("/feed.xml"), "tag": "Science"}]},
+            snapshots={"store": "store"},
+        )
+    )
+    scheduler = Scheduler(config)
+    scheduler.start()
+    try:
+        store = tmp_path / "store"
+        versions = set()
+
+        def three_publishes():
+            if (store / "latest.json").exists():
+                versions.add(pointer(store)["data_version"])
+            return len(versions) >= 3
+
+        assert wait_until(three_publishes, 30)
+    finally:
+        scheduler.stop()
+    assert len(snapshots_in(store)) >= 3
+
+
+def test_without_a_store_the_scheduler_publishes_nothing(make_config, tmp_path):
+    from pipeline.schedule import Scheduler
+
+    scheduler = Scheduler(load_config(make_config()))
+    assert scheduler.publish is None
+
+
+@pytest.mark.parametrize(
+    "snapshots, message",
+    [
+        ({"store": "ftp://host/x"}, "snapshots.store: must be a folder, a file:///absolute/path or s3://bucket/prefix URL"),
+        ({"store": "s3://"}, "snapshots.store: must name a bucket"),
+        ({"store": "folder", "endpoint_url": "http://127.0.0.1:8333"}, "snapshots.endpoint_url: is only for an s3:// store"),
+        ({"store": "s3://b", "endpoint_url": "127.0.0.1:8333"}, "snapshots.endpoint_url: must be an http:// or https:// URL"),
+        ({"keep": -1}, "snapshots.keep: Input should be greater than or equal to 0"),
+        ({"poll": "0.5s"}, "snapshots.poll: must be a duration"),
+        ({"bucket": "x"}, "snapshots.bucket: unknown key"),
+    ],
+)
+def test_bad_snapshots_config_names_the_key(make_config, snapshots, message):
+    with pytest.raises(ConfigError) as error:
+        load_config(make_config(snapshots=snapshots))
+    assert message in str(error.value)
+
+
+def test_store_urls(make_config, tmp_path):
+    assert load_config(make_config(snapshots={"store": "s3://b/p", "poll": "1m"})).snapshot_store == "s3://b/p"
+    assert load_config(make_config(snapshots={"store": "snaps"})).snapshot_store == (tmp_path / "snaps").as_uri()
+    assert load_config(make_config(snapshots={"store": "file:///srv/snaps"})).snapshot_store == "file:///srv/snaps"
+    assert load_config(make_config(snapshots={"store": "s3://b", "poll": "1m"})).snapshots.poll == 60
+
+
+# -- what a copy must pass (db/snapshot.py), on both sides ------------------------------
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory) -> tuple[Path, Pointer]:
+    """One published snapshot of the sample export (in-process: the checks below only read it)."""
+    from pipeline.ingest import SITE, run_ingest
+    from pipeline.publish import publish
+
+    folder = tmp_path_factory.mktemp("published")
+    config = load_config(None, database=str(folder / "site.db"))
+    config = config.model_copy(update={"snapshots": config.snapshots.model_copy(update={"store": str(folder / "store")})})
+    run_ingest(config, kinds=(SITE,))
+    latest = publish(config).pointer
+    return folder / "store" / latest.file, latest
+
+
+def test_a_good_copy_verifies(published):
+    path, latest = published
+    assert verify_download(path, latest).data_version == latest.data_version
+
+
+def test_a_truncated_copy_is_refused(published, tmp_path):
+    path, latest = published
+    cut = tmp_path / "cut.db"
+    cut.write_bytes(path.read_bytes()[:-4096])
+    with pytest.raises(SnapshotError, match="truncated"):
+        verify_download(cut, latest)
+
+
+def test_an_altered_copy_is_refused(published, tmp_path):
+    path, latest = published
+    data = bytearray(path.read_bytes())
+    data[-100] ^= 0xFF
+    altered = tmp_path / "altered.db"
+    altered.write_bytes(bytes(data))
+    with pytest.raises(SnapshotError, match="SHA-256"):
+        verify_download(altered, latest)
+
+
+def test_a_file_that_is_not_sqlite_is_refused(tmp_path):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"<html>not a database</html>" * 100)
+    with pytest.raises(SnapshotError, match="not an SQLite database"):
+        check_file(junk)
+
+
+def test_a_damaged_database_is_refused(published, tmp_path):
+    path, _ = published
+    data = bytearray(path.read_bytes())
+    data[4096 * 3 : 4096 * 3 + 200] = b"\xff" * 200  # inside a b-tree page
+    damaged = tmp_path / "damaged.db"
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(SnapshotError, match="integrity check|not a sound SQLite"):
+        check_file(damaged)
+
+
+def test_a_newer_schema_is_refused(published, tmp_path):
+    path, _ = published
+    newer = tmp_path / "newer.db"
+    newer.write_bytes(path.read_bytes())
+    conn = sqlite3.connect(newer)
+    conn.execute("insert into _sqlite_migrations (migration_set, name, applied_at) values ('qsite', 'm999_future', 'x')")
+    conn.commit()
+    conn.close()
+    with pytest.raises(SnapshotError, match="newer than this qsite knows"):
+        check_file(newer)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"sha256": "abc"}, "field 'sha256'"),
+        ({"bytes": 0}, "field 'bytes'"),
+        ({"file": "../../etc/passwd"}, "field 'file'"),
+        ({"data_version": 999}, "does not match"),
+    ],
+)
+def test_a_bad_pointer_is_refused(published, change, message):
+    _, latest = published
+    data = {**json.loads(latest.to_json()), **change}
+    with pytest.raises(SnapshotError, match=re.escape(message)):
+        Pointer.from_json(json.dumps(data).encode())
+    with pytest.raises(SnapshotError, match="not JSON"):
+        Pointer.from_json(b"{")
+
