@@ -93,6 +93,23 @@ def exit_on_write_error(config):
         sys.exit(EXIT_FAILED)
 
 
+def quiet_option(command):
+    """``--quiet``/``-q``: nothing on stdout or stderr when the command succeeds.
+
+    Goes below ``@common_options`` (logging is set up by then). The command
+    receives ``quiet`` and prints its failures itself; below ERROR, qsite's own
+    log lines are silenced.
+    """
+    @click.option("--quiet", "-q", is_flag=True, help="Print nothing but failures (on stderr).")
+    @functools.wraps(command)
+    def wrapper(quiet, **kwargs):
+        if quiet:
+            logging.getLogger("qsite").setLevel(logging.ERROR)
+        return command(quiet=quiet, **kwargs)
+
+    return wrapper
+
+
 def single_writer(command):
     """Run the command holding the database's writer lock (:mod:`pipeline.lock`); adds ``--wait``.
 
@@ -130,10 +147,12 @@ def cli():
 
 @cli.command()
 @common_options
-def migrate(config):
+@quiet_option
+def migrate(config, quiet):
     """Create the database or apply pending schema migrations. Example: qsite migrate --db site.db"""
     open_db_or_exit(config)
-    click.echo(f"{config.database_path}: schema up to date")
+    if not quiet:
+        click.echo(f"{config.database_path}: schema up to date")
 
 
 @cli.group()
@@ -143,21 +162,22 @@ def ingest():
 
 @ingest.command(name="site")
 @common_options
+@quiet_option
 @single_writer
-def ingest_site_command(config):
+def ingest_site_command(config, quiet):
     """Ingest the site export. Example: qsite ingest site --config qsite.yml"""
     from pipeline.site_export import ingest_site
 
     db = open_db_or_exit(config)
     report = ingest_site(db, config)
-    click.echo(report.line())
+    _echo_report(report, quiet)
     sys.exit(EXIT_FAILED if report.failed else 0)
 
 
 @ingest.command(name="news")
 @common_options
+@quiet_option
 @single_writer
-@click.option("--quiet", "-q", is_flag=True, help="Print nothing but failures.")
 def ingest_news_command(config, quiet):
     """Fetch the configured news feeds. Example: qsite ingest news --config qsite.yml"""
     db = open_db_or_exit(config)
@@ -167,8 +187,8 @@ def ingest_news_command(config, quiet):
 
 @ingest.command(name="all")
 @common_options
+@quiet_option
 @single_writer
-@click.option("--quiet", "-q", is_flag=True, help="Print nothing but failures.")
 def ingest_all_command(config, quiet):
     """Ingest the site export, then the news feeds. Example: qsite ingest all"""
     from pipeline.site_export import ingest_site
@@ -192,7 +212,6 @@ def _run_news(db, config, quiet: bool):
     from pipeline.news import ingest_news
 
     if quiet:
-        logging.getLogger("qsite").setLevel(logging.ERROR)  # failures are echoed below
         reports = ingest_news(db, config)
         for report in reports:
             _echo_report(report, quiet)
