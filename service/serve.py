@@ -27,7 +27,7 @@ def make_datasette(config: Config, settings: dict | None = None) -> Datasette:
     """A Datasette serving ``config``'s database with ``metadata.yml`` and the plugin settings."""
     database = config.database_path
     metadata = load_metadata(database.stem)
-    metadata["plugins"] = {PLUGIN_NAME: {"config": str(config.path), "database": str(database)}}
+    metadata.setdefault("plugins", {})[PLUGIN_NAME] = {"config": str(config.path), "database": str(database)}
     return Datasette([str(database)], metadata=metadata, settings=settings or {})
 
 
