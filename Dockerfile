@@ -30,7 +30,7 @@ COPY deploy ./deploy
 # reads metadata.yml from the project root beside it, which a plain wheel
 # install would leave behind.
 RUN pip install --quiet --target /tmp/uv "uv==$UV_VERSION" \
-    && /tmp/uv/bin/uv sync --locked --quiet \
+    && /tmp/uv/bin/uv sync --locked --compile-bytecode --quiet \
     && rm -rf /tmp/uv \
     && useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin qsite \
     && mkdir -p /data \

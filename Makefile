@@ -15,8 +15,10 @@ BIN := $(VENV)/bin
 export UV_PYTHON := $(PYTHON)
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
-# Fail, naming `make lock`, when uv.lock no longer matches pyproject.toml.
-SYNC := $(UV) sync --locked --quiet
+# --locked: fail, naming `uv lock`, when uv.lock no longer matches pyproject.toml.
+# --compile-bytecode: .pyc files now (as pip does), not at every start where
+# Python may not write them (PYTHONDONTWRITEBYTECODE): a second off each `qsite` start.
+SYNC := $(UV) sync --locked --compile-bytecode --quiet
 
 .PHONY: install dev lock up test bench profile soak clean
 
