@@ -63,16 +63,26 @@ def test_dashboard_linked_from_home_draws_every_chart_from_the_data(database_and
 
     problems: list[str] = []
     data_answers: list[str] = []
+
+    def on_console(message):
+        if message.type in ("error", "warning"):
+            problems.append(f"console {message.type}: {message.text}")
+
+    def on_response(response):
+        if response.status >= 400:
+            problems.append(f"HTTP {response.status}: {response.url}")
+        if ".json?sql=" in response.url:
+            data_answers.append(response.url)
+
     with qsite_serve(config, tmp_path / "serve.log") as served, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1300})
             page.set_default_timeout(WAIT_MS)
-            page.on("console", lambda message: message.type in ("error", "warning") and problems.append(f"console {message.type}: {message.text}"))
+            page.on("console", on_console)
             page.on("pageerror", lambda error: problems.append(f"uncaught: {error}"))
             page.on("requestfailed", lambda request: problems.append(f"failed: {request.url} {request.failure}"))
-            page.on("response", lambda response: response.status >= 400 and problems.append(f"HTTP {response.status}: {response.url}"))
-            page.on("response", lambda response: ".json?sql=" in response.url and data_answers.append(response.url))
+            page.on("response", on_response)
 
             page.goto(served.url("/"))
             page.get_by_role("link", name="Start with the dashboard").click()
