@@ -42,8 +42,9 @@ test: dev
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q
 
-# Benchmark: API vs raw ASGI and Datasette, ingestion vs feedparser, memory (see bench/run.py).
-bench: install
+# Benchmark: API vs raw ASGI and Datasette, ingestion vs feedparser, memory (see bench/run.py);
+# with the test extra, which has httptools for the uvicorn-httptools server.
+bench: dev
 	bench/run.sh
 
 # Profiles of serving and of an ingest with py-spy (bench/profile.sh).
@@ -54,7 +55,8 @@ profile: $(UV)
 # Longer reliability run: 200 kills, 5-minute load, more fuzzing and hostile input (tests/test_crash.py etc.).
 soak: dev
 	QSITE_SOAK=1 $(BIN)/python -m pytest -q tests/test_crash.py tests/test_load.py tests/test_fuzz_api.py \
-		tests/test_properties.py tests/test_hostile_feeds.py tests/test_write_failures.py tests/test_secrets.py
+		tests/test_properties.py tests/test_hostile_feeds.py tests/test_write_failures.py tests/test_secrets.py \
+		tests/test_connections.py
 
 clean:
 	rm -rf $(VENV) .tools *.egg-info db/site.db db/site.db-wal db/site.db-shm

@@ -3,9 +3,10 @@
 The benchmark first fetches each measured URL from the running ``qsite serve``
 and writes status, headers and body to a JSON file; this app replays exactly
 those bytes, with no routing beyond a dict lookup, no SQL and no
-serialisation. Run under the same server as ``qsite serve`` (uvicorn)::
+serialisation. ``make bench`` runs it under granian (as ``qsite serve``) and
+under uvicorn with h11 and with httptools (:mod:`bench.servers`), e.g.::
 
-    BENCH_RAW_RESPONSES=responses.json uvicorn bench.raw_asgi:app --port 8002
+    BENCH_RAW_RESPONSES=responses.json granian --interface asgi --http 1 --port 8002 bench.raw_asgi:app
 
 A request whose ``If-None-Match`` equals the recorded ``ETag`` gets a 304 with
 the validators and no body, like the real API.

@@ -1,4 +1,4 @@
-"""``make bench``: the API, its two references, ingestion and memory, side by side.
+"""``make bench``: the API, its references, ingestion and memory, side by side.
 
 One run on this machine, in this order:
 
@@ -10,16 +10,19 @@ One run on this machine, in this order:
    ``ingest_news`` into a new database, full then unchanged;
 3. the 20,000-item database, built the real way: ``qsite ingest site`` on the
    bundled export, then ``qsite ingest news`` over the 400 loopback feeds;
-4. serving: ``qsite serve`` pinned to core 0 and, on the same core and the
-   same server (uvicorn), ``bench/raw_asgi.py`` replaying the bytes the real
-   API returned; ``wrk`` on core 1 drives each target in turn, round after
-   round, so drift on the machine hits every target alike;
+4. serving (:func:`bench_serving`): ``qsite serve`` (granian, one worker,
+   limiter on) pinned to core 0; on the same core, ``bench/raw_asgi.py``
+   replaying the bytes the real API returned under granian, uvicorn with h11
+   and uvicorn with httptools and uvloop (:mod:`bench.servers`); the same
+   service with the limiter off, and on 2 workers (both cores); ``wrk`` (one
+   thread) on core 1 drives each target in turn, round after round, so drift
+   on the machine hits every target alike;
 5. peak memory (``VmHWM``) of the serving process, and how long a new ingest
    takes to show through the API.
 
-Prints a table and writes ``bench/results/bench-<time>.json`` (and
-``latest.json``). ``--profile`` adds py-spy profiles of the serving process
-under load and of an ingest (see ``bench/profile.sh``).
+Prints a table (:mod:`bench.report`) and writes ``bench/results/bench-<time>.json``
+(and ``latest.json``). ``--profile`` adds py-spy profiles of the serving
+process under load and of an ingest (:mod:`bench.profiling`, ``bench/profile.sh``).
 """
 
 from __future__ import annotations
@@ -36,7 +39,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -44,13 +46,15 @@ import httpx
 import yaml
 
 from bench.feeds import write_feeds
+from bench.profiling import profile_serving, py_spy_record, shown, summarise_profile
+from bench.report import RAW_SERVERS, ratios, table, verdicts
+from bench.servers import bench_api, log, pinned, raw_server_command, record_responses
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 RESULTS = BENCH / "results"
 BIN = Path(sys.executable).parent
 SAMPLE_EXPORT = ROOT / "pipeline" / "samples" / "site-export.json"
-LUA = BENCH / "wrk_report.lua"
 
 NEWS = "/api/v1/news?tag=Science&limit=30"
 COURSES = "/api/v1/courses"
@@ -59,22 +63,6 @@ STATS = "/api/v1/stats"
 #: wrk is one client sending thousands of requests a second: the fair-use limiter
 #: runs on every request (its cost is part of what is measured) but never trips.
 BENCH_RATE_LIMIT = "100000000/second"
-
-#: The targets of the issue; each row is (name, value key, comparison, bound).
-TARGETS = [
-    ("news, courses, stats, 304 vs raw ASGI", "min_vs_raw", ">=", 0.6),
-    ("news, courses, stats vs Datasette JSON", "min_vs_datasette", ">=", 3.0),
-    ("p99 at 32 connections (ms)", "max_p99_ms", "<=", 25.0),
-    ("full ingest vs feedparser alone", "full_vs_feedparser", "<=", 1.0),
-    ("unchanged ingest vs feedparser alone", "unchanged_vs_feedparser", "<=", 0.1),
-    ("serving process peak RSS (MB)", "peak_rss_mb", "<", 150.0),
-    ("new ingest visible through the API (s)", "visible_s", "<=", 2.0),
-]
-
-
-def log(message: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -107,10 +95,6 @@ class Processes:
     def stop_all(self) -> None:
         for process in reversed(self.started):
             self.stop(process)
-
-
-def pinned(core: int | None, args: list[str]) -> list[str]:
-    return ["taskset", "-c", str(core), *args] if core is not None and shutil.which("taskset") else args
 
 
 def wait_http(url: str, process: subprocess.Popen, timeout: float = 60.0) -> float:
@@ -262,92 +246,71 @@ def build_news_db(work: Path, feed_base: str, feeds: list[dict]) -> tuple[Path, 
 # -- serving -----------------------------------------------------------------
 
 
-def record_responses(base: str, targets: dict[str, str], path: Path) -> dict:
-    """Fetch each target from the real API; write what the raw app replays."""
-    recorded = {}
-    with httpx.Client(base_url=base, timeout=10) as client:
-        for target in targets.values():
-            response = client.get(target)
-            if response.status_code != 200:
-                raise SystemExit(f"bench: GET {target} answered {response.status_code}: {response.text[:300]}")
-            entry = {"status": 200, "headers": list(response.headers.multi_items()), "body": response.text}
-            etag = response.headers.get("etag")
-            if etag:
-                again = client.get(target, headers={"If-None-Match": etag})
-                if again.status_code == 304:
-                    entry["not_modified_headers"] = list(again.headers.multi_items())
-            recorded[target] = entry
-    path.write_text(json.dumps(recorded), encoding="utf-8")
-    return recorded
+def start_qsite(args, procs: Processes, work: Path, name: str, config: Path, workers: int, core: int | None):
+    """``qsite serve --workers N`` on a free port, pinned to ``core``; returns (process, base URL)."""
+    port = free_port()
+    process = procs.start(
+        pinned(core, [str(BIN / "qsite"), "serve", "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
+                      "--workers", str(workers)]),
+        work / f"serve-{name}.log",
+        cwd=ROOT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    return process, base, wait_http(base + "/api/v1/stats", process)
 
 
-def run_wrk(args, url: str, seconds: float, headers: dict | None = None) -> dict:
-    command = ["wrk", "-t", str(args.threads), "-c", str(args.connections), "-d", f"{seconds:g}s", "--timeout", "5s", "-s", str(LUA)]
-    for name, value in (headers or {}).items():
-        command += ["-H", f"{name}: {value}"]
-    command = pinned(args.client_core, command + [url])
-    done = subprocess.run(command, capture_output=True, text=True)
-    line = next((l for l in done.stdout.splitlines() if l.startswith("WRK_JSON ")), None)
-    if done.returncode != 0 or line is None:
-        raise SystemExit(f"bench: wrk failed on {url}:\n{done.stdout}\n{done.stderr}")
-    result = json.loads(line.removeprefix("WRK_JSON "))
-    seconds = result["duration_us"] / 1e6
-    errors = sum(result["errors"].values())
-    return {
-        "rps": result["requests"] / seconds,
-        "p50_ms": result["latency_us"]["p50"] / 1000,
-        "p99_ms": result["latency_us"]["p99"] / 1000,
-        "max_ms": result["latency_us"]["max"] / 1000,
-        "requests": result["requests"],
-        "errors": errors,
-        "error_kinds": {k: v for k, v in result["errors"].items() if v},
-    }
-
-
-def check(url: str, headers: dict | None, status: int, rows: int | None = None) -> int:
-    """GET ``url`` once; stop the run unless it answers ``status`` (and ``rows`` news rows)."""
-    response = httpx.get(url, headers=headers or {}, timeout=10)
-    if response.status_code != status:
-        raise SystemExit(f"bench: {url} answered {response.status_code}, expected {status}: {response.text[:300]}")
-    if rows is not None:
-        data = response.json()
-        # Datasette's table rows carry every column; a canned query of the same name would not.
-        if not (isinstance(data, list) and len(data) == rows and all("first_seen_at" in row for row in data)):
-            raise SystemExit(f"bench: {url} is not Datasette's news table JSON with {rows} rows: {response.text[:300]}")
-    return len(response.content)
-
-
-def bench_api(args, targets: list[dict]) -> tuple[dict, list[float]]:
-    """Every target, ``args.rounds`` times, interleaved; medians per target, and the load average per round."""
-    for target in targets:
-        target["body_bytes"] = check(target["url"], target.get("headers"), target["status"], target.get("rows"))
-        run_wrk(args, target["url"], args.warmup, target.get("headers"))
-    results = {t["name"]: [] for t in targets}
-    loads = []
-    for round_no in range(args.rounds):
-        loads.append(os.getloadavg()[0])
-        for target in targets:
-            result = run_wrk(args, target["url"], args.duration, target.get("headers"))
-            results[target["name"]].append(result)
-        log(
-            f"round {round_no + 1}/{args.rounds}: "
-            + ", ".join(f"{name} {runs[-1]['rps']:.0f}/s" for name, runs in results.items())
+def bench_serving(args, procs: Processes, work: Path, db: Path, config: Path, results: dict) -> None:
+    """Our cached answers against the same bytes raw under each server, Datasette's JSON, no limiter, 2 workers."""
+    server, base, results["serve_startup_s"] = start_qsite(args, procs, work, "limited", config, 1, args.server_core)
+    # The same service with the limiter off: what fair use costs per request; and then on 2 workers
+    # (not pinned: both cores, shared with wrk), which memory:// counting would refuse.
+    unlimited_config = news_config(work / "serve-unlimited.yml", db, [], rate_limit="off")
+    _, unlimited_base, _ = start_qsite(args, procs, work, "unlimited", unlimited_config, 1, args.server_core)
+    # 1 and 2 workers, neither pinned: the same freedom to move between the cores
+    _, one_base, _ = start_qsite(args, procs, work, "one-worker", unlimited_config, 1, None)
+    _, two_base, _ = start_qsite(args, procs, work, "two-workers", unlimited_config, 2, None)
+    db_name = next(iter(httpx.get(base + "/-/databases.json", timeout=10).json()))["name"]
+    recorded = record_responses(base, {"news": NEWS, "courses": COURSES, "stats": STATS}, work / "responses.json")
+    inm = {"If-None-Match": dict((k.lower(), v) for k, v in recorded[NEWS]["headers"])["etag"]}
+    raw = {}
+    for raw_name in RAW_SERVERS:
+        port = free_port()
+        raw[raw_name] = procs.start(
+            pinned(args.server_core, raw_server_command(raw_name, port)),
+            work / f"raw-{raw_name}.log",
+            cwd=ROOT,
+            env={**os.environ, "BENCH_RAW_RESPONSES": str(work / "responses.json")},
         )
-    summary = {}
-    for target in targets:
-        runs = results[target["name"]]
-        summary[target["name"]] = {
-            "url": target["url"],
-            "headers": target.get("headers", {}),
-            "status": target["status"],
-            "body_bytes": target["body_bytes"],
-            "rps": statistics.median(r["rps"] for r in runs),
-            "p50_ms": statistics.median(r["p50_ms"] for r in runs),
-            "p99_ms": statistics.median(r["p99_ms"] for r in runs),
-            "errors": sum(r["errors"] for r in runs),
-            "rounds": runs,
-        }
-    return summary, loads
+        raw[raw_name].base = f"http://127.0.0.1:{port}"
+        wait_http(raw[raw_name].base + NEWS, raw[raw_name])
+    datasette_news = f"/{db_name}/news.json?tag=Science&_size=30&_sort_desc=published_at&_shape=array"
+    targets = []
+    for name, path, headers, status in (("news", NEWS, None, 200), ("courses", COURSES, None, 200),
+                                        ("stats", STATS, None, 200), ("news 304", NEWS, inm, 304)):
+        targets.append({"name": name, "url": base + path, "status": status, "headers": headers})
+        for raw_name, process in raw.items():
+            if status == 200 or raw_name == "granian":
+                targets.append({"name": f"{raw_name} raw {name}", "url": process.base + path, "status": status, "headers": headers})
+    targets += [
+        {"name": "datasette news", "url": base + datasette_news, "status": 200, "rows": 30},
+        {"name": "news, no limiter", "url": unlimited_base + NEWS, "status": 200},
+        {"name": "news, 1 worker, any core", "url": one_base + NEWS, "status": 200},
+        {"name": "news, 2 workers", "url": two_base + NEWS, "status": 200},
+    ]
+    log(f"load: {len(targets)} targets x {args.rounds} rounds x {args.duration:g} s, {args.connections} connections")
+    results["api"], results["load_average_per_round"] = bench_api(args, targets)
+    results["ratios"] = ratios(results["api"])
+    log("visibility: ingesting new items while serving")
+    results["visibility"] = visibility(args, base, db, work, args.visibility_trials)
+    if args.profile:
+        log("profiling the serving process under load with py-spy")
+        results["profile_serve"] = profile_serving(args, server.pid, targets, args.out)
+    mem = memory_kb(server.pid)
+    results["memory"] = {
+        "processes": mem,
+        "serve_peak_mb": max(m["hwm_kb"] for m in mem.values()) / 1024,
+        "raw_peak_mb": max(m["hwm_kb"] for m in memory_kb(raw["granian"].pid).values()) / 1024,
+    }
 
 
 def visibility(args, base: str, db: Path, work: Path, trials: int) -> dict:
@@ -396,219 +359,6 @@ def _live_feed(items: list[tuple[str, datetime]]) -> str:
     return f'<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel><title>Bench Live</title><link>https://live.example.net/</link><description>x</description>{entries}</channel></rss>'
 
 
-# -- profiling ---------------------------------------------------------------
-
-
-def py_spy_record(output: Path, rest: list[str]) -> list[str]:
-    py_spy = shutil.which("py-spy") or str(BIN / "py-spy")
-    if not Path(py_spy).exists() and not shutil.which(py_spy):
-        raise SystemExit("bench: py-spy is not installed; run bench/profile.sh, which installs it")
-    return [py_spy, "record", "--format", "raw", "--rate", "250", "-o", str(output), *rest]
-
-
-def shown(path: Path) -> str:
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
-
-
-#: Where a sample's time goes, by layer: the first rule matching the stack
-#: (or, for ``leaf:`` rules, its innermost frame) names it.
-LAYERS = [
-    ("imports", ("_find_and_load",)),
-    ("fair-use limiter (limits)", ("limits/", "FairUse.hit")),
-    # limits' memory storage hands expiry to asyncio.to_thread; Datasette runs SQL there too.
-    ("thread pool hand-offs", ("leaf:concurrent/futures/thread.py", "leaf:threading.py")),
-    ("feedparser", ("feedparser/",)),
-    ("SQLite writes (pipeline store)", ("leaf:_upsert_items", "leaf:transaction (", "leaf:Database.execute (sqlite_utils")),
-    ("h11 (HTTP parsing/serialising)", ("leaf:h11/",)),
-    ("uvicorn", ("leaf:uvicorn/",)),
-    ("socket writes", ("leaf:_SelectorSocketTransport.write",)),
-    ("asyncio event loop", ("leaf:asyncio/", "leaf:selectors.py")),
-    ("datasette", ("leaf:datasette/",)),
-    ("httpx / httpcore (fetching)", ("leaf:httpx/", "leaf:httpcore/", "leaf:anyio/")),
-    ("qsite code (service/, pipeline/)", ("leaf:service/", "leaf:pipeline/")),
-]
-
-
-def _layer(stack: str, leaf: str) -> str:
-    for name, rules in LAYERS:
-        for rule in rules:
-            if rule.startswith("leaf:") and rule[5:] in leaf or not rule.startswith("leaf:") and rule in stack:
-                return name
-    return "other"
-
-
-def summarise_profile(raw: Path, top: int = 15) -> dict:
-    """Self and inclusive sample shares per function, and shares per layer, from py-spy's collapsed stacks."""
-    own, inclusive, layers, total = Counter(), Counter(), Counter(), 0
-    for line in raw.read_text(encoding="utf-8", errors="replace").splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        count = int(count)
-        total += count
-        layers[_layer(stack, stack.rsplit(";", 1)[-1])] += count
-        frames = [_frame(f) for f in stack.split(";")]
-        frames = [f for f in frames if not f.startswith("process ") and not f.startswith("thread ")]
-        if frames:
-            own[frames[-1]] += count
-        for frame in set(frames):
-            inclusive[frame] += count
-    share = lambda counter: [(name, round(100 * n / total, 1)) for name, n in counter.most_common(top)]  # noqa: E731
-    ours = Counter({k: v for k, v in inclusive.items() if any(p in k for p in ("pipeline/", "service/", "bench/"))})
-    return {
-        "samples": total,
-        "layers_pct": share(layers),
-        "self_pct": share(own),
-        "inclusive_pct": share(inclusive),
-        "project_inclusive_pct": share(ours),
-    }
-
-
-def _frame(frame: str) -> str:
-    """``func (path/to/file.py:123)`` -> ``func (file-relative path)``, lines dropped so a function is one row."""
-    name, _, where = frame.partition(" (")
-    where = where.rstrip(")").rsplit(":", 1)[0]
-    for marker in ("site-packages/", "python3.11/", str(ROOT) + "/"):
-        if marker in where:
-            where = where.split(marker, 1)[1]
-            break
-    return f"{name} ({where})" if where else name
-
-
-def profile_serving(args, server_pid: int, targets: list[dict], out: Path) -> dict:
-    profiles = {}
-    for target in targets:
-        if target["name"] not in ("news", "news 304", "datasette news"):
-            continue
-        raw = out / f"profile-serve-{target['name'].replace(' ', '-')}.txt"
-        spy = subprocess.Popen(
-            py_spy_record(raw, ["--pid", str(server_pid), "--duration", str(int(args.duration) + 1), "--nonblocking"]),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        time.sleep(0.5)
-        run_wrk(args, target["url"], args.duration, target.get("headers"))
-        _, err = spy.communicate(timeout=60)
-        if spy.returncode != 0 or not raw.exists():
-            raise SystemExit(f"bench: py-spy failed: {err.decode()[-2000:]}")
-        profiles[target["name"]] = {"raw": shown(raw), **summarise_profile(raw)}
-    return profiles
-
-
-# -- report ------------------------------------------------------------------
-
-
-def ratios(api: dict) -> dict:
-    """Throughput ratios, each the median over rounds of the ratio within a round.
-
-    Targets run back to back within a round, so a ratio within a round is
-    taken under the same conditions; the machine is shared, and load from
-    elsewhere shifts whole rounds more than it shifts one target against another.
-    """
-    def ratio(a: str, b: str) -> float:
-        return statistics.median(x["rps"] / y["rps"] for x, y in zip(api[a]["rounds"], api[b]["rounds"]))
-
-    out = {}
-    pairs = {
-        "news": "raw news",
-        "courses": "raw courses",
-        "stats": "raw stats",
-        "news 304": "raw news 304",
-        "news, no limiter": "raw news",
-    }
-    for name, raw in pairs.items():
-        if name in api and raw in api:
-            out[name] = {"vs_raw": ratio(name, raw)}
-            if "datasette news" in api:
-                out[name]["vs_datasette"] = ratio(name, "datasette news")
-    return out
-
-
-#: The rows the targets are judged on (the others are references and diagnostics).
-OURS = ("news", "courses", "stats", "news 304")
-
-
-def verdicts(results: dict) -> list[dict]:
-    api, rat = results.get("api", {}), results.get("ratios", {})
-    values = {}
-    rat = {name: r for name, r in rat.items() if name in OURS}
-    if rat:
-        values["min_vs_raw"] = min(r["vs_raw"] for r in rat.values())
-        ds = [r["vs_datasette"] for name, r in rat.items() if "vs_datasette" in r and name != "news 304"]
-        if ds:
-            values["min_vs_datasette"] = min(ds)
-    ours = [v for name, v in api.items() if name in OURS]
-    if ours:
-        values["max_p99_ms"] = max(v["p99_ms"] for v in ours)
-    if "ingestion" in results:
-        values["full_vs_feedparser"] = results["ingestion"]["full_vs_feedparser"]
-        values["unchanged_vs_feedparser"] = results["ingestion"]["unchanged_vs_feedparser"]
-    if "memory" in results:
-        values["peak_rss_mb"] = results["memory"]["serve_peak_mb"]
-    if "visibility" in results:
-        values["visible_s"] = results["visibility"]["max_visible_after_commit_s"]
-    rows = []
-    for label, key, op, bound in TARGETS:
-        if key in values:
-            value = values[key]
-            ok = {"<=": value <= bound, ">=": value >= bound, "<": value < bound}[op]
-            rows.append({"target": label, "value": round(value, 3), "bound": f"{op} {bound:g}", "pass": ok})
-    return rows
-
-
-def table(results: dict) -> str:
-    lines = []
-    api = results.get("api", {})
-    if api:
-        rat = results.get("ratios", {})
-        lines.append(f"{'target':<17} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'errors':>6} {'bytes':>6}  {'vs raw':>6} {'vs ds':>6}")
-        for name, row in api.items():
-            r = rat.get(name, {})
-            vs_raw = f"{r['vs_raw']:.2f}x" if "vs_raw" in r else ""
-            vs_ds = f"{r['vs_datasette']:.1f}x" if "vs_datasette" in r else ""
-            lines.append(
-                f"{name:<17} {row['rps']:>8.0f} {row['p50_ms']:>7.2f} {row['p99_ms']:>7.2f} {row['errors']:>6} "
-                f"{row['body_bytes']:>6}  {vs_raw:>6} {vs_ds:>6}"
-            )
-        lines.append("")
-    ing = results.get("ingestion")
-    if ing:
-        fp = ing["feedparser"]
-        lines.append(f"ingestion of {ing['feeds']} feeds x {ing['items_per_feed']} items ({fp['bytes'] / 1e6:.1f} MB) over loopback:")
-        lines.append(f"  feedparser.parse alone, one process  {fp['seconds']:7.2f} s   1.00x")
-        lines.append(f"  fetch alone (pipeline fetcher)       {ing['fetch_only']['seconds']:7.2f} s   {ing['fetch_only']['seconds'] / fp['seconds']:.2f}x")
-        lines.append(f"  ingest_news, full (new database)     {ing['full_seconds']:7.2f} s   {ing['full_vs_feedparser']:.2f}x")
-        lines.append(f"  ingest_news, unchanged second run    {ing['unchanged_seconds']:7.3f} s   {ing['unchanged_vs_feedparser']:.3f}x")
-        lines.append("")
-    if "news_db" in results:
-        db = results["news_db"]
-        lines.append(
-            f"database: {sum(db['news_by_tag'].values())} news items {db['news_by_tag']}, built by qsite ingest "
-            f"site ({db['ingest_site_s']:.1f} s) and qsite ingest news ({db['ingest_news_s']:.1f} s)"
-        )
-    if "memory" in results:
-        lines.append(f"serving process peak RSS (VmHWM): {results['memory']['serve_peak_mb']:.1f} MB")
-    if "visibility" in results:
-        trials = ", ".join(f"{t['visible_after_commit_s'] * 1000:.0f} ms" for t in results["visibility"]["trials"])
-        lines.append(f"new item visible through the API after its ingest committed: {trials}")
-    lines.append("")
-    profiles = dict(results.get("profile_serve", {}))
-    if "profile_ingest" in results:
-        profiles["ingest"] = results["profile_ingest"]
-    for name, prof in profiles.items():
-        lines.append(f"profile {name} ({prof['samples']} samples, {prof['raw']}):")
-        lines.append("  by layer:       " + "; ".join(f"{f} {p}%" for f, p in prof["layers_pct"]))
-        lines.append("  self time:      " + "; ".join(f"{f} {p}%" for f, p in prof["self_pct"][:10]))
-        lines.append("  project code:   " + "; ".join(f"{f} {p}%" for f, p in prof["project_inclusive_pct"][:10]))
-        lines.append("")
-    rows = results.get("targets", [])
-    if rows:
-        lines.append(f"{'target':<42} {'value':>9} {'bound':>8}  result")
-        for row in rows:
-            lines.append(f"{row['target']:<42} {row['value']:>9.3f} {row['bound']:>8}  {'PASS' if row['pass'] else 'FAIL'}")
-    return "\n".join(lines)
-
-
 def machine() -> dict:
     model = ""
     try:
@@ -616,7 +366,7 @@ def machine() -> dict:
     except (OSError, StopIteration):
         pass
     versions = {}
-    for package in ("datasette", "uvicorn", "feedparser", "httpx", "sqlite-utils", "uvloop", "httptools"):
+    for package in ("datasette", "granian", "uvicorn", "uvloop", "httptools", "h11", "limits", "feedparser", "httpx", "sqlite-utils"):
         try:
             from importlib.metadata import version
 
@@ -684,69 +434,7 @@ def main(argv: list[str] | None = None) -> None:
         if "api" not in args.skip:
             log(f"building the {args.news_items}-item database through qsite ingest site / news")
             db, config, results["news_db"] = build_news_db(work, feed_base, db_feeds)
-            port, raw_port = free_port(), free_port()
-            server = procs.start(
-                pinned(args.server_core, [str(BIN / "qsite"), "serve", "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]),
-                work / "serve.log",
-                cwd=ROOT,
-            )
-            base = f"http://127.0.0.1:{port}"
-            results["serve_startup_s"] = wait_http(base + "/api/v1/stats", server)
-            # The same service with the limiter off: shows what fair use costs per request.
-            unlimited_port = free_port()
-            unlimited = procs.start(
-                pinned(args.server_core, [str(BIN / "qsite"), "serve", "--config",
-                       str(news_config(work / "serve-unlimited.yml", db, [], rate_limit="off")),
-                       "--host", "127.0.0.1", "--port", str(unlimited_port)]),
-                work / "serve-unlimited.log",
-                cwd=ROOT,
-            )
-            unlimited_base = f"http://127.0.0.1:{unlimited_port}"
-            wait_http(unlimited_base + "/api/v1/stats", unlimited)
-            db_name = next(iter(httpx.get(base + "/-/databases.json", timeout=10).json()))["name"]
-            targets_ours = {"news": NEWS, "courses": COURSES, "stats": STATS}
-            recorded = record_responses(base, targets_ours, work / "responses.json")
-            news_etag = dict((k.lower(), v) for k, v in recorded[NEWS]["headers"])["etag"]
-            raw_server = procs.start(
-                pinned(
-                    args.server_core,
-                    [sys.executable, "-m", "uvicorn", "bench.raw_asgi:app", "--host", "127.0.0.1", "--port", str(raw_port),
-                     "--no-access-log", "--log-level", "warning"],
-                ),
-                work / "raw.log",
-                cwd=ROOT,
-                env={**os.environ, "BENCH_RAW_RESPONSES": str(work / "responses.json")},
-            )
-            raw_base = f"http://127.0.0.1:{raw_port}"
-            wait_http(raw_base + NEWS, raw_server)
-            inm = {"If-None-Match": news_etag}
-            datasette_news = f"/{db_name}/news.json?tag=Science&_size=30&_sort_desc=published_at&_shape=array"
-            targets = [
-                {"name": "news", "url": base + NEWS, "status": 200},
-                {"name": "raw news", "url": raw_base + NEWS, "status": 200},
-                {"name": "courses", "url": base + COURSES, "status": 200},
-                {"name": "raw courses", "url": raw_base + COURSES, "status": 200},
-                {"name": "stats", "url": base + STATS, "status": 200},
-                {"name": "raw stats", "url": raw_base + STATS, "status": 200},
-                {"name": "news 304", "url": base + NEWS, "status": 304, "headers": inm},
-                {"name": "raw news 304", "url": raw_base + NEWS, "status": 304, "headers": inm},
-                {"name": "datasette news", "url": base + datasette_news, "status": 200, "rows": 30},
-                {"name": "news, no limiter", "url": unlimited_base + NEWS, "status": 200},
-            ]
-            log(f"load: {len(targets)} targets x {args.rounds} rounds x {args.duration:g} s, {args.connections} connections")
-            results["api"], results["load_average_per_round"] = bench_api(args, targets)
-            results["ratios"] = ratios(results["api"])
-            log("visibility: ingesting new items while serving")
-            results["visibility"] = visibility(args, base, db, work, args.visibility_trials)
-            if args.profile:
-                log("profiling the serving process under load with py-spy")
-                results["profile_serve"] = profile_serving(args, server.pid, targets, args.out)
-            mem = memory_kb(server.pid)
-            results["memory"] = {
-                "processes": mem,
-                "serve_peak_mb": max(m["hwm_kb"] for m in mem.values()) / 1024,
-                "raw_peak_mb": max(m["hwm_kb"] for m in memory_kb(raw_server.pid).values()) / 1024,
-            }
+            bench_serving(args, procs, work, db, config, results)
         results["targets"] = verdicts(results)
         results["elapsed_s"] = time.perf_counter() - started
     finally:

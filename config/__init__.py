@@ -25,6 +25,7 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    ValidationInfo,
 )
 
 from db.model import TAGS
@@ -154,6 +155,61 @@ class ApiConfig(_Strict):
     rate_limit: Annotated[str, AfterValidator(_check_rate_limit)] = "120/minute"
     rate_limit_storage: Annotated[str, AfterValidator(_check_rate_limit_storage)] = "memory://"
     trusted_proxies: Annotated[int, Field(ge=0)] = 0
+    #: Worker processes of ``qsite serve``; None: one per core (see :func:`serving_workers`).
+    workers: Annotated[int, Field(ge=1, le=256)] | None = None
+    #: Connections ``qsite serve`` keeps open at once, over all its workers.
+    max_connections: Annotated[int, Field(ge=1)] = 1024
+
+    @field_validator("workers")
+    @classmethod
+    def _workers_share_the_budget(cls, workers: int | None, info: ValidationInfo) -> int | None:
+        problem = workers_problem(workers, info.data.get("rate_limit", ""), info.data.get("rate_limit_storage", ""))
+        if problem:
+            raise ValueError(problem)
+        return workers
+
+    @property
+    def counts_in_process_memory(self) -> bool:
+        """True when fair use is counted in each process's own memory (``memory://``)."""
+        return counts_in_process_memory(self.rate_limit, self.rate_limit_storage)
+
+
+def counts_in_process_memory(rate_limit: str, storage: str) -> bool:
+    return rate_limit.strip().lower() != "off" and storage.startswith("memory://")
+
+
+def workers_problem(workers: int | None, rate_limit: str, storage: str) -> str | None:
+    """Why ``workers`` processes cannot serve with this fair-use setting, or None.
+
+    ``memory://`` counts in one process's memory: N workers would each keep
+    their own count, and every client's fair-use budget would be N times the
+    limit. That combination is refused rather than silently multiplied.
+    """
+    if workers is not None and workers > 1 and counts_in_process_memory(rate_limit, storage):
+        return (
+            f"{workers} worker processes cannot share api.rate_limit_storage {storage} (each would count "
+            f"its own {rate_limit}, multiplying every client's budget); use a redis:// storage, "
+            "api.workers: 1, or api.rate_limit: off"
+        )
+    return None
+
+
+def serving_workers(api: ApiConfig, requested: int | None = None) -> int:
+    """The number of worker processes ``qsite serve`` starts.
+
+    ``requested`` (``--workers``) overrides ``api.workers``. Unset, it is the
+    number of cores this process may run on, or 1 where fair use is counted in
+    process memory (``memory://``), which workers cannot share.
+
+    :raises ConfigError: for more than one worker with ``memory://``.
+    """
+    workers = requested if requested is not None else api.workers
+    problem = workers_problem(workers, api.rate_limit, api.rate_limit_storage)
+    if problem:
+        raise ConfigError(f"{'--workers' if requested is not None else 'api.workers'}: {problem}")
+    if workers is not None:
+        return workers
+    return 1 if api.counts_in_process_memory else len(os.sched_getaffinity(0))
 
 
 class Config(_Strict):

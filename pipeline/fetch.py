@@ -32,6 +32,8 @@ READ_TIMEOUT = 20.0
 TOTAL_DEADLINE = 60.0
 MAX_REDIRECTS = 5
 MAX_BODY_BYTES = 15 * 1024 * 1024
+#: The options of :func:`fetch` itself; the others a caller passes along go to :func:`make_client`.
+FETCH_OPTIONS = ("max_bytes", "deadline")
 
 
 class FetchError(Exception):
@@ -202,11 +204,23 @@ def _read_file(location: str, max_bytes: int) -> Fetched:
     return Fetched(location, body)
 
 
-def fetch_one(location: str, etag: str | None = None, last_modified: str | None = None, **client_options) -> Fetched:
-    """Synchronous :func:`fetch` of one location with a client of its own."""
+def split_options(options: dict) -> tuple[dict, dict]:
+    """Fetch ``options`` as two dicts: those of :func:`make_client` (``connect_timeout``,
+    ``read_timeout``) and those of :func:`fetch` (:data:`FETCH_OPTIONS`)."""
+    client_options = {key: value for key, value in options.items() if key not in FETCH_OPTIONS}
+    fetch_options = {key: value for key, value in options.items() if key in FETCH_OPTIONS}
+    return client_options, fetch_options
+
+
+def fetch_one(location: str, etag: str | None = None, last_modified: str | None = None, **options) -> Fetched:
+    """Synchronous :func:`fetch` of one location with a client of its own (the site export's one document).
+
+    :param options: for :func:`make_client` and :func:`fetch` (:func:`split_options`).
+    """
+    client_options, fetch_options = split_options(options)
 
     async def run():
         async with make_client(**client_options) as client:
-            return await fetch(client, location, etag, last_modified)
+            return await fetch(client, location, etag, last_modified, **fetch_options)
 
     return asyncio.run(run())

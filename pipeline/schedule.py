@@ -7,11 +7,12 @@ APScheduler 3 does the timing; this module decides how the jobs behave:
   stampede a feed host), ``coalesce=True`` (a backlog of missed runs is one
   run), ``max_instances=1`` and a misfire grace time, and a first run at
   start-up.
-- Jobs run one at a time on a single worker thread, and each takes the
-  database's writer lock (:mod:`pipeline.lock`), so the scheduler, cron and a
-  manual ``qsite ingest`` never write at once.
-- Each job opens its own database connection and closes it afterwards: SQLite
-  connections belong to one thread, and a fresh one sees the latest schema.
+- Jobs run one at a time on a single worker thread, and each is a
+  :func:`pipeline.ingest.run_ingest`: it takes the database's writer lock
+  (:mod:`pipeline.lock`), so the scheduler, cron and a manual ``qsite ingest``
+  never write at once, and opens its own database connection and closes it
+  afterwards: SQLite connections belong to one thread, and a fresh one sees
+  the latest schema.
 - A job that raises is logged and the scheduler carries on; the next interval
   tries again.
 - SIGTERM and SIGINT stop the scheduler: nothing new starts, a running ingest
@@ -22,6 +23,7 @@ APScheduler 3 does the timing; this module decides how the jobs behave:
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import subprocess
@@ -37,8 +39,11 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from config import Config
-from .lock import DEFAULT_WAIT, writer_lock
-from .store import RunReport, open_database
+
+from .ingest import NEWS, SITE, run_ingest
+from .lock import DEFAULT_WAIT, WriterLockTimeout
+from .report import RunReport
+from .store import open_database
 
 log = logging.getLogger("qsite.schedule")
 
@@ -51,36 +56,6 @@ RESTART_DELAY = 30.0
 #: Jitter is this share of the interval, capped at MAX_JITTER seconds.
 JITTER_SHARE = 0.1
 MAX_JITTER = 300.0
-
-
-def run_site(config: Config, wait: float = DEFAULT_WAIT) -> list[RunReport]:
-    """Ingest the site export once, under the writer lock, on a connection of its own."""
-    from .site_export import ingest_site
-
-    with writer_lock(config.database_path, wait):
-        db = open_database(config.database_path)
-        try:
-            return [ingest_site(db, config)]
-        finally:
-            db.close()
-
-
-def run_news(config: Config, wait: float = DEFAULT_WAIT) -> list[RunReport]:
-    """Sweep the news sources once, under the writer lock, on a connection of its own."""
-    from .news import ingest_news
-
-    with writer_lock(config.database_path, wait):
-        db = open_database(config.database_path)
-        try:
-            return list(ingest_news(db, config))
-        finally:
-            db.close()
-
-
-def run_all(config: Config, wait: float = DEFAULT_WAIT) -> list[RunReport]:
-    """The site export, then the news sweep, holding the lock across both (what ``qsite ingest all`` does)."""
-    with writer_lock(config.database_path, wait):
-        return run_site(config, wait) + run_news(config, wait)
 
 
 def log_reports(reports: list[RunReport], logger: logging.Logger = log) -> None:
@@ -100,9 +75,10 @@ class JobSpec:
 
 
 def default_jobs(config: Config) -> list[JobSpec]:
-    jobs = [JobSpec("site", config.site_export.every, run_site)]
+    """The site export on its interval, and the news sweep on its own when there are sources."""
+    jobs = [JobSpec(SITE, config.site_export.every, functools.partial(run_ingest, kinds=(SITE,)))]
     if config.news.sources:
-        jobs.append(JobSpec("news", config.news.every, run_news))
+        jobs.append(JobSpec(NEWS, config.news.every, functools.partial(run_ingest, kinds=(NEWS,))))
     return jobs
 
 
@@ -258,13 +234,11 @@ def run_up(config: Config, *, host: str, port: int, wait: float | None = None, l
     The server runs in the foreground; Ctrl-C (or SIGTERM) stops both children.
     Returns the exit status: the server's, or 0 after a requested stop.
     """
-    from .lock import WriterLockTimeout
-
     wait = DEFAULT_WAIT if wait is None else wait
     open_database(config.database_path).close()
     log.info("database %s: schema up to date", config.database_path)
     try:
-        reports = run_all(config, wait)
+        reports = run_ingest(config, wait)
     except WriterLockTimeout as exc:
         log.error("%s", exc)
         return 1

@@ -15,33 +15,29 @@ documented in the README's operations section and only ever grow:
 ``sources`` [{``name``, ``url``, ``tag``, ``configured``, ``disabled``, ``last_fetch_at``, ``last_status``,
 ``last_error``, ``consecutive_failures``, ``next_fetch_at``, ``items``}].
 
-A source's ``next_fetch_at`` here is computed by :func:`next_fetch`, not the
+A source's ``next_fetch_at`` here is computed by :func:`pipeline.news_policy.next_fetch`, not the
 column of that name (which only holds a failure's backoff).
 """
 
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
 
 import sqlite_utils
+from tabulate import tabulate
 
 from config import Config
+from db.model import utc_now
+
 from .lock import lock_is_held
-from db.model import format_time, utc_now
+from .news_policy import next_fetch
+from .normalise import shorten
+from .site_export import KIND as SITE
+from .store import sources as sources_store
+from .store import status as stored
 
-TOTAL_KEYS = ("courses", "slides", "quizzes", "question_bank_size", "glossary_terms")
+#: ``ingest_runs`` statuses of a run that worked.
 SUCCESS = ("ok", "unchanged", "warning")
-
-
-def _tables(db: sqlite_utils.Database) -> set[str]:
-    return set(db.table_names())
-
-
-def _rows(db: sqlite_utils.Database, sql: str, params=()) -> list[dict]:
-    cursor = db.execute(sql, params)
-    names = [column[0] for column in cursor.description]
-    return [dict(zip(names, row)) for row in cursor.fetchall()]
 
 
 def _run(row: dict | None) -> dict | None:
@@ -61,89 +57,46 @@ def _run(row: dict | None) -> dict | None:
     }
 
 
-def next_fetch(source: dict, every: int) -> str | None:
-    """When the news ingest will next fetch ``source``: ``every`` after its last fetch, or later.
-
-    ``sources.next_fetch_at`` is only the floor a failure sets (the backoff or a
-    server's ``Retry-After``) and is cleared by a success, so the regular
-    interval has to be added here. A disabled source is never fetched (``None``),
-    nor is one never fetched yet given a time (it is due now).
-    """
-    if source["disabled"]:
-        return None
-    times = [source["next_fetch_at"]]
-    try:
-        last = datetime.strptime(source["last_fetch_at"] or "", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-    except ValueError:
-        pass  # never fetched
-    else:
-        times.append(format_time(last + timedelta(seconds=every)))
-    # RFC 3339 UTC strings of one fixed width order as the times do.
-    return max((time for time in times if time), default=None)
+def _source(row: dict, items: int, every: int) -> dict:
+    entry = {
+        "name": row["name"],
+        "url": row["url"],
+        "tag": row["tag"],
+        "configured": False,
+        "disabled": bool(row["disabled"]),
+        "last_fetch_at": row["last_fetch_at"],
+        "last_status": row["last_status"],
+        "last_error": row["last_error"],
+        "consecutive_failures": row["consecutive_failures"],
+        "next_fetch_at": row["next_fetch_at"],
+        "items": items,
+    }
+    entry["next_fetch_at"] = next_fetch(entry, every)
+    return entry
 
 
 def collect_status(db: sqlite_utils.Database, config: Config) -> dict:
     """The status of the database ``db`` configured by ``config``, as a JSON-ready dict."""
-    tables = _tables(db)
-
-    datasets = {}
-    if "data_versions" in tables:
-        for row in _rows(db, "SELECT dataset, version, changed_at FROM data_versions ORDER BY dataset"):
-            datasets[row["dataset"]] = {"version": row["version"], "changed_at": row["changed_at"]}
+    datasets = stored.data_versions(db)
     data_version = {
         # The sum only ever grows, so it orders snapshots of this database.
         "version": sum(item["version"] for item in datasets.values()),
         "changed_at": max((item["changed_at"] for item in datasets.values()), default=None),
         "datasets": datasets,
     }
+    last_success = stored.last_run(db, SITE, SUCCESS)
 
-    last_run = last_success = None
-    if "ingest_runs" in tables:
-        found = _rows(db, "SELECT * FROM ingest_runs WHERE kind = 'site' ORDER BY id DESC LIMIT 1")
-        last_run = found[0] if found else None
-        found = _rows(
-            db,
-            "SELECT finished_at FROM ingest_runs WHERE kind = 'site' AND status IN (?, ?, ?) ORDER BY id DESC LIMIT 1",
-            SUCCESS,
-        )
-        last_success = found[0]["finished_at"] if found else None
-    fetched_at = None
-    if "export_state" in tables:
-        found = _rows(db, "SELECT max(fetched_at) AS fetched_at FROM export_state")
-        fetched_at = found[0]["fetched_at"] if found else None
+    totals = dict.fromkeys(stored.TOTAL_COLUMNS)
+    totals.update(stored.site_totals(db) or {})
+    totals["news_items"] = stored.news_count(db)
 
-    totals = dict.fromkeys(TOTAL_KEYS)
-    totals["exported_at"] = None
-    if "site_totals" in tables:
-        found = _rows(db, f"SELECT {', '.join(TOTAL_KEYS)}, exported_at FROM site_totals WHERE id = 1")
-        if found:
-            totals.update(found[0])
-    totals["news_items"] = db.execute("SELECT count(*) FROM news").fetchone()[0] if "news" in tables else 0
-
-    sources = []
-    stored = {}
-    if "sources" in tables:
-        counts = {}
-        if "news" in tables:
-            counts = dict(db.execute("SELECT source, count(*) FROM news GROUP BY source").fetchall())
-        for row in _rows(db, "SELECT * FROM sources ORDER BY name"):
-            stored[row["name"]] = {
-                "name": row["name"],
-                "url": row["url"],
-                "tag": row["tag"],
-                "configured": False,
-                "disabled": bool(row["disabled"]),
-                "last_fetch_at": row["last_fetch_at"],
-                "last_status": row["last_status"],
-                "last_error": row["last_error"],
-                "consecutive_failures": row["consecutive_failures"],
-                "next_fetch_at": row["next_fetch_at"],
-                "items": counts.get(row["name"], 0),
-            }
-            stored[row["name"]]["next_fetch_at"] = next_fetch(stored[row["name"]], config.news.every)
+    items = stored.items_per_source(db)
+    rows = sources_store.stored_sources(db)
+    by_name = {name: _source(row, items.get(name, 0), config.news.every) for name, row in rows.items()}
     # Configured sources first, in config order; then any the config no longer lists.
+    sources = []
     for source in config.news.sources:
-        entry = stored.pop(source.name, None) or {
+        entry = by_name.pop(source.name, None) or {
             "name": source.name,
             "url": source.url,
             "tag": source.tag,
@@ -157,7 +110,7 @@ def collect_status(db: sqlite_utils.Database, config: Config) -> dict:
         }
         entry["configured"] = True
         sources.append(entry)
-    sources.extend(stored.values())
+    sources.extend(by_name.values())
 
     return {
         "database": str(config.database_path),
@@ -167,35 +120,35 @@ def collect_status(db: sqlite_utils.Database, config: Config) -> dict:
         "site_export": {
             "source": config.site_export.source,
             "every": config.site_export.every,
-            "fetched_at": fetched_at,
-            "last_run": _run(last_run),
-            "last_success_at": last_success,
+            "fetched_at": stored.export_fetched_at(db),
+            "last_run": _run(stored.last_run(db, SITE)),
+            "last_success_at": last_success["finished_at"] if last_success else None,
         },
         "totals": totals,
         "sources": sources,
     }
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
-    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(headers, widths)).rstrip()]
-    lines.append("  ".join("-" * width for width in widths))
-    for row in rows:
-        lines.append("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
-    return lines
+def _table(headers: list[str], rows: list[list[str]], framed: bool) -> list[str]:
+    # "simple" is plain text that diffs and greps well (a pipe, a log, cron mail);
+    # a terminal gets rounded frames that keep wide columns apart.
+    return tabulate(rows, headers=headers, tablefmt="rounded_outline" if framed else "simple", disable_numparse=True).splitlines()
 
 
 def _dash(value) -> str:
     return "-" if value is None or value == "" else str(value)
 
 
-def _short(text: str | None, width: int = 60) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+def _short(text: str | None, width: int) -> str:
+    """``text`` on one line, shortened to ``width`` characters."""
+    return shorten(" ".join((text or "").split()), width)
 
 
-def format_status(status: dict) -> str:
-    """The status as a few readable lines and tables for a terminal."""
+def format_status(status: dict, framed: bool = False) -> str:
+    """The status as a few readable lines and two tables.
+
+    :param framed: draw the tables with frames (for a terminal); plain columns otherwise.
+    """
     version = status["data_version"]
     lines = [
         f"database        {status['database']}",
@@ -234,6 +187,7 @@ def format_status(status: dict) -> str:
                     _dash(totals["exported_at"]),
                 ]
             ],
+            framed,
         )
     )
     lines.append("")
@@ -258,7 +212,7 @@ def format_status(status: dict) -> str:
                     _short(source["last_error"], 50) or "-",
                 ]
             )
-        lines.extend(_table(["source", "tag", "last fetch", "status", "failures", "next fetch", "items", "error"], rows))
+        lines.extend(_table(["source", "tag", "last fetch", "status", "failures", "next fetch", "items", "error"], rows, framed))
     else:
         lines.append("no news sources")
     return "\n".join(lines)

@@ -6,24 +6,31 @@ Exit statuses, the same for every command: 0 success, 1 a run that failed
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import logging
+import os
 import sqlite3
 import sys
-from contextlib import contextmanager
 
 import click
 
 from config import ConfigError, load_config
 from db.model import VERSION
-from pipeline.lock import DEFAULT_WAIT, WriterLockTimeout, writer_lock
-from pipeline.schedule import DEFAULT_GRACE
+from pipeline.ingest import ALL, NEWS, SITE, run_ingest
+from pipeline.lock import DEFAULT_WAIT, WriterLockTimeout
+from pipeline.schedule import DEFAULT_GRACE, Scheduler, run_forever, run_up
+from pipeline.status import collect_status, format_status
 from pipeline.store import StoreError, open_database
 
 log = logging.getLogger("qsite")
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+
+#: ``--quiet``/``-q`` of the commands a cron line or a script runs: nothing at all on success.
+quiet_option = click.option("--quiet", "-q", is_flag=True, help="Print nothing on success; failures only, on stderr.")
 
 
 def common_options(command):
@@ -81,7 +88,7 @@ def open_db_or_exit(config):
         sys.exit(EXIT_FAILED)
 
 
-@contextmanager
+@contextlib.contextmanager
 def exit_on_write_error(config):
     """End the command with one ``Error:`` line and exit status 1 when writing the database fails."""
     try:
@@ -93,28 +100,13 @@ def exit_on_write_error(config):
         sys.exit(EXIT_FAILED)
 
 
-def quiet_option(command):
-    """``--quiet``/``-q``: nothing on stdout or stderr when the command succeeds.
-
-    Goes below ``@common_options`` (logging is set up by then). The command
-    receives ``quiet`` and prints its failures itself; below ERROR, qsite's own
-    log lines are silenced.
-    """
-    @click.option("--quiet", "-q", is_flag=True, help="Print nothing but failures (on stderr).")
-    @functools.wraps(command)
-    def wrapper(quiet, **kwargs):
-        if quiet:
-            logging.getLogger("qsite").setLevel(logging.ERROR)
-        return command(quiet=quiet, **kwargs)
-
-    return wrapper
-
-
 def single_writer(command):
-    """Run the command holding the database's writer lock (:mod:`pipeline.lock`); adds ``--wait``.
+    """Options and errors of a command that writes through :func:`pipeline.ingest.run_ingest`; adds ``--wait``.
 
-    Goes below ``@common_options``. A second writer waits up to ``--wait``
-    seconds, then ends with a message naming the lock and exit status 1.
+    Goes below ``@common_options``; the command receives ``wait``. A second
+    writer waits up to ``--wait`` seconds for the lock (:mod:`pipeline.lock`),
+    then ends with a message naming it and exit status 1; so does a database
+    that cannot be opened or written.
     """
     @click.option(
         "--wait",
@@ -127,9 +119,9 @@ def single_writer(command):
     @functools.wraps(command)
     def wrapper(config, wait, **kwargs):
         try:
-            with exit_on_write_error(config), writer_lock(config.database_path, wait):
-                return command(config=config, **kwargs)
-        except WriterLockTimeout as exc:
+            with exit_on_write_error(config):
+                return command(config=config, wait=wait, **kwargs)
+        except (WriterLockTimeout, StoreError) as exc:
             click.echo(f"Error: {exc}", err=True)
             sys.exit(EXIT_FAILED)
 
@@ -150,6 +142,8 @@ def cli():
 @quiet_option
 def migrate(config, quiet):
     """Create the database or apply pending schema migrations. Example: qsite migrate --db site.db"""
+    if quiet:
+        logging.getLogger("qsite").setLevel(logging.ERROR)
     open_db_or_exit(config)
     if not quiet:
         click.echo(f"{config.database_path}: schema up to date")
@@ -162,84 +156,107 @@ def ingest():
 
 @ingest.command(name="site")
 @common_options
-@quiet_option
 @single_writer
-def ingest_site_command(config, quiet):
+@quiet_option
+def ingest_site_command(config, wait, quiet):
     """Ingest the site export. Example: qsite ingest site --config qsite.yml"""
-    from pipeline.site_export import ingest_site
-
-    db = open_db_or_exit(config)
-    report = ingest_site(db, config)
-    _echo_report(report, quiet)
-    sys.exit(EXIT_FAILED if report.failed else 0)
+    _ingest(config, wait, (SITE,), quiet)
 
 
 @ingest.command(name="news")
 @common_options
-@quiet_option
 @single_writer
-def ingest_news_command(config, quiet):
+@quiet_option
+def ingest_news_command(config, wait, quiet):
     """Fetch the configured news feeds. Example: qsite ingest news --config qsite.yml"""
-    db = open_db_or_exit(config)
-    reports = _run_news(db, config, quiet)
-    sys.exit(EXIT_FAILED if any(report.failed for report in reports) else 0)
+    _ingest(config, wait, (NEWS,), quiet)
 
 
 @ingest.command(name="all")
 @common_options
-@quiet_option
 @single_writer
-def ingest_all_command(config, quiet):
+@quiet_option
+def ingest_all_command(config, wait, quiet):
     """Ingest the site export, then the news feeds. Example: qsite ingest all"""
-    from pipeline.site_export import ingest_site
-
-    db = open_db_or_exit(config)
-    site = ingest_site(db, config)
-    _echo_report(site, quiet)
-    reports = _run_news(db, config, quiet)
-    sys.exit(EXIT_FAILED if site.failed or any(report.failed for report in reports) else 0)
+    _ingest(config, wait, ALL, quiet)
 
 
-def _echo_report(report, quiet: bool) -> None:
-    if report.failed:
-        click.echo(report.line(), err=quiet)
-    elif not quiet:
-        click.echo(report.line())
+def _ingest(config, wait: float, kinds: tuple[str, ...], quiet: bool) -> None:
+    """Run the ingests and end with status 1 if any source failed.
 
-
-def _run_news(db, config, quiet: bool):
-    """Ingest news with a progress bar on a terminal, else a line per source as each is stored."""
-    from pipeline.news import ingest_news
-
+    Each report is a line as soon as it is stored; on a terminal the news
+    sources show as a progress bar instead, and their lines follow it.
+    With ``quiet``, only failures are printed (to stderr).
+    """
     if quiet:
-        reports = ingest_news(db, config)
+        logging.getLogger("qsite").setLevel(logging.ERROR)  # failures are echoed instead
+
+        def echo_failure(report) -> None:
+            if report.failed:
+                click.echo(report.line(), err=True)
+
+        reports = run_ingest(config, wait, kinds, progress=echo_failure)
+    elif NEWS in kinds and config.news.sources and sys.stdout.isatty():
+        reports = _ingest_with_progress_bar(config, wait, kinds)
         for report in reports:
-            _echo_report(report, quiet)
-        return reports
-    if not sys.stdout.isatty() or not config.news.sources:
-        return ingest_news(db, config, progress=lambda report: click.echo(report.line()))
-    with click.progressbar(
-        length=len(config.news.sources),
-        label="news",
-        item_show_func=lambda report: report.source if report else None,
-        file=sys.stderr,
-    ) as bar:
-        reports = ingest_news(db, config, progress=lambda report: bar.update(1, report))
-    for report in reports:
-        click.echo(report.line())
-    return reports
+            if report.kind == NEWS:
+                click.echo(report.line())
+    else:
+        reports = run_ingest(config, wait, kinds, progress=lambda report: click.echo(report.line()))
+    sys.exit(EXIT_FAILED if any(report.failed for report in reports) else 0)
+
+
+def _ingest_with_progress_bar(config, wait: float, kinds: tuple[str, ...]):
+    """Run the ingests with the news sources as a progress bar, shown once the news sweep starts."""
+    with contextlib.ExitStack() as stack:
+        bar = None
+
+        def start_bar():
+            return stack.enter_context(
+                click.progressbar(
+                    length=len(config.news.sources),
+                    label="news",
+                    item_show_func=lambda report: report.source if report else None,
+                    file=sys.stderr,
+                )
+            )
+
+        def progress(report) -> None:
+            nonlocal bar
+            if report.kind == NEWS:
+                bar.update(1, report)
+            else:
+                click.echo(report.line())
+                bar = start_bar()  # the site export comes first; the news sweep starts now
+
+        if SITE not in kinds:
+            bar = start_bar()
+        return run_ingest(config, wait, kinds, progress=progress)
 
 
 @cli.command(name="serve")
 @common_options
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on.")
 @click.option("--port", default=8001, show_default=True, type=click.IntRange(0, 65535), help="Port to serve on.")
-def serve_command(config, host, port):
-    """Serve /api/v1 and Datasette, read-only, over the database. Example: qsite serve --port 8001"""
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    default=None,
+    envvar="QSITE_WORKERS",
+    help="Worker processes; overrides api.workers [default: one per core, 1 with rate_limit_storage memory://]. Env: QSITE_WORKERS.",
+)
+def serve_command(config, host, port, workers):
+    """Serve /api/v1 and Datasette, read-only, over the database. Example: qsite serve --port 8001 --workers 2"""
+    from config import serving_workers
     from service.serve import serve
 
+    try:
+        workers = serving_workers(config.api, workers)
+    except ConfigError as exc:
+        click.echo(f"Error: {config.path}: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
     open_db_or_exit(config).close()  # migrations first, so the service finds its tables
-    sys.exit(serve(config, host=host, port=port, log_level=logging.getLogger().getEffectiveLevel()))
+    sys.exit(serve(config, host=host, port=port, workers=workers, log_level=logging.getLogger().getEffectiveLevel()))
 
 
 # --- Operations: the scheduler, status and `qsite up` (pipeline/schedule.py, pipeline/status.py) ---
@@ -260,10 +277,6 @@ def _quiet_apscheduler() -> None:
 @click.option("--run-now/--no-run-now", default=True, show_default=True, help="Ingest once at start-up.")
 def schedule_command(config, wait, grace, run_now):
     """Run the ingests on their intervals in the foreground until SIGTERM/Ctrl-C. Example: qsite schedule --config qsite.yml"""
-    import os
-
-    from pipeline.schedule import Scheduler, run_forever
-
     _quiet_apscheduler()
     scheduler = Scheduler(
         config,
@@ -283,10 +296,6 @@ def schedule_command(config, wait, grace, run_now):
 @click.option("--json", "as_json", is_flag=True, help="Print stable JSON (keys documented in the README) instead of a table.")
 def status_command(config, as_json):
     """Show each source's last fetch, the site export's last run, the totals and the data version. Example: qsite status --json"""
-    import json
-
-    from pipeline.status import collect_status, format_status
-
     if not config.database_path.exists():
         click.echo(f"Error: {config.database_path}: no database yet; run `qsite ingest all` first", err=True)
         sys.exit(EXIT_FAILED)
@@ -298,7 +307,7 @@ def status_command(config, as_json):
     if as_json:
         click.echo(json.dumps(status, indent=2))
     else:
-        click.echo(format_status(status))
+        click.echo(format_status(status, framed=sys.stdout.isatty()))
 
 
 @cli.command(name="up")
@@ -309,8 +318,6 @@ def status_command(config, as_json):
               help=f"Seconds to wait while another qsite run writes [default: {DEFAULT_WAIT:g}]. Env: QSITE_LOCK_WAIT.")
 def up_command(config, host, port, wait):
     """Migrate, ingest once, then schedule ingests in the background and serve in the foreground. Example: qsite up --port 8001"""
-    from pipeline.schedule import run_up
-
     open_db_or_exit(config).close()  # a database that cannot be opened or migrated is one Error line
     with exit_on_write_error(config):
         status = run_up(config, host=host, port=port, wait=wait, log_level=logging.getLogger().getEffectiveLevel())

@@ -14,11 +14,13 @@ from pathlib import Path
 
 import yaml
 
+from .endpoints import ENDPOINTS
+
 #: The metadata file at the root of the project.
 METADATA_PATH = Path(__file__).resolve().parent.parent / "metadata.yml"
 
-#: The canned queries the routes need, without :data:`QUERY_PREFIX`.
-QUERY_NAMES = ("courses", "sections", "glossary", "news", "news_count", "stats")
+#: The canned queries the endpoints run (their ``queries`` in the table), without :data:`QUERY_PREFIX`.
+QUERY_NAMES = tuple(dict.fromkeys(name for endpoint in ENDPOINTS.values() for name in endpoint.queries))
 #: Canned queries are ``api_courses`` and so on: one named ``news`` would take
 #: over the ``news`` table's page in Datasette.
 QUERY_PREFIX = "api_"

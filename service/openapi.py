@@ -1,16 +1,19 @@
-"""The OpenAPI 3.1 document of /api/v1, built from the same constants the code checks.
+"""The OpenAPI 3.1 document of /api/v1, derived from the endpoint table.
 
-Enums, bounds and defaults come from :mod:`service.api` and
-:mod:`service.problems`, so the document cannot drift from what the service
-enforces; the tests validate every response they see against it.
+Paths, operations and parameters (with their enums, bounds and defaults) come
+from :mod:`service.endpoints`, problem types from :mod:`service.problems`, so
+the document cannot drift from what the service enforces; the tests validate
+every response they see against it. What is written here is what the table
+does not say: the response schemas, headers and shared responses.
 """
 
 from __future__ import annotations
 
 from db.model import TAGS
 
-from . import api
-from .problems import ALLOWED_METHODS, API_PREFIX, EXPOSE_HEADERS, PROBLEM_CONTENT_TYPE, PROBLEMS
+from .endpoints import ENDPOINTS, LIMIT_MAX, LIMIT_MIN, PARAMETERS, USAGE_TERMS, Endpoint
+from .parameters import ECHO_MAX, MAX_ERRORS
+from .problems import ALLOWED_METHODS, EXPOSE_HEADERS, PROBLEM_CONTENT_TYPE, PROBLEM_PREFIX, PROBLEMS
 
 REF = "#/components/"
 
@@ -92,14 +95,14 @@ def _schemas() -> dict:
             {
                 "count": {**count, "description": "All items matching tag and since, not just this page."},
                 "tag": {"type": ["string", "null"], "enum": [*TAGS, None], "description": "null: all tags."},
-                "limit": {"type": "integer", "minimum": api.LIMIT_MIN, "maximum": api.LIMIT_MAX},
+                "limit": {"type": "integer", "minimum": LIMIT_MIN, "maximum": LIMIT_MAX},
                 "next": {
                     "type": ["string", "null"],
                     "format": "uri-reference",
                     "description": "The next page (also sent as Link rel=next); null on the last page.",
                 },
                 "updated_at": _TIME,
-                "results": {"type": "array", "maxItems": api.LIMIT_MAX, "items": _ref("schemas", "NewsItem")},
+                "results": {"type": "array", "maxItems": LIMIT_MAX, "items": _ref("schemas", "NewsItem")},
             },
             "Newest first: published_at descending, then id descending.",
         ),
@@ -119,7 +122,7 @@ def _schemas() -> dict:
                 "name": {"type": "string"},
                 "version": {"const": "v1"},
                 "terms": {"type": "string"},
-                "documentation": {"const": f"{API_PREFIX}/openapi.json"},
+                "documentation": {"const": ENDPOINTS["openapi"].url},
                 "endpoints": {
                     "type": "object",
                     "additionalProperties": {"type": "string", "format": "uri-template"},
@@ -130,8 +133,8 @@ def _schemas() -> dict:
             {
                 "parameter": {
                     "type": "string",
-                    "maxLength": api.ECHO_MAX + 1,
-                    "description": f"The parameter's name; a longer one is cut to {api.ECHO_MAX} characters and \u2026.",
+                    "maxLength": ECHO_MAX + 1,
+                    "description": f"The parameter's name; a longer one is cut to {ECHO_MAX} characters and \u2026.",
                 },
                 "detail": {"type": "string"},
             },
@@ -145,7 +148,7 @@ def _schemas() -> dict:
                 "type": {
                     "type": "string",
                     "format": "uri-reference",
-                    "enum": [f"{API_PREFIX}/problems/{name}" for name in PROBLEMS],
+                    "enum": [PROBLEM_PREFIX + name for name in PROBLEMS],
                 },
                 "title": {"type": "string"},
                 "status": {"type": "integer", "enum": sorted({status for status, _ in PROBLEMS.values()})},
@@ -153,8 +156,8 @@ def _schemas() -> dict:
                 "errors": {
                     "type": "array",
                     "minItems": 1,
-                    "maxItems": api.MAX_ERRORS,
-                    "description": f"One per bad query parameter (400 only), at most {api.MAX_ERRORS}; "
+                    "maxItems": MAX_ERRORS,
+                    "description": f"One per bad query parameter (400 only), at most {MAX_ERRORS}; "
                     "when there are more, detail ends with how many more were not listed.",
                     "items": _ref("schemas", "ParameterError"),
                 },
@@ -246,7 +249,7 @@ def _responses() -> dict:
         },
         "BadRequest": _problem(
             "Bad query parameters: an unknown tag, a limit out of range, a bad cursor or since, "
-            f"an unknown parameter or one given twice. errors names every one, up to {api.MAX_ERRORS}."
+            f"an unknown parameter or one given twice. errors names every one, up to {MAX_ERRORS}."
         ),
         "NotFound": _problem("No such endpoint or item."),
         "MethodNotAllowed": _problem("The API is read-only: it answers GET and HEAD.", Allow=_ref("headers", "Allow")),
@@ -276,46 +279,17 @@ def _responses() -> dict:
 
 
 def _parameters() -> dict:
-    return {
-        "tag": {
-            "name": "tag",
-            "in": "query",
-            "required": False,
-            "description": "Only items of this category, matched ignoring letter case. Omitted: all tags.",
-            "schema": {"type": "string", "enum": list(TAGS)},
-        },
-        "limit": {
-            "name": "limit",
-            "in": "query",
-            "required": False,
-            "description": "Items per page.",
-            "schema": {"type": "integer", "minimum": api.LIMIT_MIN, "maximum": api.LIMIT_MAX, "default": api.LIMIT_DEFAULT},
-        },
-        "cursor": {
-            "name": "cursor",
-            "in": "query",
-            "required": False,
-            "description": "Opaque; only as given in next. Keyset on (published_at, id), so paging stays "
-            "right while new items arrive.",
-            "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]+$"},
-        },
-        "since": {
-            "name": "since",
-            "in": "query",
-            "required": False,
-            "description": "Only items published after this RFC 3339 time (with a time zone).",
-            "schema": {"type": "string", "format": "date-time"},
-        },
-        "q": {
-            "name": "q",
-            "in": "query",
-            "required": False,
-            "description": "Full-text search of term and definition; words are matched as words, "
-            "all of them must occur. Empty: no filter.",
-            "schema": {"type": "string", "maxLength": api.Q_MAX},
-        },
-        "id": {"name": "id", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}},
-    }
+    """Every parameter of the table: query parameters first, then path parameters."""
+    components = {}
+    for param in sorted(PARAMETERS, key=lambda param: param.where == "path"):
+        component = {"name": param.name, "in": param.where, "required": param.where == "path"}
+        if param.description:
+            component["description"] = param.description
+        component["schema"] = param.schema
+        if param.example is not None:
+            component["example"] = param.example
+        components[param.ref] = component
+    return components
 
 
 def _ok(schema: str, description: str, data: bool = True, link: bool = False) -> dict:
@@ -335,15 +309,18 @@ def _ok(schema: str, description: str, data: bool = True, link: bool = False) ->
 WRITE_METHODS = ("post", "put", "patch", "delete", "trace")
 
 
-def _path(operation_id: str, summary: str, ok: dict, params=(), data: bool = True, not_found: bool = False) -> dict:
+def _path(endpoint: Endpoint, operation_id: str, summary: str) -> dict:
+    """The path item of ``endpoint``: GET, HEAD, the preflight, and 405 for every write method."""
+    data = endpoint.required is not None  # built from data: Last-Modified, and 503 before the first ingest
+    ok = _ok(endpoint.schema, endpoint.returns, data=data, link=endpoint.pager is not None)
     responses = {"200": ok, "304": _ref("responses", "NotModified"), "400": _ref("responses", "BadRequest")}
-    if not_found:
+    if endpoint.path_param is not None:
         responses["404"] = _ref("responses", "NotFound")
     responses["429"] = _ref("responses", "TooManyRequests")
     if data:
         responses["503"] = _ref("responses", "Unavailable")
     responses["500"] = _ref("responses", "InternalError")
-    parameters = [_ref("parameters", name) for name in params]
+    parameters = [_ref("parameters", param.ref) for param in endpoint.params]
     get = {"operationId": operation_id, "summary": summary, "parameters": parameters, "responses": responses}
     head_responses = {
         status: ({key: value for key, value in response.items() if key != "content"} if "content" in response else response)
@@ -373,12 +350,23 @@ def _path(operation_id: str, summary: str, ok: dict, params=(), data: bool = Tru
                 "429": _ref("responses", "TooManyRequests"),
             },
         }
+    if endpoint.path_param is not None:
+        item["parameters"] = [_ref("parameters", endpoint.path_param.ref)]
     return item
+
+
+def _paths() -> dict:
+    """A path item per endpoint of the table, in table order."""
+    paths = {}
+    for endpoint in ENDPOINTS.values():
+        paths[endpoint.url] = _path(endpoint, endpoint.operation_id, endpoint.summary)
+        if endpoint.trailing_slash:
+            paths[endpoint.url + "/"] = _path(endpoint, endpoint.operation_id + "Slash", f"Same as {endpoint.url}")
+    return paths
 
 
 def build_document(max_age: int) -> dict:
     """The OpenAPI 3.1 document; ``max_age`` is the configured ``api.cache_max_age``."""
-    v1 = API_PREFIX
     return {
         "openapi": "3.1.0",
         "info": {
@@ -391,60 +379,16 @@ def build_document(max_age: int) -> dict:
                 "carries a strong ETag, Cache-Control and (for data) Last-Modified = updated_at, and answers "
                 "If-None-Match / If-Modified-Since with 304. Errors are RFC 9457 problem details "
                 "(application/problem+json) with Cache-Control: no-store. Every response carries CORS headers."
-                "\n\nUsage terms: " + api.USAGE_TERMS
+                "\n\nUsage terms: " + USAGE_TERMS
             ),
-            "termsOfService": v1,
-            "x-usage-terms": api.USAGE_TERMS,
+            "termsOfService": ENDPOINTS["index"].url,
+            "x-usage-terms": USAGE_TERMS,
         },
-        "paths": {
-            v1: _path("index", "Links to the endpoints and this document", _ok("Index", "The index.", data=False), data=False),
-            v1 + "/": _path(
-                "indexSlash", "Same as /api/v1", _ok("Index", "The index.", data=False), data=False
-            ),
-            v1 + "/openapi.json": _path(
-                "openapi", "This document", _ok("OpenAPI", "OpenAPI 3.1 document.", data=False), data=False
-            ),
-            v1 + "/courses": _path("courses", "The course catalog", _ok("CourseList", "Courses in catalog order.")),
-            v1 + "/glossary": _path(
-                "glossary", "The glossary", _ok("GlossaryList", "Entries ordered by term."), params=("q",)
-            ),
-            v1 + "/glossary/{id}": {
-                **_path(
-                    "glossaryEntry", "One glossary entry", _ok("GlossaryEntry", "The entry."), not_found=True
-                ),
-                "parameters": [_ref("parameters", "id")],
-            },
-            v1 + "/news": _path(
-                "news",
-                "News items, newest first",
-                _ok("NewsPage", "One page of items.", link=True),
-                params=("tag", "limit", "cursor", "since"),
-            ),
-            v1 + "/stats": _path("stats", "Site totals", _ok("Stats", "The totals.")),
-        },
+        "paths": _paths(),
         "components": {
             "schemas": _schemas(),
             "parameters": _parameters(),
             "headers": _headers(max_age),
             "responses": _responses(),
-        },
-    }
-
-
-def build_index() -> dict:
-    """The small JSON index at /api/v1."""
-    v1 = API_PREFIX
-    return {
-        "name": "qsite",
-        "version": "v1",
-        "terms": api.USAGE_TERMS,
-        "documentation": f"{v1}/openapi.json",
-        "endpoints": {
-            "courses": f"{v1}/courses",
-            "glossary": f"{v1}/glossary",
-            "glossary_entry": f"{v1}/glossary/{{id}}",
-            "news": f"{v1}/news",
-            "stats": f"{v1}/stats",
-            "openapi": f"{v1}/openapi.json",
         },
     }

@@ -22,10 +22,12 @@ from datasette import hookimpl
 
 from config import ConfigError
 
-from .api import Api, echo
-from .cache import DataVersions
+from .api import Api
+from .data_versions import DataVersions
+from .endpoints import index_document
 from .metadata import MetadataError, canned_sql
-from .openapi import build_document, build_index
+from .openapi import build_document
+from .parameters import echo
 from .problems import ALLOWED_METHODS, API_PREFIX, send_problem, send_response
 from .settings import qsite_config
 
@@ -87,7 +89,7 @@ def get_api(datasette) -> Api:
     except (ConfigError, MetadataError, OSError) as exc:
         broken = str(exc)
         log.error("/api/v1 cannot serve data: %s", broken)
-    documents = {"index": build_index(), "openapi": build_document(max_age)}
+    documents = {"index": index_document(), "openapi": build_document(max_age)}
     api = Api(execute_fn, versions, sql, max_age, documents, broken=broken)
     datasette._qsite_api = api
     return api

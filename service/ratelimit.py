@@ -1,11 +1,21 @@
 """Fair-use rate limiting for the whole Datasette instance (issue 5).
 
 An ASGI middleware, installed through Datasette's ``asgi_wrapper`` hook, that
-counts requests per client with the `limits <https://limits.readthedocs.io>`_
-library (sliding-window-counter strategy: smooth like a moving window,
-but two counters per client instead of a timestamp per request) in the storage named by
-``api.rate_limit_storage``: ``memory://`` for one process, ``redis://...`` so
-that several replicas count against one limit.
+counts requests per client with a sliding window counter (smooth like a moving
+window, but two counters per client instead of a timestamp per request): the
+count of the current fixed window plus the previous window's count weighted by
+how much of it still overlaps the last ``w`` seconds. The counters live in the
+storage named by ``api.rate_limit_storage``: ``memory://`` for one process,
+``redis://...`` (through the `limits <https://limits.readthedocs.io>`_
+library's storage) so that several workers or replicas count against one limit.
+
+One storage round trip per request (issue 15): the hit increments the current
+window's counter and the answer, with the previous window's count (final once
+its window has passed, so read once per client and window), gives both the
+verdict and the ``RateLimit`` header values. ``limits``' own strategy classes
+would need two (``hit``, then ``get_window_stats``), and its asyncio memory
+storage schedules an expiry task on every hit: ``memory://`` is a pair of dicts
+here instead, swapped when the window turns (README, "Performance").
 
 What is limited: every HTTP request except OPTIONS (CORS preflight) and static
 assets, so /api/v1, Datasette's JSON, CSV and ``?sql=`` pages and its HTML
@@ -18,8 +28,8 @@ to 10)::
     RateLimit: "default";r=119;t=37
 
 ``q`` is the quota, ``w`` the window in seconds, ``r`` what is left of the
-quota and ``t`` the seconds until ``r`` grows again. A request over the limit gets a 429
-problem+json with ``Retry-After``.
+quota and ``t`` the seconds until ``r`` grows again. A request over the limit
+gets a 429 problem+json with ``Retry-After``; it is not counted.
 
 Fair use must never take the service down: when the storage cannot be
 reached the request is served unlimited, a warning is logged at most once a
@@ -36,7 +46,6 @@ from dataclasses import dataclass
 
 import limits
 from datasette import hookimpl
-from limits.aio.strategies import SlidingWindowCounterRateLimiter
 from limits.storage import storage_from_string
 
 from config import parse_rate_limit
@@ -93,11 +102,102 @@ class Verdict:
     remaining: int
     reset_in: int
 
-    def headers(self, item: limits.RateLimitItem) -> list[tuple[bytes, bytes]]:
+    def headers(self, policy: bytes) -> list[tuple[bytes, bytes]]:
         return [
-            (b"ratelimit-policy", f'"{POLICY}";q={item.amount};w={item.get_expiry()}'.encode()),
-            (b"ratelimit", f'"{POLICY}";r={self.remaining};t={self.reset_in}'.encode()),
+            (b"ratelimit-policy", policy),
+            (b"ratelimit", b'"%s";r=%d;t=%d' % (POLICY.encode(), self.remaining, self.reset_in)),
         ]
+
+
+def policy_header(item: limits.RateLimitItem) -> bytes:
+    return f'"{POLICY}";q={item.amount};w={item.get_expiry()}'.encode()
+
+
+def judge(item: limits.RateLimitItem, previous: int, current: int, now: float, window: int) -> Verdict:
+    """The verdict on a hit that made the current window's count ``current``.
+
+    The weighted count is ``previous`` times the share of the previous window
+    still inside the last ``w`` seconds, plus ``current``. ``reset_in`` is when
+    ``r`` next grows: when the weighted previous count drops by one, or when
+    the window turns (as ``limits``' ``get_window_stats`` reckons it).
+    """
+    expiry = item.get_expiry()
+    left = (window + 1) * expiry - now
+    weighted = math.floor(previous * left / expiry + current)
+    allowed = weighted <= item.amount
+    reset_in = left % (expiry / previous) if previous else left
+    return Verdict(allowed, max(0, item.amount - weighted), max(0, math.ceil(reset_in)))
+
+
+class MemoryWindows:
+    """Per-client counts of the current and the previous window, in this process's memory.
+
+    Old windows are dropped as a whole when the window turns, so memory holds
+    the clients of two windows at most, with no timer and no lock (one event
+    loop, and no ``await`` between reading and writing a count).
+    """
+
+    def __init__(self):
+        self.window = None
+        self.current: dict[str, int] = {}
+        self.previous: dict[str, int] = {}
+
+    def _turn(self, window: int) -> None:
+        self.previous = self.current if self.window == window - 1 else {}
+        self.current = {}
+        self.window = window
+
+    async def add(self, client: str, window: int, amount: int = 1) -> tuple[int, int]:
+        """Add ``amount`` to ``client``'s count in ``window``; returns (previous, current) counts."""
+        if window != self.window:
+            self._turn(window)
+        current = self.current.get(client, 0) + amount
+        self.current[client] = current
+        return self.previous.get(client, 0), current
+
+
+class StorageWindows:
+    """The same counts in a `limits` storage shared by processes (Redis): one ``INCR`` per hit.
+
+    The previous window's count no longer changes once its window has passed,
+    so it is read once per client and window and kept here (for the clients of
+    the current window only).
+    """
+
+    def __init__(self, storage, expiry: int):
+        self.storage = storage
+        self.expiry = expiry
+        self.window = None
+        self.previous: dict[str, int] = {}
+
+    async def add(self, client: str, window: int, amount: int = 1) -> tuple[int, int]:
+        if window != self.window:
+            self.window, self.previous = window, {}
+        current = await self.storage.incr(f"qsite/{self.expiry}/{client}/{window}", 2 * self.expiry, amount)
+        previous = self.previous.get(client)
+        if previous is None:
+            previous = self.previous[client] = await self.storage.get(f"qsite/{self.expiry}/{client}/{window - 1}")
+        return previous, current
+
+
+def make_windows(storage_uri: str, expiry: int):
+    """The counts for ``api.rate_limit_storage``: :class:`MemoryWindows` or :class:`StorageWindows`."""
+    if storage_uri.startswith("memory://"):
+        return MemoryWindows()
+    options = {}
+    if storage_uri.startswith(("redis", "rediss")):
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+
+        # redis-py's default retries with backoff would stall each request
+        # for seconds while Redis is down; fail fast and serve instead.
+        options = {
+            "implementation": "redispy",
+            "socket_connect_timeout": REDIS_TIMEOUT,
+            "socket_timeout": REDIS_TIMEOUT,
+            "retry": Retry(NoBackoff(), 0),
+        }
+    return StorageWindows(storage_from_string(f"async+{storage_uri}", wrap_exceptions=True, **options), expiry)
 
 
 class FairUse:
@@ -105,46 +205,40 @@ class FairUse:
 
     def __init__(self, item: limits.RateLimitItem, storage_uri: str, trusted_proxies: int):
         self.item = item
+        self.policy = policy_header(item)
+        self.expiry = item.get_expiry()
         self.trusted_proxies = trusted_proxies
         self.storage_uri = storage_uri
-        options = {}
-        if storage_uri.startswith(("redis", "rediss")):
-            from redis.asyncio.retry import Retry
-            from redis.backoff import NoBackoff
-
-            # redis-py's default retries with backoff would stall each request
-            # for seconds while Redis is down; fail fast and serve instead.
-            options = {
-                "implementation": "redispy",
-                "socket_connect_timeout": REDIS_TIMEOUT,
-                "socket_timeout": REDIS_TIMEOUT,
-                "retry": Retry(NoBackoff(), 0),
-            }
-        storage = storage_from_string(f"async+{storage_uri}", wrap_exceptions=True, **options)
-        self.limiter = SlidingWindowCounterRateLimiter(storage)
+        self.windows = make_windows(storage_uri, self.expiry)
         self._down_until = 0.0
         self._warned_at = -math.inf
 
     async def hit(self, client: str) -> Verdict | None:
         """Count one request of ``client``; None when the storage cannot say."""
-        now = time.monotonic()
-        if now < self._down_until:
+        if self._down_until and time.monotonic() < self._down_until:
             return None
+        now = time.time()
+        window = int(now // self.expiry)
         try:
-            allowed = await self.limiter.hit(self.item, "qsite", client)
-            stats = await self.limiter.get_window_stats(self.item, "qsite", client)
+            previous, current = await self.windows.add(client, window)
+            verdict = judge(self.item, previous, current, now, window)
+            if not verdict.allowed:  # refused requests do not count
+                await self.windows.add(client, window, -1)
         except Exception as exc:  # any storage failure: serve rather than refuse
-            self._down_until = now + STORAGE_RETRY_AFTER
-            if now - self._warned_at >= WARN_EVERY:
-                self._warned_at = now
-                log.warning(
-                    "rate limit storage %s unreachable, serving without limits: %s",
-                    _redact(self.storage_uri),
-                    exc,
-                )
+            self._storage_failed(exc)
             return None
-        reset_in = max(0, math.ceil(stats.reset_time - time.time()))
-        return Verdict(allowed, max(0, stats.remaining), reset_in)
+        return verdict
+
+    def _storage_failed(self, exc: Exception) -> None:
+        now = time.monotonic()
+        self._down_until = now + STORAGE_RETRY_AFTER
+        if now - self._warned_at >= WARN_EVERY:
+            self._warned_at = now
+            log.warning(
+                "rate limit storage %s unreachable, serving without limits: %s",
+                _redact(self.storage_uri),
+                exc,
+            )
 
 
 def _redact(uri: str) -> str:
@@ -174,7 +268,7 @@ def too_many_requests(item: limits.RateLimitItem, verdict: Verdict) -> tuple[int
         f"Fair use allows {item.amount} requests per {item.get_expiry()} seconds"
         f" from one client; retry after {retry_after} seconds."
     )
-    headers = [(b"retry-after", str(retry_after).encode()), *verdict.headers(item)]
+    headers = [(b"retry-after", str(retry_after).encode()), *verdict.headers(policy_header(item))]
     return problem_response("rate-limited", detail, headers=headers)
 
 
@@ -196,12 +290,12 @@ class RateLimitMiddleware:
             status, headers, body = too_many_requests(limiter.item, verdict)
             await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
             return
-        extra = verdict.headers(limiter.item)
+        extra = verdict.headers(limiter.policy)
 
-        async def send_with_headers(message):
+        def send_with_headers(message):
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), *extra]}
-            await send(message)
+                message = {**message, "headers": [*message.get("headers", ()), *extra]}
+            return send(message)
 
         await self.app(scope, receive, send_with_headers)
 

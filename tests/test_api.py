@@ -1,34 +1,34 @@
 """The /api/v1 contract (issue 4) through ``datasette.client``: shapes, parameters, errors, headers.
 
 Every /api/v1 response these tests see is also validated against the
-service's own OpenAPI 3.1 document (``api_helpers.OpenAPICheck``).
+service's own OpenAPI 3.1 document (``tests/support/openapi_check.py``).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+from datetime import datetime, timedelta, timezone
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from api_helpers import (
+from pipeline.store import open_database
+from tests.support.api_client import ApiClient, datasette_for_config
+from tests.support.known_data import (
     CATALOG_AT,
     COURSES,
     GLOSSARY,
     NEWS_AT,
+    NEWS_START,
     SECTIONS,
     TOTALS,
-    ApiClient,
-    datasette_for_config,
     news_items,
-    parse_http_date,
+    seed_catalog,
+    seed_news,
     seeded_database,
 )
-from pipeline.store import open_database
-
-EXPOSED = "ETag, Last-Modified, Link, Retry-After, RateLimit, RateLimit-Policy"
-
+from tests.support.problems import EXPOSED, assert_problem
 
 #: The fair-use limit is on (as by default) but far above what a test sends, so every
 #: response carries RateLimit and RateLimit-Policy and is checked against the document with them.
@@ -43,17 +43,19 @@ def config_path(make_config):
 @pytest.fixture
 def api(config_path, tmp_path):
     seeded_database(tmp_path / "site.db").close()
-    client = ApiClient(datasette_for_config(config_path))
-    yield client
-    client.close()
+    with ApiClient(datasette_for_config(config_path)) as client:
+        yield client
 
 
 @pytest.fixture
 def empty_api(config_path, tmp_path):
     open_database(tmp_path / "site.db").close()
-    client = ApiClient(datasette_for_config(config_path))
-    yield client
-    client.close()
+    with ApiClient(datasette_for_config(config_path)) as client:
+        yield client
+
+
+def parse_http_date(value: str) -> datetime:
+    return datetime.strptime(value, "%a, %d %b %Y %H:%M:%S GMT").replace(tzinfo=timezone.utc)
 
 
 def all_news(tag=None):
@@ -64,25 +66,6 @@ def all_news(tag=None):
         for item in items
         if tag is None or item["tag"] == tag
     ]
-
-
-def assert_problem(response, status: int, name: str, parameters: list[str] | None = None):
-    assert response.status_code == status
-    assert response.headers["content-type"] == "application/problem+json"
-    assert response.headers["cache-control"] == "no-store"
-    assert response.headers["access-control-allow-origin"] == "*"
-    assert response.headers["access-control-expose-headers"] == EXPOSED
-    assert "etag" not in response.headers
-    body = response.json()
-    assert body["type"] == f"/api/v1/problems/{name}"
-    assert body["status"] == status
-    assert body["title"] and body["detail"]
-    if parameters is not None:
-        assert [error["parameter"] for error in body["errors"]] == parameters
-    text = response.text.lower()
-    for leak in ("traceback", "select ", "sqlite", ".db", "/tmp", "file \""):
-        assert leak not in text
-    return body
 
 
 # -- shapes ------------------------------------------------------------------------
@@ -213,9 +196,6 @@ def test_news_paging_with_cursor_visits_every_item_once(api):
 def test_news_paging_stays_right_while_new_items_arrive(api, tmp_path):
     first = api.get("/api/v1/news?limit=10").json()
     db = open_database(tmp_path / "site.db")
-    from api_helpers import NEWS_START, seed_news
-    from datetime import timedelta
-
     seed_news(db, news_items(3, start=NEWS_START + timedelta(days=1), prefix="fresh"), changed_at="2026-11-21T10:00:00Z")
     second = api.get(first["next"]).json()
     assert [item["id"] for item in second["results"]] == [item["id"] for item in all_news()[10:20]]
@@ -397,16 +377,11 @@ def test_documents_are_served_before_any_data(empty_api):
 
 
 def test_news_before_any_news_but_after_the_site(config_path, tmp_path):
-    from api_helpers import seed_catalog
-
     seed_catalog(open_database(tmp_path / "site.db"))
-    client = ApiClient(datasette_for_config(config_path))
-    try:
+    with ApiClient(datasette_for_config(config_path)) as client:
         assert client.get("/api/v1/courses").status_code == 200
         assert client.get("/api/v1/stats").json()["news_items"] == 0
         assert_problem(client.get("/api/v1/news"), 503, "no-data")
-    finally:
-        client.close()
 
 
 # -- headers, conditional requests, HEAD ---------------------------------------------
@@ -431,15 +406,12 @@ def test_200_headers(api, path):
 def test_cache_max_age_comes_from_config(make_config, tmp_path):
     path = make_config(api={"cache_max_age": 17, "rate_limit": "off"})
     seeded_database(tmp_path / "site.db").close()
-    client = ApiClient(datasette_for_config(path))
-    try:
+    with ApiClient(datasette_for_config(path)) as client:
         assert client.get("/api/v1/stats").headers["cache-control"] == "public, max-age=17"
         assert client.get("/api/v1/openapi.json").json()["components"]["headers"]["CacheControl"]["schema"] == {
             "type": "string",
             "enum": ["public, max-age=17", "private, no-store"],
         }
-    finally:
-        client.close()
 
 
 @pytest.mark.parametrize("path", ["/api/v1/courses", "/api/v1/news?tag=Investing", "/api/v1/stats", "/api/v1/openapi.json"])

@@ -8,10 +8,12 @@ from datetime import timedelta
 
 import pytest
 
-from api_helpers import NEWS_START, ApiClient, datasette_for_config, news_items, seed_news, seeded_database
 from pipeline.store import bump_version, open_database, transaction
-from service.cache import Entry, ResponseCache
+from service.response_cache import ResponseCache
+from service.responses import Entry
 from service.plugin import get_api
+from tests.support.api_client import ApiClient, datasette_for_config
+from tests.support.known_data import NEWS_START, news_items, seed_news, seeded_database
 
 PATHS = [
     "/api/v1",
@@ -159,10 +161,10 @@ def test_a_build_from_an_older_snapshot_is_served_but_not_kept(clients, tmp_path
     client = clients()
     client.get("/api/v1/stats")
     api = get_api(client.datasette)
-    current = dict(api.versions.current)
+    current = dict(api.cache.versions.current)
     older = {**current, "news": (current["news"][0] - 1, current["news"][1])}
-    assert api._storable(current, ("totals", "news"))
-    assert not api._storable(older, ("totals", "news"))
+    assert api.cache.storable(current, ("totals", "news"))
+    assert not api.cache.storable(older, ("totals", "news"))
 
 
 def test_cache_is_bounded():
@@ -205,7 +207,7 @@ def test_glossary_change_drops_only_glossary(clients, tmp_path):
     with transaction(db):
         db.execute("UPDATE glossary SET definition = 'Changed.' WHERE id = 'qubit'")
         bump_version(db, "glossary", "2026-11-22T00:00:00Z")
-    api.refresh(force=True)
+    api.cache.refresh(force=True)
     assert ("glossary", None) not in api.cache.entries
     assert ("news", None, 20, None, None) in api.cache.entries
     body = client.get("/api/v1/glossary/qubit").json()
@@ -226,11 +228,8 @@ def test_news_feed_seeding_helper_keeps_versions_monotonic(tmp_path):
 def test_fast_path_answers_still_count_against_the_rate_limit(make_config, tmp_path):
     seeded_database(tmp_path / "limited.db").close()
     path = make_config(database=str(tmp_path / "limited.db"), api={"rate_limit": "3/minute"})
-    client = ApiClient(datasette_for_config(path), check=False)
-    try:
+    with ApiClient(datasette_for_config(path), check=False) as client:
         statuses = [client.get("/api/v1/stats").status_code for _ in range(4)]
         api = get_api(client.datasette)
         assert api.cache.alias((b"/api/v1/stats", b"")) is not None  # repeats were fast-path hits
         assert statuses == [200, 200, 200, 429]
-    finally:
-        client.close()

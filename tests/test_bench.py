@@ -13,7 +13,7 @@ import httpx
 
 from bench import raw_asgi
 from bench.feeds import FeedServer, content_type, write_feeds
-from bench.run import summarise_profile
+from bench.profiling import summarise_profile
 
 NEWS = "/api/v1/news?tag=Science&limit=30"
 

@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from conftest import QSITE, SAMPLES
+from tests.support.paths import FEEDS
+from tests.support.processes import QSITE
 
-FEEDS = SAMPLES / "feeds"
 SOURCES = [
     {"name": "Lab Notes", "url": str(FEEDS / "lab-notes.xml"), "tag": "Science"},
     {"name": "Industry Wire", "url": str(FEEDS / "industry-wire.atom"), "tag": "Industry"},
@@ -42,12 +42,16 @@ def test_log_level_from_option_or_environment(qsite, make_config, env, args, lev
         assert "DEBUG qsite.lock: writer lock" in result.stderr
 
 
-def test_news_progress_bar_on_a_terminal(make_config):
-    """On a terminal: a progress bar naming each source as it is stored, then one line per source."""
+@pytest.mark.parametrize("command", ["news", "all"])
+def test_news_progress_bar_on_a_terminal(make_config, command):
+    """On a terminal: a progress bar naming each source as it is stored, then one line per source.
+
+    ``ingest all`` prints the site export's line first, and the bar once the news sweep starts.
+    """
     config = make_config(news={"sources": SOURCES})
     controller, terminal = pty.openpty()
     process = subprocess.Popen(
-        [QSITE, "ingest", "news", "--config", str(config)], stdin=terminal, stdout=terminal, stderr=terminal,
+        [QSITE, "ingest", command, "--config", str(config)], stdin=terminal, stdout=terminal, stderr=terminal,
         env={**os.environ, "COLUMNS": "100", "QSITE_LOG_LEVEL": "WARNING"},
     )
     os.close(terminal)
@@ -68,6 +72,8 @@ def test_news_progress_bar_on_a_terminal(make_config):
         assert f"%  {source['name']}" in text  # the bar names the source just stored
         assert f"news {source['name']}: ok" in text
     assert text.index("100%") < text.index("news Lab Notes: ok")  # the bar first, the lines after it
+    if command == "all":
+        assert text.index("site ") < text.index("news  [") and ": ok (courses" in text
 
 
 def test_news_plain_lines_when_piped(qsite, make_config):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SAMPLES
 from config import DEFAULT_CONFIG, ConfigError, load_config, parse_duration
+from tests.support.paths import ROOT, SITE_EXPORT
 
 MINIMAL = "site_export:\n  source: export.json\n"
 
@@ -30,7 +30,7 @@ def test_the_bundled_default_points_at_the_samples():
     config = load_config()
     assert config.path == DEFAULT_CONFIG
     assert config.database_path == ROOT / "db" / "site.db"
-    assert config.site_export_source == str(SAMPLES / "site-export.json")
+    assert config.site_export_source == str(SITE_EXPORT)
     assert (config.site_export.every, config.news.every, config.api.cache_max_age) == (3600, 900, 300)
 
 

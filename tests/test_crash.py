@@ -29,7 +29,11 @@ from pipeline.lock import writer_lock
 from pipeline.news import ingest_news
 from pipeline.site_export import ingest_site
 from pipeline.store import open_database
-from served import growing_feed, other_export, qsite_serve, wait_until
+from pipeline.store.runs import start_run
+from tests.support.feeds import growing_feed
+from tests.support.processes import qsite_serve, wait_until
+from tests.support.site_exports import configs_for_both_exports
+from tests.support.snapshot import snapshot
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 KILLS = 200 if SOAK else 22
@@ -48,17 +52,9 @@ def catalog(conn) -> list:
     return conn.execute("SELECT id, title FROM courses ORDER BY position").fetchall()
 
 
-def snapshot(path: Path):
-    """What is committed right now: news ids, sources' failure counts, the catalog."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
-    try:
-        conn.execute("BEGIN")
-        ids = {row[0] for row in conn.execute("SELECT id FROM news")}
-        courses = catalog(conn)
-        conn.execute("COMMIT")
-        return ids, courses
-    finally:
-        conn.close()
+def committed_news(path: Path) -> set[str]:
+    """The ids of the news items committed right now."""
+    return {row[0] for row in snapshot(path, ["news"], columns="id")["news"]}
 
 
 def test_sigkill_at_random_points_loses_nothing(make_config, http_server, tmp_path, sample_export):
@@ -68,14 +64,9 @@ def test_sigkill_at_random_points_loses_nothing(make_config, http_server, tmp_pa
         http_server.routes[f"/feed{feed}.xml"] = growing_feed(f"Feed {feed}", NEW_PER_FETCH, window=WINDOW)
         sources.append({"name": f"Feed {feed}", "url": http_server.url(f"/feed{feed}.xml"), "tag": "Science"})
     # Export B: a course fewer and retitled, so a mix of A and B is detectable.
-    other = other_export(sample_export)
-    (tmp_path / "export-b.json").write_text(json.dumps(other), encoding="utf-8")
     news = {"every": "1s", "sources": sources}
     api = {"rate_limit": "off"}  # the checks after 200 kills would pass any fair-use limit
-    config_a = make_config(news=news, api=api)
-    config_a = config_a.rename(tmp_path / "a.yml")
-    config_b = make_config(news=news, api=api, site_export={"source": str(tmp_path / "export-b.json")})
-    config_b = config_b.rename(tmp_path / "b.yml")
+    config_a, config_b, _ = configs_for_both_exports(make_config, tmp_path, sample_export, news=news, api=api)
     config = load_config(config_a)
     db_path = config.database_path
 
@@ -105,7 +96,7 @@ def test_sigkill_at_random_points_loses_nothing(make_config, http_server, tmp_pa
                 pid = int(zygote.stdout.readline())
                 delay = rand.uniform(0, KILL_WITHIN)
                 time.sleep(delay)
-                committed, _ = snapshot(db_path)
+                committed = committed_news(db_path)
                 os.kill(pid, signal.SIGKILL)
                 delays.append(delay)
                 assert wait_until(lambda: _gone(pid), 5, interval=0.005), f"child {pid} still alive 5 s after SIGKILL"
@@ -161,10 +152,6 @@ def _gone(pid: int) -> bool:
 
 def test_a_run_left_running_by_a_killed_process_is_closed_by_the_next(make_config, tmp_path):
     """A SIGKILLed ingest cannot finish its ingest_runs row; the next run marks it failed."""
-    from config import load_config
-    from pipeline.site_export import ingest_site
-    from pipeline.store import open_database, start_run
-
     config = load_config(make_config())
     db = open_database(config.database_path)
     stale = start_run(db, "news", "Killed Source")

@@ -17,10 +17,9 @@ import pytest
 import yaml
 from playwright.sync_api import sync_playwright
 
-from conftest import ROOT, SAMPLES, run_qsite
-from served import qsite_serve
+from tests.support.paths import FEEDS, ROOT
+from tests.support.processes import qsite_serve, run_qsite
 
-FEEDS = SAMPLES / "feeds"
 SOURCES = [
     {"name": "Quantum Lab Notes", "url": str(FEEDS / "lab-notes.xml"), "tag": "Science"},
     {"name": "Qubit Industry Wire", "url": str(FEEDS / "industry-wire.atom"), "tag": "Industry"},

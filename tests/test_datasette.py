@@ -8,28 +8,18 @@ import io
 import pytest
 import yaml
 
-from api_helpers import ApiClient, datasette_for_config, seeded_database
 from pipeline.store import open_database
 from service.metadata import METADATA_PATH, QUERY_NAMES, QUERY_PREFIX, load_metadata
 from service.plugin import get_api
+from tests.support.api_client import ApiClient, datasette_for_config
+from tests.support.known_data import seeded_database
+from tests.support.snapshot import snapshot
 
 
 @pytest.fixture
 def client(seeded_config):
-    made = ApiClient(datasette_for_config(seeded_config))
-    yield made
-    made.close()
-
-
-def snapshot(path) -> dict:
-    db = open_database(path)
-    try:
-        return {
-            table: db.execute(f"select * from [{table}] order by rowid").fetchall()
-            for table in ("courses", "sections", "glossary", "site_totals", "news", "sources", "data_versions")
-        }
-    finally:
-        db.close()
+    with ApiClient(datasette_for_config(seeded_config)) as made:
+        yield made
 
 
 def test_instance_metadata_has_title_and_usage_terms(client):
@@ -68,13 +58,10 @@ def test_no_table_holds_quiz_content_or_user_data(tmp_path):
 def test_metadata_is_bound_to_the_served_database_name(make_config, tmp_path):
     seeded_database(tmp_path / "research.db").close()
     path = make_config(database=str(tmp_path / "research.db"), api={"rate_limit": "off"})
-    other = ApiClient(datasette_for_config(path))
-    try:
+    with ApiClient(datasette_for_config(path)) as other:
         assert other.get("/api/v1/courses").json()["count"] == 2
         queries = [query["name"] for query in other.get("/research.json").json()["queries"]]
         assert {QUERY_PREFIX + name for name in QUERY_NAMES} <= set(queries)
-    finally:
-        other.close()
     assert load_metadata("research")["databases"].keys() == {"research"}
 
 
@@ -97,7 +84,7 @@ def test_canned_queries_are_listed_and_are_what_the_api_runs(client):
     client.get("/api/v1")
     api = get_api(client.datasette)
     for name in QUERY_NAMES:
-        assert api.queries.sql[name] == listed[QUERY_PREFIX + name]["sql"]
+        assert api.sql[name] == listed[QUERY_PREFIX + name]["sql"]
     # researchers running the canned query see exactly the rows the API serves
     rows = client.get("/site/api_news.json", params={"tag": "Science", "limit": "5", "_shape": "array"}).json()
     api_items = client.get("/api/v1/news?tag=Science&limit=5").json()["results"]

@@ -1,21 +1,22 @@
 """Parsing fetched bytes: the bundled feeds, and the ways real feeds go wrong."""
 
-from pathlib import Path
-
 import pytest
 
 from pipeline.feeds import FeedError, FeedJob, parse, read_feed
 from pipeline.normalise import SUMMARY_LIMIT
+from tests.support.feeds import Entry, atom, rss
+from tests.support.paths import FEEDS
 
-FEEDS = Path(__file__).resolve().parent.parent / "pipeline" / "samples" / "feeds"
 SEEN = "2025-06-01T12:00:00Z"
 
-RSS = b"""<?xml version="1.0" encoding="UTF-8"?>
-<rss version="2.0"><channel><title>T</title><link>https://t.example/</link><description>d</description>
-<item><title>First story</title><link>https://t.example/1</link><pubDate>Mon, 03 Mar 2025 08:00:00 GMT</pubDate></item>
-<item><title>Second story</title><link>https://t.example/2</link><pubDate>Tue, 04 Mar 2025 08:00:00 GMT</pubDate></item>
-<item><title>Third story</title><link>https://t.example/3</link><pubDate>Wed, 05 Mar 2025 08:00:00 GMT</pubDate></item>
-</channel></rss>"""
+RSS = rss(
+    [
+        Entry("https://t.example/1", "First story", "Mon, 03 Mar 2025 08:00:00 GMT"),
+        Entry("https://t.example/2", "Second story", "Tue, 04 Mar 2025 08:00:00 GMT"),
+        Entry("https://t.example/3", "Third story", "Wed, 05 Mar 2025 08:00:00 GMT"),
+    ],
+    title="T",
+).encode()
 
 
 def job(body: bytes, headers=None, location="https://t.example/feed.xml", tag="Science", rules=()) -> FeedJob:
@@ -66,12 +67,10 @@ def test_charset_declared_only_in_the_http_header():
 
 
 def test_relative_links_resolve_against_xml_base_or_the_feed_location():
-    atom = b"""<?xml version="1.0" encoding="utf-8"?><feed xmlns="http://www.w3.org/2005/Atom" xml:base="https://w.example/stories/">
-    <title>W</title><id>w</id><updated>2025-01-01T00:00:00Z</updated>
-    <entry><title>A</title><link href="a.html?utm_source=x"/><id>a</id><updated>2025-01-01T00:00:00Z</updated></entry></feed>"""
-    assert read_feed(job(atom)).items[0].url == "https://w.example/stories/a.html"
-    rss = RSS.replace(b"https://t.example/1", b"/posts/1")
-    assert read_feed(job(rss, location="https://moved.example/feeds/rss")).items[0].url == "https://moved.example/posts/1"
+    based = atom([Entry("a.html?utm_source=x", "A")], title="W", base="https://w.example/stories/").encode()
+    assert read_feed(job(based)).items[0].url == "https://w.example/stories/a.html"
+    moved = RSS.replace(b"https://t.example/1", b"/posts/1")
+    assert read_feed(job(moved, location="https://moved.example/feeds/rss")).items[0].url == "https://moved.example/posts/1"
 
 
 def test_relative_links_of_a_feed_file_resolve_against_its_channel_link(tmp_path):
@@ -89,10 +88,8 @@ def test_relative_links_of_a_feed_file_resolve_against_its_channel_link(tmp_path
 
 
 def test_xml_base_beats_the_channel_link_of_a_feed_file(tmp_path):
-    atom = b"""<?xml version="1.0" encoding="utf-8"?><feed xmlns="http://www.w3.org/2005/Atom" xml:base="https://w.example/stories/">
-    <title>W</title><link href="https://home.example/"/><id>w</id><updated>2025-01-01T00:00:00Z</updated>
-    <entry><title>A</title><link href="a.html"/><id>a</id><updated>2025-01-01T00:00:00Z</updated></entry></feed>"""
-    assert read_feed(job(atom, location=str(tmp_path / "w.atom"))).items[0].url == "https://w.example/stories/a.html"
+    based = atom([Entry("a.html", "A")], title="W", link="https://home.example/", base="https://w.example/stories/").encode()
+    assert read_feed(job(based, location=str(tmp_path / "w.atom"))).items[0].url == "https://w.example/stories/a.html"
 
 
 def test_html_page_is_not_a_feed():

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 
-from conftest import SAMPLES, Reply
 from db.model import VERSION as __version__
+from tests.support.feeds import RSS_TYPE
+from tests.support.local_server import Reply
+from tests.support.paths import FEEDS
 
 
 def test_every_request_names_qsite_in_its_user_agent(qsite, make_config, http_server, sample_export):
     http_server.routes["/export.json"] = Reply(200, json.dumps(sample_export), {"Content-Type": "application/json"})
-    http_server.routes["/lab.xml"] = Reply(200, (SAMPLES / "feeds" / "lab-notes.xml").read_bytes(), {"Content-Type": "application/rss+xml"})
+    http_server.routes["/lab.xml"] = Reply(200, (FEEDS / "lab-notes.xml").read_bytes(), RSS_TYPE)
     config = make_config(
         site_export={"source": http_server.url("/export.json")},
         news={"sources": [{"name": "Lab Notes", "url": http_server.url("/lab.xml"), "tag": "Science"}]},

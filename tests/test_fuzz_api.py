@@ -11,7 +11,6 @@ data is unchanged afterwards.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
@@ -31,44 +30,31 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from api_helpers import OpenAPICheck
-from conftest import SAMPLES, run_qsite
-from served import qsite_serve
+from tests.support.config_files import write_config
+from tests.support.openapi_check import OpenAPICheck
+from tests.support.paths import FEEDS
+from tests.support.processes import qsite_serve, run_qsite
+from tests.support.snapshot import snapshot
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 EXAMPLES = 400 if SOAK else 40
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance, response_schema_conformance]
-FEEDS = SAMPLES / "feeds"
 SEEN = {"requests": 0, "statuses": {}, "operations": 0}
 #: Figures of the last run, for the README.
 FIGURES = Path(os.environ.get("QSITE_FIGURES", "/tmp/qsite-reliability")) / "fuzz.json"
 
 
-def write_config(folder, rate_limit="off"):
-    import yaml
-
-    config = {
-        "database": str(folder / "site.db"),
-        "site_export": {"source": str(SAMPLES / "site-export.json"), "every": "1h"},
-        "news": {
-            "every": "15m",
-            "sources": [
-                {"name": "Quantum Lab Notes", "url": str(FEEDS / "lab-notes.xml"), "tag": "Science"},
-                {"name": "Qubit Industry Wire", "url": str(FEEDS / "industry-wire.atom"), "tag": "Industry"},
-                {"name": "Quantum Capital Brief", "url": str(FEEDS / "capital-brief.rdf"), "tag": "Investing"},
-            ],
-        },
-        "api": {"cache_max_age": 60, "rate_limit": rate_limit},
-    }
-    path = folder / "qsite.yml"
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    return path
+SOURCES = [
+    {"name": "Quantum Lab Notes", "url": str(FEEDS / "lab-notes.xml"), "tag": "Science"},
+    {"name": "Qubit Industry Wire", "url": str(FEEDS / "industry-wire.atom"), "tag": "Industry"},
+    {"name": "Quantum Capital Brief", "url": str(FEEDS / "capital-brief.rdf"), "tag": "Investing"},
+]
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     folder = tmp_path_factory.mktemp("fuzz")
-    config = write_config(folder)
+    config = write_config(folder, news={"sources": SOURCES}, api={"cache_max_age": 60, "rate_limit": "off"})
     result = run_qsite("ingest", "all", "--config", str(config))
     assert result.returncode == 0, result.stderr
     with qsite_serve(config, folder / "serve.log") as server:
@@ -118,18 +104,6 @@ def test_every_operation_against_the_document(served, mode):
     assert not [status for status in statuses if status >= 500]
     if mode == GenerationMode.NEGATIVE:
         assert statuses.get(400), statuses  # invalid input was really sent, and refused
-
-
-def data_fingerprint(db_path) -> str:
-    import sqlite3
-
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
-    digest = hashlib.sha256()
-    for table in ("courses", "sections", "glossary", "news", "sources", "site_totals", "data_versions"):
-        for row in conn.execute(f"SELECT * FROM {table} ORDER BY 1"):
-            digest.update(repr(row).encode())
-    conn.close()
-    return digest.hexdigest()
 
 
 INJECTIONS = [
@@ -217,7 +191,7 @@ def raw_get(served, target: str, method: str = "GET") -> tuple[int, dict, bytes]
 
 
 def test_injection_huge_repeated_and_odd_requests_get_4xx_problems(served):
-    before = data_fingerprint(served.db)
+    before = snapshot(served.db)
     total = httpx.get(served.url("/api/v1/stats")).json()["glossary_terms"]
     openapi = OpenAPICheck(httpx.get(served.url("/api/v1/openapi.json")).json())
     tried = 0
@@ -240,7 +214,7 @@ def test_injection_huge_repeated_and_odd_requests_get_4xx_problems(served):
         assert status == 405 and headers["allow"] == "GET, HEAD"
         openapi.check(method, httpx.Response(status, headers=headers, content=body), path="/api/v1/news")
     assert openapi.checked == tried + len(writes) == 88 + 5
-    assert data_fingerprint(served.db) == before
+    assert snapshot(served.db) == before
     SEEN["requests"] += tried + len(writes)
 
 

@@ -1,6 +1,6 @@
 """Hostile feeds over real HTTP: each fails its own source, cleanly and in bounded time.
 
-The corpus (``tests/hostile.py``) is served by the real local server next to
+The corpus (``tests/support/hostile_feeds.py``) is served by the real local server next to
 one good feed. Whatever a document does, ingesting must not raise, must not
 hang past the fetch timeouts, must mark that source failed (or keep only sane
 items when a careful reader may salvage some), and must leave the good
@@ -16,12 +16,15 @@ import time
 
 import pytest
 
-from conftest import Reply, run_qsite
-from hostile import DripServer, corpus, gzip_bomb, rss, slow_to_parse
 from config import load_config
-from pipeline.news import IN_PROCESS_MAX_BYTES, ingest_news
+from pipeline.news import ingest_news
+from pipeline.parse_pool import IN_PROCESS_MAX_BYTES
 from pipeline.normalise import SUMMARY_LIMIT
 from pipeline.store import open_database
+from tests.support.feeds import RSS_TYPE
+from tests.support.hostile_feeds import corpus, good_feed, gzip_bomb, slow_to_parse
+from tests.support.local_server import DripServer, Reply
+from tests.support.processes import run_qsite
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 SCALE = 4 if SOAK else 1
@@ -31,7 +34,7 @@ FAST = {"connect_timeout": 2, "read_timeout": 1, "deadline": 3}
 
 
 def serve_corpus(http_server, docs):
-    http_server.routes["/good.xml"] = Reply(200, rss(GOOD_ITEMS, start=1000), {"Content-Type": "application/rss+xml"})
+    http_server.routes["/good.xml"] = Reply(200, good_feed(GOOD_ITEMS, start=1000), RSS_TYPE)
     sources = [{"name": GOOD, "url": http_server.url("/good.xml"), "tag": "Science"}]
     for doc in docs:
         http_server.routes[f"/{doc.name}.xml"] = Reply(200, doc.body, doc.headers)
@@ -103,8 +106,8 @@ def test_corpus_through_the_real_command(make_config, http_server):
 
 def test_oversize_bodies_are_refused_after_decompression(make_config, http_server):
     cap = 256 * 1024
-    http_server.routes["/good.xml"] = Reply(200, rss(GOOD_ITEMS), {"Content-Type": "application/rss+xml"})
-    http_server.routes["/declared.xml"] = Reply(200, b"<" * (cap + 1), {"Content-Type": "application/rss+xml"})
+    http_server.routes["/good.xml"] = Reply(200, good_feed(GOOD_ITEMS), RSS_TYPE)
+    http_server.routes["/declared.xml"] = Reply(200, b"<" * (cap + 1), RSS_TYPE)
     http_server.routes["/bomb.xml"] = Reply(
         200, gzip_bomb(64 * cap), {"Content-Type": "application/rss+xml", "Content-Encoding": "gzip"}
     )
@@ -122,8 +125,8 @@ def test_oversize_bodies_are_refused_after_decompression(make_config, http_serve
 
 
 def test_stalling_and_dripping_servers_end_at_the_timeouts(make_config, http_server):
-    http_server.routes["/good.xml"] = Reply(200, rss(GOOD_ITEMS), {"Content-Type": "application/rss+xml"})
-    http_server.routes["/stall.xml"] = Reply(200, rss(1), stall=3)
+    http_server.routes["/good.xml"] = Reply(200, good_feed(GOOD_ITEMS), RSS_TYPE)
+    http_server.routes["/stall.xml"] = Reply(200, good_feed(1), stall=3)
     drip = DripServer(interval=0.2)
     try:
         sources = [
@@ -147,7 +150,7 @@ def test_stalling_and_dripping_servers_end_at_the_timeouts(make_config, http_ser
 
 def test_a_source_that_turns_hostile_keeps_its_items(make_config, http_server):
     """Good today, garbage tomorrow: yesterday's items and their dates stay exactly as they were."""
-    feed = {"body": rss(4).encode(), "headers": {"Content-Type": "application/rss+xml"}}
+    feed = {"body": good_feed(4).encode(), "headers": RSS_TYPE}
     http_server.routes["/turns.xml"] = lambda seen: Reply(200, feed["body"], feed["headers"])
     config = load_config(make_config(news={"every": "1s", "sources": [{"name": "turns", "url": http_server.url("/turns.xml"), "tag": "Science"}]}))
     db = open_database(config.database_path)
@@ -183,13 +186,13 @@ def turning_source(http_server, hostile_body):
 
     def deep(seen):
         served["deep"] += 1
-        body = rss(3, start=500).encode() if served["deep"] == 1 else hostile_body
-        return Reply(200, body, {"Content-Type": "application/rss+xml"})
+        body = good_feed(3, start=500).encode() if served["deep"] == 1 else hostile_body
+        return Reply(200, body, RSS_TYPE)
 
     def good(seen):
         # Its own count: the two sources are fetched concurrently, in either order.
         served["good"] += 1
-        return Reply(200, rss(GOOD_ITEMS, start=1000 + 10 * served["good"]), {"Content-Type": "application/rss+xml"})
+        return Reply(200, good_feed(GOOD_ITEMS, start=1000 + 10 * served["good"]), RSS_TYPE)
 
     http_server.routes["/deep.xml"] = deep
     http_server.routes["/good.xml"] = good

@@ -11,8 +11,9 @@ import time
 
 import pytest
 
-from conftest import QSITE, Reply
 from pipeline.lock import WriterLockTimeout, lock_is_held, lock_path, writer_lock
+from tests.support.local_server import Reply
+from tests.support.processes import QSITE
 
 HOLDER = """
 import sys, time

@@ -6,27 +6,22 @@ from email.utils import format_datetime
 
 import pytest
 
-from conftest import SAMPLES, Reply
 from config import load_config
 from pipeline.fetch import FetchError, fetch_one
-from pipeline.news import MAX_BACKOFF, backoff_seconds, ingest_news
+from pipeline.news import ingest_news
+from pipeline.news_policy import MAX_BACKOFF, backoff_seconds
 from pipeline.store import open_database
+from tests.support.feeds import Entry, rss
+from tests.support.local_server import Reply
+from tests.support.paths import FEEDS
 
 #: Short timeouts so that failure tests take a fraction of a second.
 FAST = {"connect_timeout": 1.0, "read_timeout": 0.4, "deadline": 3.0}
-FEEDS = SAMPLES / "feeds"
 
 
-def rss(*items, title="Test feed") -> bytes:
-    """An RSS 2.0 feed of ``(link, title, pubDate or None)`` items."""
-    parts = []
-    for link, headline, date in items:
-        when = f"<pubDate>{date}</pubDate>" if date else ""
-        parts.append(f"<item><title>{headline}</title><link>{link}</link>{when}<description>&lt;p&gt;About {headline}.&lt;/p&gt;</description></item>")
-    return (
-        f'<?xml version="1.0" encoding="UTF-8"?><rss version="2.0"><channel><title>{title}</title>'
-        f"<link>https://t.example/</link><description>d</description>{''.join(parts)}</channel></rss>"
-    ).encode()
+def entry(link: str, title: str, published: str | None) -> Entry:
+    """An item whose summary is a line of HTML about it."""
+    return Entry(link, title, published, f"<p>About {title}.</p>")
 
 
 def day(n: int) -> str:
@@ -34,10 +29,12 @@ def day(n: int) -> str:
 
 
 THREE = rss(
-    ("https://t.example/a?utm_source=rss", "Alpha qubits", day(0)),
-    ("https://t.example/b", "Beta raises funding", day(1)),
-    ("https://t.example/c#x", "Gamma gates", day(2)),
-)
+    [
+        entry("https://t.example/a?utm_source=rss", "Alpha qubits", day(0)),
+        entry("https://t.example/b", "Beta raises funding", day(1)),
+        entry("https://t.example/c#x", "Gamma gates", day(2)),
+    ]
+).encode()
 
 
 @pytest.fixture
@@ -152,7 +149,7 @@ FAILURES = {
 def test_a_failing_source_keeps_its_items_and_does_not_stop_others(http_server, make_config, failure):
     reply, message = FAILURES[failure]
     http_server.routes["/bad"] = Reply(200, THREE)
-    http_server.routes["/good"] = Reply(200, rss(("https://g.example/1", "Good one", day(3))))
+    http_server.routes["/good"] = Reply(200, rss([entry("https://g.example/1", "Good one", day(3))]))
     sources = [
         {"name": "Bad", "url": http_server.url("/bad"), "tag": "Science"},
         {"name": "Good", "url": http_server.url("/good"), "tag": "Industry"},
@@ -164,7 +161,7 @@ def test_a_failing_source_keeps_its_items_and_does_not_stop_others(http_server, 
     assert len(before) == 3
 
     http_server.routes["/bad"] = reply
-    http_server.routes["/good"] = Reply(200, rss(("https://g.example/1", "Good one", day(3)), ("https://g.example/2", "Good two", day(4))))
+    http_server.routes["/good"] = Reply(200, rss([entry("https://g.example/1", "Good one", day(3)), entry("https://g.example/2", "Good two", day(4))]))
     make_due(db)
     started = datetime.now(timezone.utc).replace(microsecond=0)
     reports = {r.source: r for r in ingest_news(db, config, client_options={**FAST, "max_bytes": 100_000})}
@@ -275,7 +272,7 @@ def test_declared_non_utf8_encoding(http_server, news):
 
 
 def test_relative_links_resolve_against_the_feed_url(http_server, news):
-    http_server.routes["/feeds/rss"] = Reply(200, rss(("/posts/1?utm_campaign=x", "One", day(1)), ("two.html", "Two", day(2))))
+    http_server.routes["/feeds/rss"] = Reply(200, rss([entry("/posts/1?utm_campaign=x", "One", day(1)), entry("two.html", "Two", day(2))]))
     _, db = news([{"name": "T", "url": http_server.url("/feeds/rss"), "tag": "Science"}])
     assert sorted(row[1] for row in rows(db)) == [http_server.url("/feeds/two.html"), http_server.url("/posts/1")]
 
@@ -283,8 +280,8 @@ def test_relative_links_resolve_against_the_feed_url(http_server, news):
 def test_one_story_in_two_feeds_is_one_item_kept_by_the_first_source(http_server, news):
     story = "https://News.example.org/story/1"
     # The first source answers last: order of answers must not decide who keeps the story.
-    http_server.routes["/first"] = Reply(200, rss((story + "?utm_source=first", "Shared story", day(1)), ("https://f.example/own", "Own", day(2))), stall=0.2)
-    http_server.routes["/second"] = Reply(200, rss((story + "#comments", "Shared story (syndicated)", day(1))))
+    http_server.routes["/first"] = Reply(200, rss([entry(story + "?utm_source=first", "Shared story", day(1)), entry("https://f.example/own", "Own", day(2))]), stall=0.2)
+    http_server.routes["/second"] = Reply(200, rss([entry(story + "#comments", "Shared story (syndicated)", day(1))]))
     reports, db = news(
         [
             {"name": "First", "url": http_server.url("/first"), "tag": "Science"},
@@ -315,7 +312,7 @@ def test_classification_rules_and_changing_them_retags(http_server, news):
 
 def test_future_and_missing_dates_become_first_seen(http_server, news):
     http_server.routes["/feed"] = Reply(
-        200, rss(("https://t.example/f", "From the future", "Mon, 07 Jan 2099 09:00:00 GMT"), ("https://t.example/u", "Undated", None), ("https://t.example/d", "Dated", day(0)))
+        200, rss([entry("https://t.example/f", "From the future", "Mon, 07 Jan 2099 09:00:00 GMT"), entry("https://t.example/u", "Undated", None), entry("https://t.example/d", "Dated", day(0))])
     )
     before = datetime.now(timezone.utc).replace(microsecond=0)
     _, db = news([{"name": "T", "url": http_server.url("/feed"), "tag": "Science"}])
@@ -332,12 +329,12 @@ def test_retention_prunes_old_items_and_does_not_insert_them(http_server, news):
     now = datetime.now(timezone.utc)
     recent = format_datetime(now - timedelta(days=2), usegmt=True)
     old = format_datetime(now - timedelta(days=40), usegmt=True)
-    http_server.routes["/a"] = Reply(200, rss(("https://t.example/recent", "Recent", recent), ("https://t.example/old", "Old", old)))
+    http_server.routes["/a"] = Reply(200, rss([entry("https://t.example/recent", "Recent", recent), entry("https://t.example/old", "Old", old)]))
     sources = [{"name": "A", "url": http_server.url("/a"), "tag": "Science"}]
     _, db = news(sources)
     assert db.execute("SELECT count(*) FROM news").fetchone()[0] == 2
 
-    http_server.routes["/b"] = Reply(200, rss(("https://t.example/b-old", "B old", old), ("https://t.example/b-new", "B new", recent)))
+    http_server.routes["/b"] = Reply(200, rss([entry("https://t.example/b-old", "B old", old), entry("https://t.example/b-new", "B new", recent)]))
     reports, db = news(sources + [{"name": "B", "url": http_server.url("/b"), "tag": "Industry"}], retention_days=30)
     assert reports["A"].status == "unchanged"
     assert reports["B"].counts["new"] == 1 and reports["B"].counts["skipped"] == 1

@@ -10,10 +10,12 @@ from openapi_spec_validator.versions.shortcuts import get_spec_version
 import schemathesis
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from api_helpers import ApiClient, datasette_for_config, seeded_database
 from db.model import TAGS
-from service import api as service_api
+from service import endpoints
+from service.parameters import ECHO_MAX, MAX_ERRORS
 from service.problems import PROBLEMS
+from tests.support.api_client import ApiClient, datasette_for_config
+from tests.support.known_data import seeded_database
 
 
 @pytest.fixture
@@ -24,11 +26,8 @@ def config_path(make_config, tmp_path):
 
 @pytest.fixture
 def document(config_path):
-    client = ApiClient(datasette_for_config(config_path))
-    try:
+    with ApiClient(datasette_for_config(config_path)) as client:
         yield client.get("/api/v1/openapi.json").json()
-    finally:
-        client.close()
 
 
 def test_valid_openapi_3_1(document):
@@ -50,22 +49,22 @@ def test_parameters_match_what_the_code_enforces(document):
     assert parameters["tag"]["schema"]["enum"] == list(TAGS)
     assert parameters["limit"]["schema"] == {
         "type": "integer",
-        "minimum": service_api.LIMIT_MIN,
-        "maximum": service_api.LIMIT_MAX,
-        "default": service_api.LIMIT_DEFAULT,
+        "minimum": endpoints.LIMIT_MIN,
+        "maximum": endpoints.LIMIT_MAX,
+        "default": endpoints.LIMIT_DEFAULT,
     }
-    assert (service_api.LIMIT_MIN, service_api.LIMIT_MAX, service_api.LIMIT_DEFAULT) == (1, 100, 20)
-    assert parameters["q"]["schema"]["maxLength"] == service_api.Q_MAX
+    assert (endpoints.LIMIT_MIN, endpoints.LIMIT_MAX, endpoints.LIMIT_DEFAULT) == (1, 100, 20)
+    assert parameters["q"]["schema"]["maxLength"] == endpoints.Q_MAX
     news = document["paths"]["/api/v1/news"]["get"]["parameters"]
-    assert [p["$ref"].rsplit("/", 1)[1] for p in news] == list(service_api.ENDPOINTS["news"].params)
+    assert [p["$ref"].rsplit("/", 1)[1] for p in news] == [param.name for param in endpoints.ENDPOINTS["news"].params]
     problem = document["components"]["schemas"]["Problem"]
     assert problem["properties"]["type"]["enum"] == [f"/api/v1/problems/{name}" for name in PROBLEMS]
     headers = document["components"]["headers"]
     assert headers["CacheControl"]["schema"]["enum"] == ["public, max-age=120", "private, no-store"]
     assert headers["NoStore"]["schema"]["enum"] == ["no-store", "private, no-store"]
-    assert problem["properties"]["errors"]["maxItems"] == service_api.MAX_ERRORS
+    assert problem["properties"]["errors"]["maxItems"] == MAX_ERRORS
     parameter_error = document["components"]["schemas"]["ParameterError"]
-    assert parameter_error["properties"]["parameter"]["maxLength"] == service_api.ECHO_MAX + 1
+    assert parameter_error["properties"]["parameter"]["maxLength"] == ECHO_MAX + 1
 
 
 def test_every_path_is_documented_with_every_method(document):

@@ -26,7 +26,7 @@ from pipeline.normalise import (
     published_at,
     shorten,
 )
-from service.api import decode_cursor, encode_cursor, parse_since
+from service.parameters import decode_cursor, encode_cursor, parse_since
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 EXAMPLES = 3000 if SOAK else 150

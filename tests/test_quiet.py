@@ -6,9 +6,9 @@ from importlib import metadata
 
 import pytest
 
-from conftest import SAMPLES
+from tests.support.paths import FEEDS
+from tests.support.processes import run_qsite
 
-FEEDS = SAMPLES / "feeds"
 SOURCES = [
     {"name": "Lab Notes", "url": str(FEEDS / "lab-notes.xml"), "tag": "Science"},
     {"name": "Industry Wire", "url": str(FEEDS / "industry-wire.atom"), "tag": "Industry"},
@@ -53,7 +53,5 @@ def test_quiet_failure_prints_only_the_failures_on_stderr(qsite, make_config, tm
 
 
 def test_version():
-    from conftest import run_qsite
-
     done = run_qsite("--version")
     assert (done.returncode, done.stdout, done.stderr) == (0, f"qsite, version {metadata.version('qsite')}\n", "")

@@ -12,8 +12,9 @@ from contextlib import ExitStack
 
 import pytest
 
-from conftest import Reply
-from served import qsite_serve, stop, wait_until
+from tests.support.feeds import RSS_TYPE, Entry, rss
+from tests.support.local_server import Reply
+from tests.support.processes import qsite_serve, stop, wait_until
 
 
 def get_json(port: int, path: str):
@@ -27,19 +28,18 @@ def get_json(port: int, path: str):
         return None, None
 
 
-def rss(count: int) -> str:
-    items = "".join(
-        f"<item><title>Qubit result {n}</title><link>https://news.example/story-{n}</link>"
-        f"<description>Finding number {n}.</description><pubDate>Mon, 16 Nov 2026 0{n}:00:00 GMT</pubDate></item>"
+def lab_feed(count: int) -> str:
+    entries = [
+        Entry(f"https://news.example/story-{n}", f"Qubit result {n}", f"Mon, 16 Nov 2026 0{n}:00:00 GMT", f"Finding number {n}.")
         for n in range(1, count + 1)
-    )
-    return f'<?xml version="1.0"?><rss version="2.0"><channel><title>Lab</title><link>https://news.example/</link>{items}</channel></rss>'
+    ]
+    return rss(entries, title="Lab", link="https://news.example/")
 
 
 @pytest.fixture
 def news_config(make_config, http_server):
-    feed = {"body": rss(1)}
-    http_server.routes["/feed.xml"] = lambda seen: Reply(200, feed["body"], {"Content-Type": "application/rss+xml"})
+    feed = {"body": lab_feed(1)}
+    http_server.routes["/feed.xml"] = lambda seen: Reply(200, feed["body"], RSS_TYPE)
     config = make_config(news={"every": "15m", "sources": [{"name": "Lab", "url": http_server.url("/feed.xml"), "tag": "Science"}]})
     return config, feed
 
@@ -54,7 +54,7 @@ def test_two_serve_replicas_over_one_database_both_serve_new_data(qsite, news_co
         for port in ports:
             status, stats = get_json(port, "/api/v1/stats")
             assert status == 200 and stats["news_items"] == 1, (port, status, stats)
-        feed["body"] = rss(3)
+        feed["body"] = lab_feed(3)
         second = qsite("ingest", "news", "--config", str(config))
         assert second.returncode == 0, second.stderr
         for port in ports:
@@ -67,7 +67,7 @@ def test_two_serve_replicas_over_one_database_both_serve_new_data(qsite, news_co
                 "Qubit result 1",
             ]
         codes = [stop(replica.process) for replica in replicas]
-    # Stopped by the signal itself (uvicorn re-raises it after a graceful shutdown), not killed.
+    # Stopped gracefully by the signal (status 0), not killed.
     assert all(code in (0, -signal.SIGTERM) for code in codes), codes
 
 

@@ -11,12 +11,11 @@ import threading
 import time
 from contextlib import contextmanager
 
-from conftest import Reply
 from config import load_config
 from pipeline.schedule import JobSpec, Scheduler, run_forever
-from pipeline.store import RunReport
-from conftest import QSITE
-from served import stop, wait_until
+from pipeline.report import RunReport
+from tests.support.local_server import Reply
+from tests.support.processes import QSITE, stop, wait_until
 
 
 @contextmanager

@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import SAMPLES, run_qsite
-from served import qsite_serve
+from tests.support.paths import FEEDS, SITE_EXPORT
+from tests.support.processes import qsite_serve, run_qsite
 
 FIGURES = Path(os.environ.get("QSITE_FIGURES", "/tmp/qsite-reliability")) / "secrets.json"
 #: Shorter strings (an answer of "2") would match innocent text; these are all distinctive.
@@ -64,7 +64,7 @@ def leaks(text: str, secrets: set[str]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def secrets():
-    export = json.loads((SAMPLES / "site-export.json").read_text(encoding="utf-8"))
+    export = json.loads(SITE_EXPORT.read_text(encoding="utf-8"))
     found = secrets_of(export)
     emails = [s for s in found if "@" in s]
     assert len(emails) >= 3 and len(found) > 100, "the sample must carry quiz answers and user e-mails to test"
@@ -73,8 +73,8 @@ def secrets():
 
 def test_no_table_response_or_log_line_holds_quiz_content_or_user_data(make_config, tmp_path, secrets, sample_export):
     news = {"sources": [
-        {"name": "Quantum Lab Notes", "url": str(SAMPLES / "feeds" / "lab-notes.xml"), "tag": "Science"},
-        {"name": "Quantum Capital Brief", "url": str(SAMPLES / "feeds" / "capital-brief.rdf"), "tag": "Investing"},
+        {"name": "Quantum Lab Notes", "url": str(FEEDS / "lab-notes.xml"), "tag": "Science"},
+        {"name": "Quantum Capital Brief", "url": str(FEEDS / "capital-brief.rdf"), "tag": "Investing"},
     ]}
     config = make_config(api={"rate_limit": "off"}, news=news)
     env = {"QSITE_LOG_LEVEL": "DEBUG"}

@@ -9,9 +9,9 @@ import time
 import httpx
 import pytest
 
-from api_helpers import OpenAPICheck
-from conftest import SAMPLES, run_qsite
-from served import free_port, qsite_serve, wait_until
+from tests.support.openapi_check import OpenAPICheck
+from tests.support.paths import SITE_EXPORT
+from tests.support.processes import free_port, qsite_serve, run_qsite, wait_until
 
 VISIBLE_WITHIN = 2.0
 
@@ -19,7 +19,7 @@ VISIBLE_WITHIN = 2.0
 @pytest.fixture
 def export_file(tmp_path):
     path = tmp_path / "site-export.json"
-    path.write_text((SAMPLES / "site-export.json").read_text(encoding="utf-8"), encoding="utf-8")
+    path.write_text(SITE_EXPORT.read_text(encoding="utf-8"), encoding="utf-8")
     return path
 
 

@@ -10,19 +10,17 @@ import threading
 import pytest
 
 from config import load_config
-from pipeline.site_export import ingest_site, slugify
+from pipeline.catalog_rows import slugify
+from pipeline.site_export import ingest_site
 from pipeline.store import open_database
-
-from conftest import SAMPLES, Reply
-from served import free_port
+from tests.support.local_server import Reply
+from tests.support.paths import SITE_EXPORT
+from tests.support.processes import free_port
+from tests.support.snapshot import snapshot
 
 FAST = {"connect_timeout": 0.5, "read_timeout": 0.5, "deadline": 5}
-DATA_TABLES = ("courses", "sections", "glossary", "site_totals", "data_versions", "export_state")
-
-
-def snapshot(db) -> dict:
-    """Every row the export owns, so 'nothing changed' can be asserted exactly."""
-    return {table: db.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall() for table in DATA_TABLES}
+#: Every table the export owns, so "nothing changed" can be asserted exactly.
+EXPORT_TABLES = ("courses", "sections", "glossary", "site_totals", "data_versions", "export_state")
 
 
 def versions(db) -> dict:
@@ -132,7 +130,7 @@ def test_sample_lands_in_order_with_counts_and_totals(setup, sample_export):
     }
     assert versions(db) == {"catalog": 1, "glossary": 1, "totals": 1}
     [run] = runs(db)
-    assert (run["kind"], run["source"], run["status"], run["error"]) == ("site", str(SAMPLES / "site-export.json"), "ok", None)
+    assert (run["kind"], run["source"], run["status"], run["error"]) == ("site", str(SITE_EXPORT), "ok", None)
     assert json.loads(run["counts"]) == report.counts and run["started_at"] <= run["finished_at"]
 
 
@@ -217,7 +215,7 @@ def test_a_rejected_quiz_is_not_quoted_in_the_error(loaded, sample_export):
 
 
 def test_http_conditional_get_sends_validators_back_exactly(setup, http_server):
-    body = (SAMPLES / "site-export.json").read_bytes()
+    body = SITE_EXPORT.read_bytes()
     etag, modified = 'W/"export-7f3a"', "Fri, 14 Mar 2025 09:30:00 GMT"
 
     def serve(request):
@@ -230,30 +228,30 @@ def test_http_conditional_get_sends_validators_back_exactly(setup, http_server):
     assert ingest_site(db, config, FAST).status == "ok"
     assert "if-none-match" not in http_server.requests[0].headers
     assert db.execute("SELECT etag, last_modified FROM export_state").fetchone() == (etag, modified)
-    before, changes = snapshot(db), db.conn.total_changes
+    before, changes = snapshot(db, EXPORT_TABLES), db.conn.total_changes
 
     report = ingest_site(db, config, FAST)
     assert report.status == "unchanged"
     sent = http_server.requests[1].headers
     assert (sent["if-none-match"], sent["if-modified-since"]) == (etag, modified)
-    assert snapshot(db) == before
+    assert snapshot(db, EXPORT_TABLES) == before
     assert db.conn.total_changes - changes == 2  # the ingest_runs row, inserted and closed: nothing else
     assert [r["status"] for r in runs(db)] == ["ok", "unchanged"]
 
 
 def test_same_body_without_validators_writes_nothing(setup, http_server):
-    http_server.routes["/export.json"] = Reply(200, (SAMPLES / "site-export.json").read_bytes())
+    http_server.routes["/export.json"] = Reply(200, SITE_EXPORT.read_bytes())
     config, db = setup(http_server.url("/export.json"))
     assert ingest_site(db, config, FAST).status == "ok"
-    before, changes = snapshot(db), db.conn.total_changes
+    before, changes = snapshot(db, EXPORT_TABLES), db.conn.total_changes
     assert ingest_site(db, config, FAST).status == "unchanged"
-    assert snapshot(db) == before and db.conn.total_changes - changes == 2
+    assert snapshot(db, EXPORT_TABLES) == before and db.conn.total_changes - changes == 2
 
 
 def test_redirects_are_followed(setup, http_server):
     http_server.routes["/old"] = Reply(301, b"", {"Location": "/moved"})
     http_server.routes["/moved"] = Reply(302, b"", {"Location": http_server.url("/export.json")})
-    http_server.routes["/export.json"] = Reply(200, (SAMPLES / "site-export.json").read_bytes())
+    http_server.routes["/export.json"] = Reply(200, SITE_EXPORT.read_bytes())
     config, db = setup(http_server.url("/old"))
     assert ingest_site(db, config, FAST).status == "ok"
     assert [r.path for r in http_server.requests] == ["/old", "/moved", "/export.json"]
@@ -272,11 +270,11 @@ def test_redirects_are_followed(setup, http_server):
     ],
 )
 def test_a_failed_fetch_changes_nothing(setup, http_server, case, expected):
-    good = (SAMPLES / "site-export.json").read_bytes()
+    good = SITE_EXPORT.read_bytes()
     http_server.routes["/export.json"] = Reply(200, good, {"ETag": '"v1"'})
     config, db = setup(http_server.url("/export.json"))
     assert ingest_site(db, config, FAST).status == "ok"
-    before = snapshot(db)
+    before = snapshot(db, EXPORT_TABLES)
 
     replies = {
         "timeout": Reply(200, good, stall=1.5),
@@ -294,7 +292,7 @@ def test_a_failed_fetch_changes_nothing(setup, http_server, case, expected):
         http_server.routes["/export.json"] = replies[case]
     report = ingest_site(db, config, options)
     assert report.failed and expected in report.error, report.error
-    assert snapshot(db) == before
+    assert snapshot(db, EXPORT_TABLES) == before
     last = runs(db)[-1]
     assert (last["status"], last["error"], last["counts"]) == ("failed", report.error, "{}")
     assert last["finished_at"] is not None
@@ -302,12 +300,12 @@ def test_a_failed_fetch_changes_nothing(setup, http_server, case, expected):
 
 def test_a_missing_file_fails_and_keeps_data(loaded, tmp_path):
     db, _ = loaded
-    before = snapshot(db)
+    before = snapshot(db, EXPORT_TABLES)
     config = load_config(tmp_path / "qsite.yml")
     config = config.model_copy(update={"site_export": config.site_export.model_copy(update={"source": str(tmp_path / "nope.json")})})
     report = ingest_site(db, config)
     assert report.failed and "nope.json: cannot read file" in report.error
-    assert snapshot(db) == before
+    assert snapshot(db, EXPORT_TABLES) == before
 
 
 # --- rejecting bad exports whole ------------------------------------------------------
@@ -326,16 +324,16 @@ def test_a_missing_file_fails_and_keeps_data(loaded, tmp_path):
 )
 def test_not_json_or_another_version_is_rejected(loaded, body, message):
     db, ingest = loaded
-    before = snapshot(db)
+    before = snapshot(db, EXPORT_TABLES)
     report = ingest(body)
     assert report.failed and message in report.error, report.error
-    assert snapshot(db) == before
+    assert snapshot(db, EXPORT_TABLES) == before
     assert runs(db)[-1]["status"] == "failed"
 
 
 def test_every_structural_problem_is_listed_by_path(loaded, sample_export):
     db, ingest = loaded
-    before = snapshot(db)
+    before = snapshot(db, EXPORT_TABLES)
     bad = copy.deepcopy(sample_export)
     bad["exported_at"] = "last Tuesday"
     bad["site"]["base_url"] = "ftp://qubit-academy.example"
@@ -374,7 +372,7 @@ def test_every_structural_problem_is_listed_by_path(loaded, sample_export):
     lines = report.error.splitlines()
     assert lines[0] == f"export rejected, {len(expected)} problems:"
     assert [line.strip() for line in lines[1:]] == expected
-    assert snapshot(db) == before
+    assert snapshot(db, EXPORT_TABLES) == before
     assert runs(db)[-1]["error"] == report.error
 
 
@@ -458,12 +456,12 @@ def test_versions_bump_only_for_datasets_that_changed(loaded, sample_export):
     assert versions(db) == {"catalog": 1, "glossary": 2, "totals": 2}
 
     data["courses"][0]["summary"] = "A new summary."
-    glossary = snapshot(db)["glossary"]
+    glossary = snapshot(db, EXPORT_TABLES)["glossary"]
     assert ingest(data).status == "ok"
     assert versions(db) == {"catalog": 2, "glossary": 2, "totals": 2}
     assert db.execute("SELECT summary FROM courses WHERE position = 1").fetchone()[0] == "A new summary."
     # glossary rows pointing at the rewritten sections keep their links
-    assert snapshot(db)["glossary"] == glossary
+    assert snapshot(db, EXPORT_TABLES)["glossary"] == glossary
 
     data["exported_at"] = "2025-03-15T10:00:00+01:00"
     data["unrelated"] = True
@@ -474,7 +472,7 @@ def test_versions_bump_only_for_datasets_that_changed(loaded, sample_export):
 
 def test_a_failure_mid_transaction_leaves_the_old_catalog(loaded, sample_export):
     db, ingest = loaded
-    before = snapshot(db)
+    before = snapshot(db, EXPORT_TABLES)
     # A real SQLite failure while the glossary is written, after the catalog rows were replaced.
     db.execute("CREATE TRIGGER fail_boom BEFORE INSERT ON glossary WHEN NEW.term = 'Boom' BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
     data = copy.deepcopy(sample_export)
@@ -484,7 +482,7 @@ def test_a_failure_mid_transaction_leaves_the_old_catalog(loaded, sample_export)
     ]
     report = ingest(data)
     assert report.failed and "injected failure" in report.error
-    assert snapshot(db) == before
+    assert snapshot(db, EXPORT_TABLES) == before
     assert runs(db)[-1]["status"] == "failed"
     db.execute("DROP TRIGGER fail_boom")
     assert ingest(data).status == "ok"

@@ -7,16 +7,16 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from conftest import Reply
+from config import load_config
+from pipeline.status import collect_status, format_status
+from pipeline.store import open_database
+from tests.support.feeds import RSS_TYPE, Entry, rss
+from tests.support.local_server import Reply
 
 
 def lab_feed(count: int) -> str:
-    items = "".join(
-        f"<item><title>Story {n}</title><link>https://lab.example/{n}</link>"
-        f"<pubDate>Mon, 0{n + 1} Mar 2025 08:00:00 GMT</pubDate></item>"
-        for n in range(count)
-    )
-    return f'<?xml version="1.0"?><rss version="2.0"><channel><title>Lab</title><link>https://lab.example/</link>{items}</channel></rss>'
+    entries = [Entry(f"https://lab.example/{n}", f"Story {n}", f"Mon, 0{n + 1} Mar 2025 08:00:00 GMT") for n in range(count)]
+    return rss(entries, title="Lab", link="https://lab.example/")
 
 
 def at(text: str) -> datetime:
@@ -31,14 +31,14 @@ def known_db(tmp_path, make_config, http_server, qsite):
     served one item, then 410 Gone (disabled), and has since left the config; New Feed
     was added after the ingests. The site export was ingested once, then failed (HTTP 500).
     """
-    http_server.routes["/lab.xml"] = Reply(200, lab_feed(2), {"Content-Type": "application/rss+xml"})
+    http_server.routes["/lab.xml"] = Reply(200, lab_feed(2), RSS_TYPE)
     http_server.routes["/busy.xml"] = Reply(503, "busy", {"Retry-After": "7200"})
     old_fetches = []
 
     def old(seen):
         old_fetches.append(seen)
         if len(old_fetches) == 1:
-            return Reply(200, lab_feed(1).replace("lab.example", "old.example"), {"Content-Type": "application/rss+xml"})
+            return Reply(200, lab_feed(1).replace("lab.example", "old.example"), RSS_TYPE)
         return Reply(410, "gone")
 
     http_server.routes["/old.xml"] = old
@@ -140,3 +140,18 @@ def test_status_shows_a_running_ingest(qsite, known_db, tmp_path):
     with writer_lock(tmp_path / "site.db", 0):
         result = qsite("status", "--json", "--config", str(known_db))
     assert json.loads(result.stdout)["ingest_running"] is True
+
+
+def test_status_table_is_framed_on_a_terminal_and_plain_when_piped(known_db):
+    config = load_config(known_db)
+    db = open_database(config.database_path)
+    try:
+        status = collect_status(db, config)
+    finally:
+        db.close()
+    framed, plain = format_status(status, framed=True), format_status(status)
+    assert "\u256d" in framed and "\u2502 Lab Notes" in framed  # rounded corner, cell border
+    assert not any("\u2500" <= char <= "\u257f" for char in plain)  # no box drawing
+    # the same cells either way
+    assert [line.split()[0] for line in plain.splitlines() if line.startswith(("Lab Notes", "Old Feed"))] == ["Lab", "Old"]
+    assert sum("Lab Notes" in line for line in framed.splitlines()) == 1

@@ -22,7 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLES, Reply, run_qsite
+from tests.support.feeds import RSS_TYPE, Entry, rss
+from tests.support.local_server import Reply
+from tests.support.paths import SITE_EXPORT
+from tests.support.processes import run_qsite
+from tests.support.snapshot import snapshot
 
 ROOT = os.geteuid() == 0
 TMPFS_SIZE = "4m"
@@ -31,12 +35,8 @@ HEADROOM_KB = 120
 
 
 def big_feed(count: int, words: int = 20) -> str:
-    items = "".join(
-        f"<item><title>Big story {n}</title><link>https://big.example/{n}</link>"
-        f"<description>{'words and more words ' * words}</description></item>"
-        for n in range(count)
-    )
-    return f'<?xml version="1.0"?><rss version="2.0"><channel><title>Big</title><link>https://big.example/</link>{items}</channel></rss>'
+    entries = [Entry(f"https://big.example/{n}", f"Big story {n}", summary="words and more words " * words) for n in range(count)]
+    return rss(entries, title="Big", link="https://big.example/")
 
 
 @pytest.fixture
@@ -60,7 +60,7 @@ def location(tmp_path):
 def loaded(location, make_config, http_server):
     """Sample export and a small feed ingested into the database in ``location``."""
     feed = {"body": big_feed(10, words=2)}
-    http_server.routes["/feed.xml"] = lambda seen: Reply(200, feed["body"], {"Content-Type": "application/rss+xml"})
+    http_server.routes["/feed.xml"] = lambda seen: Reply(200, feed["body"], RSS_TYPE)
     config = make_config(
         database=str(location / "site.db"),
         news={"every": "1s", "sources": [{"name": "Big", "url": http_server.url("/feed.xml"), "tag": "Science"}]},
@@ -71,15 +71,13 @@ def loaded(location, make_config, http_server):
 
 
 def contents(db_path: Path) -> dict:
+    """The rows of the data tables, once the database passes its integrity check."""
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        return {
-            table: conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
-            for table in ("courses", "sections", "glossary", "site_totals", "news", "data_versions")
-        }
     finally:
         conn.close()
+    return snapshot(db_path, ("courses", "sections", "glossary", "site_totals", "news", "data_versions"))
 
 
 def assert_clear_failure(result, *words):
@@ -142,7 +140,7 @@ def test_full_location_fails_site_ingest_clearly_and_keeps_data(loaded, tmp_path
     export = tmp_path / "big-export.json"
     export.write_text(json.dumps(sample_export), encoding="utf-8")
     # Same location, a bigger export: it cannot fit.
-    text = config.read_text().replace(str(SAMPLES / "site-export.json"), str(export))
+    text = config.read_text().replace(str(SITE_EXPORT), str(export))
     config.write_text(text)
     preexec, undo = squeeze(db_path.parent, db_path)
     result = run_qsite("ingest", "site", "--config", str(config), preexec_fn=preexec)

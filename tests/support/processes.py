@@ -1,13 +1,12 @@
-"""Shared helpers for the process-level tests: free ports, polling, a real ``qsite serve``, growing feeds."""
+"""Real processes for the tests: the ``qsite`` command, a running ``qsite serve``, and how to wait for and stop them."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
 import subprocess
-import threading
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +14,20 @@ from typing import Iterator, Sequence
 
 import httpx
 
-from conftest import QSITE, Reply
+#: The installed ``qsite`` console command, next to the interpreter running the tests.
+QSITE = str(Path(sys.executable).with_name("qsite"))
+
+
+def run_qsite(*args, env: dict | None = None, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
+    """Run the real ``qsite`` console command and capture its output as text.
+
+    ``env`` adds environment variables; a ``QSITE_CONFIG`` of the test runner's
+    own environment is dropped unless ``env`` sets one, so only ``--config`` decides.
+    """
+    full_env = {**os.environ, **(env or {})}
+    if "QSITE_CONFIG" not in (env or {}):
+        full_env.pop("QSITE_CONFIG", None)
+    return subprocess.run([QSITE, *args], capture_output=True, text=True, env=full_env, timeout=timeout, **kwargs)
 
 
 def free_port() -> int:
@@ -49,6 +61,8 @@ def stop(process: subprocess.Popen, signum: int = signal.SIGTERM, timeout: float
 
 
 class Served:
+    """A running ``qsite serve`` (or ``up``): its process, port and log file."""
+
     def __init__(self, process: subprocess.Popen, port: int, log: Path):
         self.process = process
         self.port = port
@@ -69,6 +83,7 @@ def qsite_serve(
     command: str = "serve",
     args: Sequence[str] = (),
     ready: str = "/api/v1",
+    wrapper: Sequence[str] = (),
 ) -> Iterator[Served]:
     """Start ``qsite serve --config config --port <free port>`` and yield once ``ready`` answers.
 
@@ -80,7 +95,7 @@ def qsite_serve(
     port = free_port()
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [QSITE, command, "--config", str(config), "--port", str(port), *args],
+            [*wrapper, QSITE, command, "--config", str(config), "--port", str(port), *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
@@ -102,47 +117,3 @@ def qsite_serve(
         yield served
     finally:
         stop(process)
-
-
-def growing_feed(name: str, step: int, window: int | None = None):
-    """A route for ``http_server`` serving an RSS feed that grows by ``step`` new items on every fetch.
-
-    Fetch k serves items 0 to k * step - 1, or only the newest ``window`` of them, so an
-    ingest always has exactly ``step`` new items to store. Links carry a tracking
-    parameter and descriptions escaped HTML, as real feeds do.
-    """
-    fetches = 0
-    lock = threading.Lock()
-    slug = name.lower().replace(" ", "-")
-
-    def reply(seen):
-        nonlocal fetches
-        with lock:
-            fetches += 1
-            top = fetches * step
-        first = 0 if window is None else max(0, top - window)
-        items = "".join(
-            f"<item><title>{name} story {n}</title><link>https://feeds.example/{slug}/{n}?utm_source=rss</link>"
-            f"<description>&lt;p&gt;Story {n} of {name}.&lt;/p&gt;</description>"
-            f"<pubDate>{time.strftime('%a, %d %b %Y %H:%M:%S GMT', time.gmtime(1_700_000_000 + n * 60))}</pubDate></item>"
-            for n in range(first, top)
-        )
-        body = f'<?xml version="1.0"?><rss version="2.0"><channel><title>{name}</title><link>https://feeds.example/</link>{items}</channel></rss>'
-        return Reply(200, body, {"Content-Type": "application/rss+xml"})
-
-    return reply
-
-
-def other_export(export: dict) -> dict:
-    """A second valid version of a site export: a course fewer and the first retitled.
-
-    Two versions let a test tell "one export or the other" from "a mix of both".
-    """
-    other = json.loads(json.dumps(export))
-    other["courses"] = other["courses"][:-1]
-    other["courses"][0]["title"] += " (revised)"
-    kept = {course["id"] for course in other["courses"]}
-    other["glossary"] = [
-        entry for entry in other["glossary"] if not isinstance(entry.get("lesson"), dict) or entry["lesson"]["course"] in kept
-    ]
-    return other

@@ -12,25 +12,28 @@ Sizes are parameters so the same builder serves ``make test`` (small) and
 from __future__ import annotations
 
 import gzip
-import os
+import io
 import random
-import socket
-import threading
-import time
 from dataclasses import dataclass, field
 
-GOOD_ITEM = (
-    "<item><title>Trapped-ion result {n}</title><link>https://hostile.example/story-{n}?utm_source=x</link>"
-    "<description>&lt;p&gt;Finding {n}&lt;/p&gt;</description><pubDate>Mon, 16 Nov 2026 08:{m:02d}:00 GMT</pubDate></item>"
-)
+from tests.support.feeds import RSS_TYPE, Entry, rss
+
+CLOSE = "</channel></rss>"
 
 
-def rss(items: int, start: int = 0, encoding: str = "utf-8", title: str = "Hostile") -> str:
-    body = "".join(GOOD_ITEM.format(n=n, m=n % 60) for n in range(start, start + items))
-    return (
-        f'<?xml version="1.0" encoding="{encoding}"?>\n<rss version="2.0"><channel><title>{title}</title>'
-        f"<link>https://hostile.example/</link><description>d</description>{body}</channel></rss>"
-    )
+def good_feed(items: int, start: int = 0, encoding: str = "utf-8", title: str = "Hostile") -> str:
+    """A well-formed RSS feed of ``items`` stories numbered from ``start``: the raw material the corpus breaks."""
+    entries = [
+        Entry(f"https://hostile.example/story-{n}?utm_source=x", f"Trapped-ion result {n}",
+              f"Mon, 16 Nov 2026 08:{n % 60:02d}:00 GMT", f"<p>Finding {n}</p>")
+        for n in range(start, start + items)
+    ]
+    return rss(entries, title=title, link="https://hostile.example/", description="d", encoding=encoding)
+
+
+def _with_raw_items(items: str) -> str:
+    """An empty good feed with ``items`` spliced in as they are, unescaped (hostile input need not be well-formed)."""
+    return good_feed(0)[: -len(CLOSE)] + items + CLOSE
 
 
 @dataclass(frozen=True)
@@ -95,8 +98,8 @@ def _deep_unclosed(depth: int) -> bytes:
 def corpus(scale: int = 1, seed: int = 0) -> list[Hostile]:
     """The hostile documents; ``scale`` multiplies the sizes of the big ones."""
     rand = random.Random(seed)
-    good = rss(5).encode()
-    xml = {"Content-Type": "application/rss+xml"}
+    good = good_feed(5).encode()
+    xml = RSS_TYPE
     docs = [
         Hostile("empty", b"", xml),
         Hostile("whitespace", b" \n\t\r\n" * 100, xml),
@@ -128,106 +131,46 @@ def corpus(scale: int = 1, seed: int = 0) -> list[Hostile]:
         Hostile("external-entity", _external_entity(), xml, True),
         Hostile("deeply-nested", _deeply_nested(4_000 * scale), xml, True),
         Hostile("deep-unclosed", _deep_unclosed(4_000 * scale), xml),
-        Hostile("wrong-encoding-declared-utf8-sent-latin1", rss(3, title="Zürich café").encode("latin-1"), xml, True),
-        Hostile("wrong-encoding-utf16-without-bom", rss(3, encoding="utf-8").encode("utf-16-le"), xml, True),
-        Hostile("unknown-encoding", rss(3, encoding="x-no-such-charset").encode(), xml, True),
-        Hostile("header-charset-lies", rss(3).encode("utf-8"), {"Content-Type": "application/rss+xml; charset=ebcdic-cp-be"}, True),
-        Hostile("invalid-utf8-sequences", rss(3).encode().replace(b"Finding", b"Find\xff\xfe\xc3ing"), xml, True),
+        Hostile("wrong-encoding-declared-utf8-sent-latin1", good_feed(3, title="Zürich café").encode("latin-1"), xml, True),
+        Hostile("wrong-encoding-utf16-without-bom", good_feed(3, encoding="utf-8").encode("utf-16-le"), xml, True),
+        Hostile("unknown-encoding", good_feed(3, encoding="x-no-such-charset").encode(), xml, True),
+        Hostile("header-charset-lies", good_feed(3).encode("utf-8"), {"Content-Type": "application/rss+xml; charset=ebcdic-cp-be"}, True),
+        Hostile("invalid-utf8-sequences", good_feed(3).encode().replace(b"Finding", b"Find\xff\xfe\xc3ing"), xml, True),
         Hostile(
             "gigantic-summary",
-            (rss(0)[: -len("</channel></rss>")] + "<item><title>big</title><link>https://hostile.example/big</link><description>"
-             + "word " * (400_000 * scale) + "</description></item></channel></rss>").encode(),
+            _with_raw_items("<item><title>big</title><link>https://hostile.example/big</link><description>"
+                            + "word " * (400_000 * scale) + "</description></item>").encode(),
             xml,
             True,
         ),
-        Hostile("many-entries", rss(1_000 * scale).encode(), xml, True),
+        Hostile("many-entries", good_feed(1_000 * scale).encode(), xml, True),
         Hostile(
             "hostile-links",
-            (rss(0)[: -len("</channel></rss>")] + "".join(
+            _with_raw_items("".join(
                 f"<item><title>l{n}</title><link>{link}</link></item>"
                 for n, link in enumerate([
                     "javascript:alert(1)", "file:///etc/passwd", "data:text/html,<script>", "http://[::1", "http://%zz/",
                     "//no-scheme.example/x", "http://" + "a" * 70_000 + ".example/", "mailto:x@example.com", "",
                 ])
-            ) + "</channel></rss>").encode(),
+            )).encode(),
             xml,
             True,
         ),
-        Hostile("control-characters", rss(2).replace("Finding", "Find\x01\x02\x1b[31m").encode(), xml, True),
+        Hostile("control-characters", good_feed(2).replace("Finding", "Find\x01\x02\x1b[31m").encode(), xml, True),
     ]
     return docs
-
-
-class DripServer:
-    """A raw TCP server on 127.0.0.1 that sends a 200 and then one byte every ``interval`` seconds, for ever.
-
-    A read timeout never fires against it; only an overall deadline ends the fetch.
-    """
-
-    def __init__(self, interval: float = 0.2):
-        self.interval = interval
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def url(self, path: str = "/drip.xml") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def _serve(self):
-        self.sock.settimeout(0.2)
-        while not self.stopped.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except (TimeoutError, OSError):
-                continue
-            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
-
-    def _drip(self, conn):
-        try:
-            conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/rss+xml\r\n\r\n<?xml version='1.0'?><rss version='2.0'><channel>")
-            while not self.stopped.is_set():
-                conn.sendall(b" ")
-                time.sleep(self.interval)
-        except OSError:
-            pass
-        finally:
-            conn.close()
-
-    def close(self):
-        self.stopped.set()
-        self.sock.close()
-        self.thread.join(2)
 
 
 def gzip_bomb(expanded_bytes: int) -> bytes:
     """A gzip body a few KiB long that expands to ``expanded_bytes`` of zeros."""
     chunk = b"\0" * (1 << 20)
-    compressor = gzip.GzipFile(fileobj=(out := _Buffer()), mode="wb", compresslevel=9)
-    left = expanded_bytes
-    while left > 0:
-        compressor.write(chunk[: min(left, len(chunk))])
-        left -= len(chunk)
-    compressor.close()
-    return out.data
-
-
-class _Buffer:
-    def __init__(self):
-        self.data = b""
-
-    def write(self, data):
-        self.data += data
-        return len(data)
-
-    def flush(self):
-        pass
-
-
-def random_bytes(size: int, seed: int | None = None) -> bytes:
-    return random.Random(seed).randbytes(size) if seed is not None else os.urandom(size)
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=9) as compressor:
+        left = expanded_bytes
+        while left > 0:
+            compressor.write(chunk[: min(left, len(chunk))])
+            left -= len(chunk)
+    return out.getvalue()
 
 
 def slow_to_parse(size: int) -> bytes:

@@ -1,0 +1,167 @@
+"""``make bench``'s verdicts and printed table: ratios within rounds, the issues' targets, one line per target."""
+
+from __future__ import annotations
+
+import statistics
+
+#: The targets of the issues; each row is (name, value key, comparison, bound).
+TARGETS = [
+    ("news, courses, stats, 304 vs granian raw ASGI", "min_vs_raw", ">=", 0.6),
+    ("news, courses, stats vs uvicorn-h11 raw ASGI", "min_vs_h11", ">=", 2.5),
+    ("news, courses, stats vs Datasette JSON", "min_vs_datasette", ">=", 3.0),
+    ("cached news, limiter on vs off", "limiter_on_vs_off", ">=", 0.9),
+    ("p99 at 32 connections (ms)", "max_p99_ms", "<=", 25.0),
+    ("cached news, 2 workers vs 1 (wrk shares the cores)", "workers_2_vs_1", ">=", 1.6),
+    ("full ingest vs feedparser alone", "full_vs_feedparser", "<=", 1.0),
+    ("unchanged ingest vs feedparser alone", "unchanged_vs_feedparser", "<=", 0.1),
+    ("serving process peak RSS (MB)", "peak_rss_mb", "<", 150.0),
+    ("new ingest visible through the API (s)", "visible_s", "<=", 2.0),
+]
+
+#: The servers the raw ASGI ceiling runs under (bench/servers.py), the first being ``qsite serve``'s.
+RAW_SERVERS = ("granian", "uvicorn-h11", "uvicorn-httptools")
+
+#: The rows the targets are judged on (the others are references and diagnostics).
+OURS = ("news", "courses", "stats", "news 304")
+
+#: Each of our rows and the raw row with the same bytes (under every server).
+SAME_BYTES = {
+    "news": "raw news",
+    "courses": "raw courses",
+    "stats": "raw stats",
+    "news 304": "raw news 304",
+    "news, no limiter": "raw news",
+}
+
+
+def ratio(api: dict, a: str, b: str) -> float:
+    """Median over rounds of req/s of ``a`` over ``b`` within the same round.
+
+    Targets run back to back within a round, so a ratio within a round is
+    taken under the same conditions; the machine is shared, and load from
+    elsewhere shifts whole rounds more than it shifts one target against another.
+    """
+    return statistics.median(x["rps"] / y["rps"] for x, y in zip(api[a]["rounds"], api[b]["rounds"]))
+
+
+def ratios(api: dict) -> dict:
+    """For each of our rows: vs the same bytes raw under each server, and vs Datasette's JSON."""
+    out = {}
+    for name, raw in SAME_BYTES.items():
+        if name not in api:
+            continue
+        row = {}
+        for server in RAW_SERVERS:
+            if f"{server} {raw}" in api:
+                row[f"vs_{server}"] = ratio(api, name, f"{server} {raw}")
+        if "datasette news" in api and name != "news 304":
+            row["vs_datasette"] = ratio(api, name, "datasette news")
+        out[name] = row
+    if "news" in api and "news, no limiter" in api:
+        out["limiter_on_vs_off"] = ratio(api, "news", "news, no limiter")
+    if "news, 2 workers" in api and "news, 1 worker, any core" in api:
+        out["workers_2_vs_1"] = ratio(api, "news, 2 workers", "news, 1 worker, any core")
+    for server in RAW_SERVERS[1:]:
+        if f"{server} raw news" in api and "granian raw news" in api:
+            out[f"{server}_vs_granian"] = ratio(api, f"{server} raw news", "granian raw news")
+    return out
+
+
+def verdicts(results: dict) -> list[dict]:
+    api, rat = results.get("api", {}), results.get("ratios", {})
+    values = {}
+    ours = {name: r for name, r in rat.items() if name in OURS}
+    for key, column in (("min_vs_raw", "vs_granian"), ("min_vs_h11", "vs_uvicorn-h11"), ("min_vs_datasette", "vs_datasette")):
+        found = [r[column] for r in ours.values() if column in r]
+        if found:
+            values[key] = min(found)
+    for key in ("limiter_on_vs_off", "workers_2_vs_1"):
+        if key in rat:
+            values[key] = rat[key]
+    measured = [v for name, v in api.items() if name in OURS]
+    if measured:
+        values["max_p99_ms"] = max(v["p99_ms"] for v in measured)
+    if "ingestion" in results:
+        values["full_vs_feedparser"] = results["ingestion"]["full_vs_feedparser"]
+        values["unchanged_vs_feedparser"] = results["ingestion"]["unchanged_vs_feedparser"]
+    if "memory" in results:
+        values["peak_rss_mb"] = results["memory"]["serve_peak_mb"]
+    if "visibility" in results:
+        values["visible_s"] = results["visibility"]["max_visible_after_commit_s"]
+    rows = []
+    for label, key, op, bound in TARGETS:
+        if key in values:
+            value = values[key]
+            ok = {"<=": value <= bound, ">=": value >= bound, "<": value < bound}[op]
+            rows.append({"target": label, "value": round(value, 3), "bound": f"{op} {bound:g}", "pass": ok})
+    return rows
+
+
+def table(results: dict) -> str:
+    lines = []
+    api = results.get("api", {})
+    if api:
+        rat = results.get("ratios", {})
+        lines.append(
+            f"{'target':<30} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'errors':>6} {'bytes':>6}"
+            f"  {'vs granian':>10} {'vs h11':>7} {'vs ds':>6}"
+        )
+        for name, row in api.items():
+            r = rat.get(name, {})
+            cells = [
+                f"{r['vs_granian']:.2f}x" if "vs_granian" in r else "",
+                f"{r['vs_uvicorn-h11']:.2f}x" if "vs_uvicorn-h11" in r else "",
+                f"{r['vs_datasette']:.1f}x" if "vs_datasette" in r else "",
+            ]
+            lines.append(
+                f"{name:<30} {row['rps']:>8.0f} {row['p50_ms']:>7.2f} {row['p99_ms']:>7.2f} {row['errors']:>6} "
+                f"{row['body_bytes']:>6}  {cells[0]:>10} {cells[1]:>7} {cells[2]:>6}"
+            )
+        for server in RAW_SERVERS[1:]:
+            if f"{server}_vs_granian" in rat:
+                lines.append(f"raw ASGI ceiling, {server} vs granian (news): {rat[f'{server}_vs_granian']:.2f}x")
+        if "limiter_on_vs_off" in rat:
+            lines.append(f"cached news, fair-use limiter on vs off: {rat['limiter_on_vs_off']:.2f}x")
+        if "workers_2_vs_1" in rat:
+            lines.append(
+                f"cached news, 2 workers vs 1 (limiter off, neither pinned; wrk on core 1 shares the cores): {rat['workers_2_vs_1']:.2f}x"
+            )
+        lines.append("")
+    ing = results.get("ingestion")
+    if ing:
+        fp = ing["feedparser"]
+        lines.append(f"ingestion of {ing['feeds']} feeds x {ing['items_per_feed']} items ({fp['bytes'] / 1e6:.1f} MB) over loopback:")
+        lines.append(f"  feedparser.parse alone, one process  {fp['seconds']:7.2f} s   1.00x")
+        lines.append(f"  fetch alone (pipeline fetcher)       {ing['fetch_only']['seconds']:7.2f} s   {ing['fetch_only']['seconds'] / fp['seconds']:.2f}x")
+        lines.append(f"  ingest_news, full (new database)     {ing['full_seconds']:7.2f} s   {ing['full_vs_feedparser']:.2f}x")
+        lines.append(f"  ingest_news, unchanged second run    {ing['unchanged_seconds']:7.3f} s   {ing['unchanged_vs_feedparser']:.3f}x")
+        lines.append("")
+    if "news_db" in results:
+        db = results["news_db"]
+        lines.append(
+            f"database: {sum(db['news_by_tag'].values())} news items {db['news_by_tag']}, built by qsite ingest "
+            f"site ({db['ingest_site_s']:.1f} s) and qsite ingest news ({db['ingest_news_s']:.1f} s)"
+        )
+    if "memory" in results:
+        lines.append(f"serving process peak RSS (VmHWM): {results['memory']['serve_peak_mb']:.1f} MB")
+    if "visibility" in results:
+        trials = ", ".join(f"{t['visible_after_commit_s'] * 1000:.0f} ms" for t in results["visibility"]["trials"])
+        lines.append(f"new item visible through the API after its ingest committed: {trials}")
+    lines.append("")
+    profiles = dict(results.get("profile_serve", {}))
+    if "profile_ingest" in results:
+        profiles["ingest"] = results["profile_ingest"]
+    for name, prof in profiles.items():
+        lines.append(f"profile {name} ({prof['samples']} samples, {prof['raw']}):")
+        lines.append("  by layer:       " + "; ".join(f"{f} {p}%" for f, p in prof["layers_pct"]))
+        lines.append("  self time:      " + "; ".join(f"{f} {p}%" for f, p in prof["self_pct"][:10]))
+        lines.append("  project code:   " + "; ".join(f"{f} {p}%" for f, p in prof["project_inclusive_pct"][:10]))
+        lines.append("")
+    rows = results.get("targets", [])
+    if rows:
+        lines.append(f"{'target':<52} {'value':>9} {'bound':>8}  result")
+        for row in rows:
+            lines.append(f"{row['target']:<52} {row['value']:>9.3f} {row['bound']:>8}  {'PASS' if row['pass'] else 'FAIL'}")
+    return "\n".join(lines)
+
+

@@ -1,0 +1,125 @@
+"""The pipeline's storage layer: the only place the pipeline runs SQL.
+
+Each module here owns some tables and offers narrow functions over them:
+:mod:`.catalog` (the site export's tables), :mod:`.news` (items),
+:mod:`.sources` (each feed's validators, failures and backoff), :mod:`.runs`
+(``ingest_runs`` and ``data_versions``) and :mod:`.status` (the reads behind
+``qsite status``). Fetching, parsing, normalising and deciding
+(:mod:`pipeline.news_policy`) hold no SQL and need no database to be tested.
+
+This package itself opens the database and makes transactions. The database
+runs in WAL mode so that Datasette keeps reading while the pipeline writes;
+each unit of work (one export, one news source) is one :func:`transaction`,
+so readers see the old data or the new, never a mix. The schema itself is
+:mod:`db.migrations`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import sqlite_utils
+
+from db.migrations import migrations
+
+from ..lock import WriterLockTimeout, writer_lock
+from .runs import bump_version
+
+__all__ = ["StoreError", "bump_version", "open_database", "transaction"]
+
+log = logging.getLogger("qsite.store")
+
+#: How long a writer waits for another writer's transaction before giving up.
+BUSY_TIMEOUT_MS = 10_000
+
+#: Seconds to wait for the writer lock before applying pending migrations.
+MIGRATION_WAIT = 30.0
+
+
+class StoreError(Exception):
+    """The database cannot be opened or written; the message says which file and why."""
+
+
+def open_database(path: str | Path) -> sqlite_utils.Database:
+    """Open (creating if need be) the database at ``path`` and apply pending migrations.
+
+    Pending migrations are applied under the writer lock (:mod:`pipeline.lock`),
+    so processes opening a new file at once cannot both create its tables.
+
+    :raises StoreError: when the file or its folder cannot be created, read or written,
+        or migrations are pending and another writer holds the lock for over :data:`MIGRATION_WAIT` s.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        db = sqlite_utils.Database(conn)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
+        if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        if migrations.pending(db):
+            _migrate(db, path)
+    except (sqlite3.Error, OSError) as exc:
+        raise StoreError(f"{path}: cannot open database: {exc}") from None
+    return db
+
+
+def _migrate(db: sqlite_utils.Database, path: Path) -> None:
+    # Two processes migrating a new file at once would both create the same
+    # tables ("table ... already exists"), so migrations run under the writer
+    # lock; apply() looks again at what is pending once the lock is ours.
+    try:
+        with writer_lock(path, MIGRATION_WAIT):
+            migrations.apply(db)
+    except WriterLockTimeout as exc:
+        raise StoreError(f"cannot apply schema migrations: {exc}") from None
+
+
+@contextmanager
+def transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+    """One all-or-nothing unit of work; ``BEGIN IMMEDIATE`` takes the write lock up front.
+
+    The guards are those of sqlite-utils' ``Database.atomic()``, which cannot
+    be used as it is because it begins a deferred transaction:
+
+    - on an error, roll back only if a transaction is still open: SQLite itself
+      rolls back on some errors (``SQLITE_FULL``, ``SQLITE_IOERR``, a trigger's
+      ``RAISE(ROLLBACK)``), and a second ``ROLLBACK`` would replace the real
+      error with "cannot rollback - no transaction is active";
+    - when ``COMMIT`` fails (a deferred constraint, a full disk), roll back:
+      SQLite leaves the transaction open, and the connection's next ``BEGIN``
+      would fail.
+
+    Either way the caller gets the original error and a connection outside any
+    transaction, ready for the next unit of work.
+    """
+    conn = db.conn
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        _rollback(conn)
+        raise
+    try:
+        conn.execute("COMMIT")
+    except BaseException:
+        _rollback(conn)
+        raise
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Undo the open transaction, if SQLite has not already; never hides the error being handled."""
+    if not conn.in_transaction:
+        return
+    try:
+        conn.execute("ROLLBACK")
+    except sqlite3.Error as exc:
+        # The error that made us roll back is the one to report; SQLite undoes the
+        # transaction anyway when the connection closes.
+        log.warning("ROLLBACK failed: %s", exc)

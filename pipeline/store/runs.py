@@ -1,0 +1,55 @@
+"""The pipeline's bookkeeping: ``ingest_runs`` (one row per ingest of one thing) and ``data_versions``.
+
+Call these inside the transaction of the work they describe, so a run's row
+and a dataset's version never disagree with the data.
+"""
+
+from __future__ import annotations
+
+import json
+
+import sqlite_utils
+
+from db.model import utc_now
+
+
+def bump_version(db: sqlite_utils.Database, dataset: str, changed_at: str | None = None) -> None:
+    """Record that ``dataset`` changed; call inside the transaction that changed it."""
+    db.execute(
+        """
+        INSERT INTO data_versions (dataset, version, changed_at) VALUES (?, 1, ?)
+        ON CONFLICT(dataset) DO UPDATE SET version = version + 1, changed_at = excluded.changed_at
+        """,
+        [dataset, changed_at or utc_now()],
+    )
+
+
+def close_interrupted_runs(db: sqlite_utils.Database) -> int:
+    """Mark as failed the runs a killed process left ``running``; return how many.
+
+    Runs never overlap (the writer lock, :mod:`pipeline.lock`), so when a new
+    one starts, any row still ``running`` belongs to a process that died.
+    """
+    return db.execute(
+        "UPDATE ingest_runs SET status = 'failed', finished_at = ?, error = ? WHERE status = 'running'",
+        [utc_now(), "interrupted: the process ended before the run finished"],
+    ).rowcount
+
+
+def start_run(db: sqlite_utils.Database, kind: str, source: str, started_at: str | None = None) -> int:
+    """Insert a ``running`` row in ``ingest_runs`` and return its id."""
+    cursor = db.execute(
+        "INSERT INTO ingest_runs (kind, source, started_at, status) VALUES (?, ?, ?, 'running')",
+        [kind, source, started_at or utc_now()],
+    )
+    return cursor.lastrowid
+
+
+def finish_run(
+    db: sqlite_utils.Database, run_id: int, status: str, counts: dict | None = None, error: str | None = None
+) -> None:
+    """Close the ``ingest_runs`` row ``run_id`` with its outcome."""
+    db.execute(
+        "UPDATE ingest_runs SET finished_at = ?, status = ?, counts = ?, error = ? WHERE id = ?",
+        [utc_now(), status, json.dumps(counts or {}, sort_keys=True), error, run_id],
+    )

@@ -1,0 +1,131 @@
+"""The JSON body of each data endpoint, built from the rows of its canned queries.
+
+One function per endpoint, named in its row of :data:`service.endpoints.ENDPOINTS`.
+Each gets a :class:`Build`: the canonical parameter values asked for and one
+read snapshot (connection, canned SQL and the ``data_versions`` it saw), and
+returns ``(payload, extra_headers)``. Pure and synchronous; the SQL itself is
+in ``metadata.yml``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from .data_versions import Versions, updated_at
+from .parameters import echo
+
+
+class NoData(Exception):
+    """The dataset behind the response has never been ingested (503)."""
+
+
+class Missing(Exception):
+    """The requested item does not exist (404)."""
+
+
+@dataclass(frozen=True)
+class Build:
+    """One body to build: what was asked, and the snapshot to build it from.
+
+    :param endpoint: its :class:`~service.endpoints.Endpoint` (canned queries, datasets, next links).
+    :param values: the canonical value of each of its query parameters.
+    :param arg: the value of its path parameter, if it has one.
+    """
+
+    endpoint: object
+    values: dict
+    arg: str | None
+    conn: sqlite3.Connection
+    sql: dict[str, str]
+    versions: Versions
+
+    def rows(self, query: str, params: dict) -> list[dict]:
+        """The rows of one of the endpoint's canned queries, as dicts, with bound ``params``."""
+        if query not in self.endpoint.queries:
+            raise KeyError(f"{self.endpoint.name} does not list the canned query {query!r}")
+        cursor = self.conn.execute(self.sql[query], params)
+        columns = [column[0] for column in cursor.description]
+        return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+    @property
+    def updated_at(self) -> str:
+        return updated_at(self.versions, self.endpoint.datasets)
+
+    def listing(self, results: list) -> dict:
+        """A whole collection: how many, when it last changed, and every item."""
+        return {"count": len(results), "updated_at": self.updated_at, "results": results}
+
+
+def fts_query(q: str | None) -> str:
+    """A glossary search as an FTS5 query: every word quoted, so all must occur.
+
+    Quoting makes FTS syntax (``AND``, ``"``, ``*``) plain text; a search with no
+    words at all becomes an empty phrase that matches nothing, never a syntax
+    error. ``None`` is no search (the canned query's empty ``:q``).
+    """
+    if q is None:
+        return ""
+    return " ".join(f'"{word}"' for word in q.split()) or '""'
+
+
+def courses(build: Build):
+    courses = build.rows("courses", {})
+    sections: dict[str, list] = {}
+    for section in build.rows("sections", {"course": ""}):
+        sections.setdefault(section.pop("course_id"), []).append(section)
+    results = [{**course, "sections": sections.get(course["id"], [])} for course in courses]
+    return build.listing(results), ()
+
+
+def _glossary_entries(build: Build, entry_id: str, q: str | None) -> list[dict]:
+    return [
+        {
+            "id": row["id"],
+            "term": row["term"],
+            "definition": row["definition"],
+            "lesson": {"title": row["lesson_title"], "url": row["lesson_url"]},
+        }
+        for row in build.rows("glossary", {"id": entry_id, "q": fts_query(q)})
+    ]
+
+
+def glossary(build: Build):
+    return build.listing(_glossary_entries(build, "", build.values["q"])), ()
+
+
+def glossary_entry(build: Build):
+    found = _glossary_entries(build, build.arg, None)
+    if not found:
+        raise Missing(f"no glossary entry with id {echo(build.arg)!r}")
+    return found[0], ()
+
+
+def news(build: Build):
+    values = build.values
+    limit = values["limit"]
+    before, before_id = values["cursor"] or ("", "")
+    filters = {"tag": values["tag"] or "", "since": values["since"] or ""}
+    page = build.rows("news", {**filters, "before": before, "before_id": before_id, "limit": limit + 1})
+    count = build.rows("news_count", filters)[0]["count"]
+    link = None
+    if len(page) > limit:
+        page = page[:limit]
+        link = build.endpoint.next_link(values, (page[-1]["published_at"], page[-1]["id"]))
+    payload = {
+        "count": count,
+        "tag": values["tag"],
+        "limit": limit,
+        "next": link,
+        "updated_at": build.updated_at,
+        "results": page,
+    }
+    headers = ((b"link", f'<{link}>; rel="next"'.encode()),) if link else ()
+    return payload, headers
+
+
+def stats(build: Build):
+    rows = build.rows("stats", {})
+    if not rows:
+        raise NoData()
+    return {**rows[0], "updated_at": build.updated_at}, ()

@@ -1,0 +1,149 @@
+"""The response cache: built answers by canonical key, dropped when their data changes.
+
+Each distinct response is built once per data version and kept as an
+:class:`~service.responses.Entry`. :meth:`ResponseCache.refresh` is where the
+cache is invalidated: it polls ``data_versions``
+(:class:`~service.data_versions.DataVersions`) and drops just the entries
+built from a dataset that changed. An entry built from a snapshot older than
+the versions now known is served but never stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from typing import Awaitable, Callable, Hashable
+
+from .data_versions import DataVersions, Versions
+from .responses import Entry
+
+#: Bounds, so that endless distinct query strings cannot exhaust memory.
+MAX_ENTRIES = 2048
+MAX_BYTES = 32 * 1024 * 1024
+MAX_ALIASES = 8192
+
+
+class ResponseCache:
+    """Bounded LRU of :class:`Entry` by canonical key, plus raw-request aliases.
+
+    An *alias* maps the exact ``(path, query string)`` of a request to the entry
+    it got, so a repeat is found without parsing or validating parameters.
+
+    :param versions: the ``data_versions`` the entries follow; ``None`` when
+        there is no database to follow (only documents are served then).
+    """
+
+    def __init__(
+        self,
+        versions: DataVersions | None = None,
+        max_entries: int = MAX_ENTRIES,
+        max_bytes: int = MAX_BYTES,
+        max_aliases: int = MAX_ALIASES,
+    ):
+        self.versions = versions
+        self.entries: OrderedDict[Hashable, Entry] = OrderedDict()
+        self.aliases: OrderedDict[Hashable, Entry] = OrderedDict()
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.max_aliases = max_aliases
+        self.size = 0
+        self._building: dict[Hashable, asyncio.Future] = {}
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    # -- following the data ------------------------------------------------------
+
+    def refresh(self, force: bool = False) -> None:
+        """Poll ``data_versions`` (at most once per interval unless ``force``) and drop what changed."""
+        if self.versions is not None:
+            changed = self.versions.poll(force)
+            if changed:
+                self.drop(changed)
+
+    def drop(self, datasets: set[str]) -> None:
+        """Forget every entry built from any of ``datasets``."""
+        for key in [key for key, entry in self.entries.items() if datasets.intersection(entry.datasets)]:
+            self.size -= self.entries.pop(key).size
+        self._prune_aliases()
+
+    def storable(self, seen: Versions, datasets: tuple[str, ...]) -> bool:
+        """Whether a response built from the versions ``seen`` is current (else it is stale already)."""
+        if self._current(seen, datasets):
+            return True
+        self.refresh(force=True)  # the build may simply have seen a change before the poll did
+        return self._current(seen, datasets)
+
+    def _current(self, seen: Versions, datasets: tuple[str, ...]) -> bool:
+        current = self.versions.current if self.versions is not None else {}
+        return all(seen.get(name) == current.get(name) for name in datasets)
+
+    # -- entries and aliases -----------------------------------------------------
+
+    def get(self, key: Hashable) -> Entry | None:
+        entry = self.entries.get(key)
+        if entry is not None:
+            self.entries.move_to_end(key)
+        return entry
+
+    def alias(self, raw_key: Hashable) -> Entry | None:
+        return self.aliases.get(raw_key)
+
+    def add_alias(self, raw_key: Hashable, entry: Entry) -> None:
+        if self.entries.get(entry.key) is not entry:
+            return  # not stored (stale or too big): a later request must rebuild
+        self.aliases[raw_key] = entry
+        self.aliases.move_to_end(raw_key)
+        while len(self.aliases) > self.max_aliases:
+            self.aliases.popitem(last=False)
+
+    def put(self, entry: Entry) -> None:
+        old = self.entries.pop(entry.key, None)
+        if old is not None:
+            self.size -= old.size
+        if entry.size > self.max_bytes // 4:
+            if old is not None:
+                self._prune_aliases()
+            return
+        self.entries[entry.key] = entry
+        self.size += entry.size
+        evicted = old is not None
+        while len(self.entries) > self.max_entries or self.size > self.max_bytes:
+            _, dropped = self.entries.popitem(last=False)
+            self.size -= dropped.size
+            evicted = True
+        if evicted:
+            self._prune_aliases()
+
+    def _prune_aliases(self) -> None:
+        entries = self.entries
+        for raw_key in [k for k, entry in self.aliases.items() if entries.get(entry.key) is not entry]:
+            del self.aliases[raw_key]
+
+    async def get_or_build(self, key: Hashable, build: Callable[[], Awaitable[tuple[Entry, Versions]]]) -> Entry:
+        """The entry for ``key``, building it once however many requests ask at once.
+
+        ``build`` returns the entry and the ``data_versions`` it was built
+        from; it is stored only if those are still :meth:`storable`.
+        """
+        entry = self.get(key)
+        if entry is not None:
+            return entry
+        pending = self._building.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future = asyncio.get_running_loop().create_future()
+        self._building[key] = future
+        try:
+            entry, seen = await build()
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: waiters re-raise it, nobody logs it twice
+            raise
+        else:
+            if self.storable(seen, entry.datasets):
+                self.put(entry)
+            future.set_result(entry)
+            return entry
+        finally:
+            del self._building[key]

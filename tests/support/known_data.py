@@ -1,0 +1,108 @@
+"""A small catalog and news the API tests know by heart, written straight into a real database.
+
+The rows go into a database made by :func:`pipeline.store.open_database`, with
+``data_versions`` bumped as the pipeline does, so the tests know every value
+they assert without running an ingest.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from db.model import TAGS
+from pipeline.store import bump_version, open_database
+
+CATALOG_AT = "2026-11-20T08:00:00Z"
+NEWS_AT = "2026-11-20T09:30:00Z"
+NEWS_START = datetime(2026, 11, 20, 9, 0, tzinfo=timezone.utc)
+SOURCES = {"Science": "Lab Notes", "Industry": "Industry Wire", "Investing": "Capital Brief"}
+
+COURSES = [
+    {
+        "id": "quantum-basics",
+        "position": 1,
+        "title": "Quantum Basics",
+        "summary": "Qubits and what they do.",
+        "level": "beginner",
+        "url": "https://academy.example/courses/quantum-basics",
+        "section_count": 2,
+        "slide_count": 14,
+    },
+    {
+        "id": "algorithms",
+        "position": 2,
+        "title": "Algorithms",
+        "summary": "Grover and Shor.",
+        "level": None,
+        "url": "https://academy.example/courses/algorithms",
+        "section_count": 1,
+        "slide_count": 6,
+    },
+]
+SECTIONS = [
+    {"course_id": "quantum-basics", "id": "qubits", "position": 1, "title": "Qubits", "url": "https://academy.example/q/qubits", "slide_count": 9},
+    {"course_id": "quantum-basics", "id": "gates", "position": 2, "title": "Gates", "url": None, "slide_count": 5},
+    {"course_id": "algorithms", "id": "grover", "position": 1, "title": "Grover", "url": "https://academy.example/a/grover", "slide_count": 6},
+]
+GLOSSARY = [
+    {"id": "superposition", "term": "Superposition", "definition": "A qubit holding a blend of 0 and 1 until measured."},
+    {"id": "bloch-sphere", "term": "bloch sphere", "definition": "A picture of one qubit's state as a point on a sphere."},
+    {"id": "entanglement", "term": "Entanglement", "definition": "Qubits whose measurement outcomes stay correlated."},
+    {"id": "amplitude", "term": "Amplitude", "definition": "The complex number whose square gives a probability."},
+    {"id": "qubit", "term": "Qubit", "definition": "The quantum bit: two states and every superposition of them."},
+]
+TOTALS = {"id": 1, "site_name": "Academy", "site_base_url": "https://academy.example", "exported_at": CATALOG_AT,
+          "courses": 2, "slides": 20, "quizzes": 3, "question_bank_size": 42, "glossary_terms": 5}
+
+
+def news_items(count: int, start: datetime = NEWS_START, prefix: str = "item") -> list[dict]:
+    """``count`` items an hour apart, newest first, tags in turn; items 3 and 4 share a time."""
+    items = []
+    for i in range(count):
+        published = start - timedelta(hours=i if i != 4 else 3)
+        tag = TAGS[i % 3]
+        items.append(
+            {
+                "id": f"{prefix}-{i:03d}",
+                "url": f"https://news.example/{prefix}/{i}",
+                "title": f"Headline {i} é",
+                "summary": f"Summary of {prefix} {i}",
+                "source": SOURCES[tag],
+                "tag": tag,
+                "published_at": published.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "first_seen_at": NEWS_AT,
+                "updated_at": NEWS_AT,
+            }
+        )
+    return items
+
+
+def seed_catalog(db, changed_at: str = CATALOG_AT) -> None:
+    """Write :data:`COURSES`, :data:`SECTIONS`, :data:`GLOSSARY` and :data:`TOTALS`; bump their datasets."""
+    db["courses"].insert_all(COURSES)
+    db["sections"].insert_all(SECTIONS)
+    db["glossary"].insert_all(
+        [{**entry, "lesson_title": "Qubits", "lesson_url": "https://academy.example/q/qubits",
+          "course_id": "quantum-basics", "section_id": "qubits"} for entry in GLOSSARY]
+    )
+    db["site_totals"].insert(TOTALS)
+    for dataset in ("catalog", "glossary", "totals"):
+        bump_version(db, dataset, changed_at)
+
+
+def seed_news(db, items: list[dict], changed_at: str = NEWS_AT) -> None:
+    """Write the three :data:`SOURCES` (once) and ``items``; bump the news dataset."""
+    db["sources"].insert_all(
+        [{"name": name, "url": f"https://{tag.lower()}.example/feed", "tag": tag} for tag, name in SOURCES.items()],
+        ignore=True,
+    )
+    db["news"].insert_all(items)
+    bump_version(db, "news", changed_at)
+
+
+def seeded_database(path, news: int = 45):
+    """A database at ``path`` holding the known catalog and ``news`` items of :func:`news_items`; the caller closes it."""
+    db = open_database(path)
+    seed_catalog(db)
+    seed_news(db, news_items(news))
+    return db

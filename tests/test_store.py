@@ -1,0 +1,223 @@
+"""Transactions that fail for real: the real error reported, the data intact, the connection usable.
+
+Two ways a transaction fails besides a statement's own error, each made with
+real SQLite and no mocks:
+
+* ``COMMIT`` itself fails and SQLite leaves the transaction open: a foreign key
+  declared ``DEFERRABLE INITIALLY DEFERRED`` is only checked at ``COMMIT``.
+* SQLite has already rolled the transaction back when the error reaches us: a
+  trigger's ``RAISE(ROLLBACK)``, or ``SQLITE_FULL`` from ``PRAGMA max_page_count``.
+
+The unit is :func:`pipeline.store.transaction`; then whole news and export runs,
+where one source's failure must not stop the next.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from config import load_config
+from pipeline.news import ingest_news
+from pipeline.site_export import ingest_site
+from pipeline.store import open_database, transaction
+
+FEEDS = Path(__file__).resolve().parents[1] / "pipeline" / "samples" / "feeds"
+
+#: Checked at COMMIT only: a row pointing at no source makes COMMIT fail, and SQLite keeps the transaction open.
+DEFERRED_CHECK = "CREATE TABLE audit (source TEXT REFERENCES sources(name) DEFERRABLE INITIALLY DEFERRED)"
+
+
+def page_limit(db, extra_pages: int = 0) -> None:
+    """Let the file grow by ``extra_pages`` pages at most: past that, a write fails with SQLITE_FULL."""
+    db.execute(f"PRAGMA max_page_count = {db.execute('PRAGMA page_count').fetchone()[0] + extra_pages}")
+
+
+@pytest.fixture
+def db(tmp_path):
+    database = open_database(tmp_path / "site.db")
+    database.execute("INSERT INTO sources (name, url, tag) VALUES ('Lab', 'https://lab.example/feed', 'Science')")
+    yield database
+    database.close()
+
+
+def sources(db) -> list[str]:
+    return [row[0] for row in db.execute("SELECT name FROM sources ORDER BY name")]
+
+
+def add_source(db, name: str) -> None:
+    db.execute("INSERT INTO sources (name, url, tag) VALUES (?, 'https://x.example/feed', 'Science')", [name])
+
+
+# --- transaction() ------------------------------------------------------------------
+
+
+def test_a_failed_commit_is_reported_rolled_back_and_the_connection_reusable(db):
+    db.execute(DEFERRED_CHECK)
+    with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY constraint failed"):
+        with transaction(db):
+            add_source(db, "Half")
+            db.execute("INSERT INTO audit VALUES ('no such source')")
+    assert not db.conn.in_transaction
+    assert sources(db) == ["Lab"]
+    with transaction(db):  # the next unit of work begins and commits
+        add_source(db, "Next")
+    assert sources(db) == ["Lab", "Next"]
+
+
+def test_a_transaction_sqlite_already_rolled_back_reports_its_own_error(db):
+    db.execute("CREATE TRIGGER boom BEFORE INSERT ON sources WHEN NEW.name = 'Boom' BEGIN SELECT RAISE(ROLLBACK, 'injected: rolled back by SQLite'); END")
+    with pytest.raises(sqlite3.IntegrityError, match="injected: rolled back by SQLite") as caught:
+        with transaction(db):
+            add_source(db, "Before")
+            add_source(db, "Boom")
+    assert "cannot rollback" not in str(caught.value) and caught.value.__context__ is None
+    assert sources(db) == ["Lab"]
+    with transaction(db):
+        add_source(db, "Next")
+    assert sources(db) == ["Lab", "Next"]
+
+
+def test_sqlite_full_reports_the_full_database_and_keeps_the_data(db):
+    page_limit(db)
+    with pytest.raises(sqlite3.OperationalError, match="database or disk is full"):
+        with transaction(db):
+            db.conn.executemany(
+                "INSERT INTO sources (name, url, tag) VALUES (?, 'https://x.example/feed', 'Science')",
+                [(f"source {n} " + "x" * 500,) for n in range(200)],
+            )
+    assert not db.conn.in_transaction and sources(db) == ["Lab"]
+    with transaction(db):  # a write that needs no new page still succeeds
+        db.execute("UPDATE sources SET last_status = 'ok' WHERE name = 'Lab'")
+    assert db.execute("SELECT last_status FROM sources").fetchone()[0] == "ok"
+
+
+def test_an_error_inside_rolls_back_and_is_raised_unchanged(db):
+    with pytest.raises(KeyError, match="not a database error"):
+        with transaction(db):
+            add_source(db, "Half")
+            raise KeyError("not a database error")
+    assert not db.conn.in_transaction and sources(db) == ["Lab"]
+
+
+# --- a news run: the failing source fails alone ----------------------------------------
+
+
+@pytest.fixture
+def news_run(make_config):
+    """``run(sources)`` ingests the sample feeds named, as ``{name: file}``, into one database; returns ({name: report}, db)."""
+    state = {}
+
+    def run(feeds: dict[str, str]):
+        sources = [{"name": name, "url": str(FEEDS / file), "tag": "Science"} for name, file in feeds.items()]
+        config = load_config(make_config(news={"sources": sources}))
+        state.setdefault("db", open_database(config.database_path))
+        reports = ingest_news(state["db"], config, parse_workers=0)
+        return {report.source: report for report in reports}, state["db"]
+
+    yield run
+    if "db" in state:
+        state["db"].close()
+
+
+def items(db, source: str) -> list[tuple]:
+    return db.execute("SELECT * FROM news WHERE source = ? ORDER BY id", [source]).fetchall()
+
+
+def db_path(db) -> str:
+    return db.execute("PRAGMA database_list").fetchone()[2]
+
+
+def last_run(db, source: str) -> tuple:
+    return tuple(db.execute("SELECT status, error FROM ingest_runs WHERE source = ? ORDER BY id DESC", [source]).fetchone())
+
+
+FAILURES = {
+    "failed COMMIT": (
+        [DEFERRED_CHECK, "CREATE TRIGGER fail AFTER INSERT ON news WHEN NEW.source = 'Bad' BEGIN INSERT INTO audit VALUES ('nobody'); END"],
+        "FOREIGN KEY constraint failed",
+    ),
+    "rolled back by SQLite": (
+        ["CREATE TRIGGER fail BEFORE INSERT ON news WHEN NEW.source = 'Bad' BEGIN SELECT RAISE(ROLLBACK, 'injected rollback'); END"],
+        "injected rollback",
+    ),
+}
+
+
+@pytest.mark.parametrize("failure", FAILURES)
+def test_a_source_the_database_refuses_fails_alone_and_the_next_source_is_stored(news_run, failure):
+    statements, message = FAILURES[failure]
+    reports, db = news_run({"Bad": "lab-notes.xml"})
+    before = items(db, "Bad")
+    assert reports["Bad"].status == "ok" and before
+    for statement in statements:
+        db.execute(statement)
+
+    # Bad moves to another feed (new items to insert); Good is new and comes after it.
+    reports, db = news_run({"Bad": "capital-brief.rdf", "Good": "industry-wire.atom"})
+    bad, good = reports["Bad"], reports["Good"]
+    assert bad.failed and message in bad.error and "cannot rollback" not in bad.error
+    assert db_path(db) in bad.error
+    assert items(db, "Bad") == before
+    assert last_run(db, "Bad") == ("failed", bad.error)
+    row = dict(next(db.query("SELECT * FROM sources WHERE name = 'Bad'")))
+    assert row["last_status"] == "failed" and message in row["last_error"]
+    assert row["consecutive_failures"] == 0 and row["next_fetch_at"] is None  # no backoff: not the feed's fault
+    assert row["etag"] is None and row["content_hash"] is None  # nothing remembered of a body never stored
+    assert good.status == "ok" and good.counts["new"] == len(items(db, "Good")) > 0
+    assert last_run(db, "Good")[0] == "ok"
+    assert not db.conn.in_transaction
+
+    db.execute("DROP TRIGGER fail")
+    reports, db = news_run({"Bad": "capital-brief.rdf", "Good": "industry-wire.atom"})
+    assert reports["Bad"].status == "ok" and reports["Bad"].counts["new"] > 0  # retried at once, and stored
+    assert reports["Good"].status == "unchanged"
+
+
+def test_a_full_database_fails_the_source_that_needs_room_and_the_next_still_runs(news_run):
+    reports, db = news_run({"Bad": "lab-notes.xml", "Good": "industry-wire.atom"})
+    before = items(db, "Bad")
+    assert before and reports["Good"].status == "ok"
+    page_limit(db)  # the file cannot grow: new items cannot be stored, bookkeeping updates can
+
+    reports, db = news_run({"Bad": "capital-brief.rdf", "Good": "industry-wire.atom"})
+    assert reports["Bad"].failed and "database or disk is full" in reports["Bad"].error
+    assert "cannot rollback" not in reports["Bad"].error
+    assert items(db, "Bad") == before
+    assert reports["Good"].status == "unchanged" and last_run(db, "Good") == ("unchanged", None)
+
+    page_limit(db, 1000)
+    reports, db = news_run({"Bad": "capital-brief.rdf", "Good": "industry-wire.atom"})
+    assert reports["Bad"].status == "ok" and reports["Bad"].counts["new"] > 0
+
+
+# --- a site export run: a failed COMMIT still records the run -------------------------------
+
+
+def test_a_failed_commit_of_the_export_keeps_the_catalog_and_records_the_run(make_config, tmp_path, sample_export):
+    config = load_config(make_config())
+    db = open_database(config.database_path)
+    assert ingest_site(db, config).status == "ok"
+    catalog = db.execute("SELECT * FROM courses ORDER BY id").fetchall()
+    db.execute(DEFERRED_CHECK)
+    db.execute("CREATE TRIGGER fail AFTER INSERT ON courses BEGIN INSERT INTO audit VALUES ('nobody'); END")
+
+    sample_export["courses"] = sample_export["courses"][:2]
+    sample_export["glossary"] = []
+    export = tmp_path / "smaller.json"
+    export.write_text(json.dumps(sample_export), encoding="utf-8")
+    config = load_config(make_config(site_export={"source": str(export)}))
+    report = ingest_site(db, config)
+
+    assert report.failed and "FOREIGN KEY constraint failed" in report.error
+    assert db.execute("SELECT * FROM courses ORDER BY id").fetchall() == catalog
+    # The run's row is committed, not left inside a transaction that never ends.
+    reader = sqlite3.connect(config.database_path)
+    try:
+        assert reader.execute("SELECT status, error FROM ingest_runs ORDER BY id DESC").fetchone() == ("failed", report.error)
+    finally:
+        reader.close()
+    db.close()
