@@ -4,24 +4,34 @@
 #   one machine: qsite serve --host 0.0.0.0 --port 8001   (the default command, over /data/site.db)
 FROM python:3.11-slim
 
+# uv: the same version as the Makefile's UV_VERSION
+ARG UV_VERSION=0.13.9
+
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    UV_PYTHON_DOWNLOADS=never \
+    UV_NO_CACHE=1 \
+    PATH=/app/.venv/bin:$PATH \
     QSITE_CONFIG=/app/deploy/qsite.yml \
     QSITE_PORT=8001
 
 WORKDIR /app
-COPY pyproject.toml README.md metadata.yml ./
+COPY pyproject.toml uv.lock README.md metadata.yml ./
 COPY qsite ./qsite
 COPY config ./config
 COPY pipeline ./pipeline
 COPY service ./service
 COPY db ./db
 COPY deploy ./deploy
-# Editable, so the code runs from /app: service/ reads metadata.yml from the
-# project root beside it, which a plain wheel install would leave behind.
-RUN pip install -e . \
+# The runtime packages only, at the versions and hashes of uv.lock, into
+# /app/.venv (first on PATH). Editable, so the code runs from /app: service/
+# reads metadata.yml from the project root beside it, which a plain wheel
+# install would leave behind.
+RUN pip install --quiet --target /tmp/uv "uv==$UV_VERSION" \
+    && /tmp/uv/bin/uv sync --locked --compile-bytecode --quiet \
+    && rm -rf /tmp/uv \
     && useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin qsite \
     && mkdir -p /data \
     && chown qsite:qsite /data

@@ -7,7 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/py-spy ]; then
-    echo "bench: installing py-spy into .venv" >&2
-    .venv/bin/python -m pip install --quiet py-spy
+    # py-spy is the `profile` extra in uv.lock; `make install` removes it again.
+    echo "bench: py-spy is not in .venv: run \`make profile\` (installs it from uv.lock, then runs this script)" >&2
+    exit 2
 fi
 exec .venv/bin/python -m bench.run --profile --rounds 1 --ingest-repeats 1 --visibility-trials 1 "$@"

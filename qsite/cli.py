@@ -29,6 +29,9 @@ log = logging.getLogger("qsite")
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
+#: ``--quiet``/``-q`` of the commands a cron line or a script runs: nothing at all on success.
+quiet_option = click.option("--quiet", "-q", is_flag=True, help="Print nothing on success; failures only, on stderr.")
+
 
 def common_options(command):
     """``--config``, ``--db`` and ``--log-level``, which every command takes.
@@ -136,10 +139,14 @@ def cli():
 
 @cli.command()
 @common_options
-def migrate(config):
+@quiet_option
+def migrate(config, quiet):
     """Create the database or apply pending schema migrations. Example: qsite migrate --db site.db"""
+    if quiet:
+        logging.getLogger("qsite").setLevel(logging.ERROR)
     open_db_or_exit(config)
-    click.echo(f"{config.database_path}: schema up to date")
+    if not quiet:
+        click.echo(f"{config.database_path}: schema up to date")
 
 
 @cli.group()
@@ -150,15 +157,16 @@ def ingest():
 @ingest.command(name="site")
 @common_options
 @single_writer
-def ingest_site_command(config, wait):
+@quiet_option
+def ingest_site_command(config, wait, quiet):
     """Ingest the site export. Example: qsite ingest site --config qsite.yml"""
-    _ingest(config, wait, (SITE,), quiet=False)
+    _ingest(config, wait, (SITE,), quiet)
 
 
 @ingest.command(name="news")
 @common_options
 @single_writer
-@click.option("--quiet", "-q", is_flag=True, help="Print nothing but failures.")
+@quiet_option
 def ingest_news_command(config, wait, quiet):
     """Fetch the configured news feeds. Example: qsite ingest news --config qsite.yml"""
     _ingest(config, wait, (NEWS,), quiet)
@@ -167,7 +175,7 @@ def ingest_news_command(config, wait, quiet):
 @ingest.command(name="all")
 @common_options
 @single_writer
-@click.option("--quiet", "-q", is_flag=True, help="Print nothing but failures.")
+@quiet_option
 @click.option("--publish", is_flag=True, help="Then publish a snapshot if the data changed (as `qsite publish`).")
 def ingest_all_command(config, wait, quiet, publish):
     """Ingest the site export, then the news feeds. Example: qsite ingest all --publish"""

@@ -70,7 +70,7 @@ def make_datasette(config: Config, settings: dict | None = None, files: list[str
     """
     database = config.database_path
     metadata = load_metadata(database.stem)
-    metadata["plugins"] = {PLUGIN_NAME: {"config": str(config.path), "database": str(database)}}
+    metadata.setdefault("plugins", {})[PLUGIN_NAME] = {"config": str(config.path), "database": str(database)}
     return Datasette([str(database)] if files is None else files, metadata=metadata, settings=settings or {})
 
 
