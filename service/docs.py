@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 from jinja2 import FileSystemLoader
 
-from .i18n import LANGUAGES, Gettext, Language
+from .i18n import LANGUAGES, Catalogs, Gettext, Language
 from .problems import API_PREFIX, PROBLEM_PREFIX, PROBLEMS
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
@@ -106,7 +106,7 @@ async def collect_examples(paths: list[str], answer: Answer) -> dict[str, Exampl
         if isinstance(payload, dict) and isinstance(payload.get("results"), list):
             more = max(0, len(payload["results"]) - EXAMPLE_RESULTS)
             payload = {**payload, "results": payload["results"][:EXAMPLE_RESULTS]}
-        if payload is not None and path != API_PREFIX + "/openapi.json":
+        if payload is not None:
             examples[path] = Example(request, status, json.dumps(payload, indent=2, ensure_ascii=False), more)
     return examples
 
@@ -222,7 +222,23 @@ def page_context(
     }
 
 
-async def render_page(datasette, context: dict) -> str:
-    """The page as HTML, through Datasette's template environment (its filters, autoescape, plugins' vars)."""
-    environment = datasette.jinja_env.overlay(loader=FileSystemLoader(str(TEMPLATES_DIR)))
-    return await datasette.render_template(environment.get_template(TEMPLATE), context)
+class DocsPage:
+    """Renders the documentation page for one Datasette instance, through its template environment.
+
+    :param rate_limit: ``(requests, seconds)`` of the fair-use limit, None when it is off.
+    """
+
+    def __init__(self, datasette, catalogs: Catalogs, rate_limit: tuple[int, int] | None, max_age: int):
+        self.datasette = datasette
+        self.catalogs = catalogs
+        self.rate_limit = rate_limit
+        self.max_age = max_age
+        # an overlay: Datasette's environment (filters, autoescape, async) that also finds qsite's template
+        environment = datasette.jinja_env.overlay(loader=FileSystemLoader(str(TEMPLATES_DIR)))
+        self.template = environment.get_template(TEMPLATE)
+
+    async def render(self, document: dict, language: Language, examples: dict[str, Example]) -> str:
+        """The page in ``language``; ``document`` is the OpenAPI document already in that language."""
+        gettext = self.catalogs.gettext(language)
+        context = page_context(document, language, gettext, examples, self.rate_limit, self.max_age)
+        return await self.datasette.render_template(self.template, context)

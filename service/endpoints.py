@@ -23,18 +23,25 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 from urllib.parse import quote, urlencode
 
-from db.model import CATALOG, GLOSSARY, NEWS, TAGS, TOTALS
+from db.model import CATALOG, DATASETS, GLOSSARY, NEWS, TAGS, TOTALS
 
 from . import bodies
-from .parameters import Cursor, DateTime, Integer, OneOf, Param, Segment, Words
+from .i18n import DEFAULT_LANGUAGE, LANGUAGES
+from .parameters import Cursor, DateTime, Integer, Name, OneOf, Param, Segment, Words
 from .problems import API_PREFIX
+
+JSON = "application/json"
+HTML = "text/html"
 
 #: Items per page of /news: when ``limit`` is not given, and its bounds.
 LIMIT_DEFAULT = 20
 LIMIT_MIN = 1
 LIMIT_MAX = 100
-#: Longest glossary search accepted, in characters.
+#: Longest search (glossary, news) accepted, in characters.
 Q_MAX = 200
+#: Longest publisher name accepted in ``source``, and how many publishers one request may name.
+SOURCE_MAX = 200
+SOURCES_MAX = 20
 
 USAGE_TERMS = (
     "Fair use. Attribution is appreciated. News items belong to their original publishers. "
@@ -65,11 +72,43 @@ PARAMETERS = (
         description="Only items published after this RFC 3339 time (with a time zone).",
     ),
     Param(
+        "until",
+        DateTime(),
+        on=("news",),
+        description="Only items published before this RFC 3339 time (with a time zone).",
+    ),
+    # Repeated, not comma-separated: publishers' names may contain commas.
+    Param(
+        "source",
+        Name(SOURCE_MAX),
+        on=("news",),
+        repeat=SOURCES_MAX,
+        description="Only items of this publisher, by its exact name (as in source, or as /api/v1/sources lists it). "
+        "Repeat the parameter for several publishers (source=A&source=B): names may contain commas, so one "
+        "value is always one whole name. A name no publisher has matches nothing.",
+    ),
+    Param(
+        "q",
+        Words(Q_MAX),
+        on=("news",),
+        component="newsQ",
+        description="Full-text search of title and summary; words are matched as words, "
+        "all of them must occur. Empty: no filter.",
+    ),
+    Param(
         "q",
         Words(Q_MAX),
         on=("glossary",),
         description="Full-text search of term and definition; words are matched as words, "
         "all of them must occur. Empty: no filter.",
+    ),
+    Param(
+        "lang",
+        OneOf(tuple(language.code for language in LANGUAGES)),
+        on=("openapi", "docs"),
+        default=DEFAULT_LANGUAGE.code,
+        description="The language of the texts for people, by its BCP 47 code (any letter case); English when "
+        "omitted. Identifiers are the same in every language.",
     ),
     Param("id", Segment(), on=("glossary_entry",), where="path"),
 )
@@ -91,7 +130,13 @@ class Endpoint:
     :param datasets: the ``data_versions`` rows its body is built from; a change to any
         drops the cached body, and the newest is its ``updated_at``.
     :param required: the dataset that must have been ingested, or the answer is 503.
-    :param trailing_slash: also answers at ``path + "/"`` (documented as the same).
+    :param trailing_slash: also answers at ``path + "/"`` (said in its description).
+    :param tag: its OpenAPI tag (:data:`TAGS_DOCUMENTED`).
+    :param description: what it answers, for the OpenAPI document and the documentation page.
+    :param media_type: what its 200 is: JSON, or :data:`HTML` for the documentation page
+        (rendered from the document and examples of the other endpoints).
+    :param fresh: built anew for every request, never kept: its data changes without a
+        ``data_versions`` bump (a feed's last successful fetch). ETag and 304 work as for all.
     """
 
     name: str
@@ -99,11 +144,15 @@ class Endpoint:
     summary: str
     schema: str
     returns: str
+    tag: str = ""
+    description: str = ""
     build: Callable | None = None
     queries: tuple[str, ...] = ()
     datasets: tuple[str, ...] = ()
     required: str | None = None
     trailing_slash: bool = False
+    media_type: str = JSON
+    fresh: bool = False
     #: Filled from :data:`PARAMETERS`: the query parameters it takes, and its path parameter.
     params: tuple[Param, ...] = field(default=(), compare=False)
     path_param: Param | None = field(default=None, compare=False)
@@ -129,23 +178,67 @@ class Endpoint:
         """
         pager = self.pager
         query = [
-            (param.name, param.kind.text(values[param.name]))
+            pair
             for param in self.params
             if param is not pager and values[param.name] is not None
+            for pair in param.link_pairs(values[param.name])
         ]
-        query.append((pager.name, pager.kind.text(after)))
+        query.extend(pager.link_pairs(after))
         return f"{self.url}?{urlencode(query, quote_via=quote)}"
 
 
+#: The OpenAPI tags (names are identifiers, never translated) and what each groups.
+TAGS_DOCUMENTED = {
+    "catalog": "Courses with their sections and slide counts, and the site totals. Never any quiz content.",
+    "glossary": "Quantum terms explained in plain language, each linked to the lesson that teaches it.",
+    "news": "News items from the publishers qsite follows, and the publishers themselves.",
+    "interface": "This interface itself: the index, the OpenAPI document and the documentation page, in every language.",
+}
+
 _TABLE = (
-    Endpoint("index", "", "Links to the endpoints and this document", "Index", "The index.", trailing_slash=True),
-    Endpoint("openapi", "/openapi.json", "This document", "OpenAPI", "OpenAPI 3.1 document."),
+    Endpoint(
+        "index",
+        "",
+        "Links to the endpoints and this document",
+        "Index",
+        "The index.",
+        tag="interface",
+        description="Where each endpoint lives, the usage terms, and the languages this interface is described in. "
+        "The same answer is given at /api/v1/ with a trailing slash.",
+        trailing_slash=True,
+    ),
+    Endpoint(
+        "openapi",
+        "/openapi.json",
+        "This document",
+        "OpenAPI",
+        "OpenAPI 3.1 document.",
+        tag="interface",
+        description="This OpenAPI 3.1 document in the language lang names (English by default), named in "
+        "Content-Language. Only texts for people are translated; paths, parameter names, tag values, field names "
+        "and problem types are the same in every language.",
+    ),
+    Endpoint(
+        "docs",
+        "/docs",
+        "This interface, as a page for people",
+        "",
+        "The documentation page, HTML.",
+        tag="interface",
+        description="This interface as a page for people, in the language lang names: every endpoint with its "
+        "parameters and a real example, the errors, fair use, caching and the usage terms. HTML, with no script "
+        "and nothing loaded from another host.",
+        media_type=HTML,
+        datasets=DATASETS,
+    ),
     Endpoint(
         "courses",
         "/courses",
         "The course catalog",
         "CourseList",
         "Courses in catalog order.",
+        tag="catalog",
+        description="Every course in catalog order, with its sections and their slide counts. Never any quiz content.",
         build=bodies.courses,
         queries=("courses", "sections"),
         datasets=(CATALOG,),
@@ -157,6 +250,9 @@ _TABLE = (
         "The glossary",
         "GlossaryList",
         "Entries ordered by term.",
+        tag="glossary",
+        description="Every glossary entry ordered by term, with its definition and the lesson that teaches it; "
+        "q searches terms and definitions.",
         build=bodies.glossary,
         queries=("glossary",),
         datasets=(GLOSSARY,),
@@ -168,6 +264,8 @@ _TABLE = (
         "One glossary entry",
         "GlossaryEntry",
         "The entry.",
+        tag="glossary",
+        description="One glossary entry by its id; 404 when there is none.",
         build=bodies.glossary_entry,
         queries=("glossary",),
         datasets=(GLOSSARY,),
@@ -179,10 +277,29 @@ _TABLE = (
         "News items, newest first",
         "NewsPage",
         "One page of items.",
+        tag="news",
+        description="One page of news items, newest first; follow next (or the Link header) for the page after it. "
+        "tag, source, since, until and q combine, and next keeps them, so every page applies the same filters.",
         build=bodies.news,
         queries=("news", "news_count"),
         datasets=(NEWS,),
         required=NEWS,
+    ),
+    Endpoint(
+        "sources",
+        "/sources",
+        "The news publishers",
+        "SourceList",
+        "Every publisher.",
+        tag="news",
+        description="Every publisher qsite follows: its name (as in the source of its items), its tag, the address "
+        "of its feed without credentials, how many of its items are held, and when its feed was last fetched "
+        "successfully.",
+        build=bodies.sources,
+        queries=("sources",),
+        datasets=(NEWS,),
+        required=NEWS,
+        fresh=True,
     ),
     Endpoint(
         "stats",
@@ -190,6 +307,9 @@ _TABLE = (
         "Site totals",
         "Stats",
         "The totals.",
+        tag="catalog",
+        description="Totals of the site: courses, slides, quizzes, the size of the question bank, glossary terms "
+        "and news items.",
         build=bodies.stats,
         queries=("stats",),
         datasets=(TOTALS, NEWS),
@@ -262,4 +382,5 @@ def index_document() -> dict:
         "terms": USAGE_TERMS,
         "documentation": ENDPOINTS["openapi"].url,
         "endpoints": {endpoint.name: endpoint.url for endpoint in listed},
+        "languages": [{"code": language.code, "name": language.name} for language in LANGUAGES],
     }

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from db.model import TAGS
 
-from .endpoints import ENDPOINTS, LIMIT_MAX, LIMIT_MIN, PARAMETERS, USAGE_TERMS, Endpoint
+from .endpoints import ENDPOINTS, HTML, JSON, LIMIT_MAX, LIMIT_MIN, PARAMETERS, TAGS_DOCUMENTED, USAGE_TERMS, Endpoint
+from .i18n import LANGUAGES, Catalogs, translate_document
 from .parameters import ECHO_MAX, MAX_ERRORS
 from .problems import ALLOWED_METHODS, EXPOSE_HEADERS, PROBLEM_CONTENT_TYPE, PROBLEM_PREFIX, PROBLEMS
 
@@ -93,7 +94,10 @@ def _schemas() -> dict:
         ),
         "NewsPage": _object(
             {
-                "count": {**count, "description": "All items matching tag and since, not just this page."},
+                "count": {
+                    **count,
+                    "description": "All items matching the filters (tag, source, since, until, q), not just this page.",
+                },
                 "tag": {"type": ["string", "null"], "enum": [*TAGS, None], "description": "null: all tags."},
                 "limit": {"type": "integer", "minimum": LIMIT_MIN, "maximum": LIMIT_MAX},
                 "next": {
@@ -106,6 +110,32 @@ def _schemas() -> dict:
             },
             "Newest first: published_at descending, then id descending.",
         ),
+        "Source": _object(
+            {
+                "name": {
+                    "type": "string",
+                    "description": "The publisher's name, as in the source of its news items and in the source parameter.",
+                },
+                "tag": {
+                    "type": "string",
+                    "enum": list(TAGS),
+                    "description": "The category its items get, unless a rule of the configuration gives another.",
+                },
+                "feed_url": {
+                    "type": "string",
+                    "description": "The address of its feed, without credentials: no user or password, the value of "
+                    "every credential-like parameter REDACTED, a local file by its name only.",
+                },
+                "item_count": {**count, "description": "How many of its news items are held."},
+                "last_success_at": {
+                    **_TIME,
+                    "type": ["string", "null"],
+                    "description": "When its feed was last fetched successfully (changed or not); null if never.",
+                },
+            },
+            "A publisher qsite follows.",
+        ),
+        "SourceList": _list("Source", "Every publisher, ordered by name."),
         "Stats": _object(
             {
                 "courses": count,
@@ -126,6 +156,20 @@ def _schemas() -> dict:
                 "endpoints": {
                     "type": "object",
                     "additionalProperties": {"type": "string", "format": "uri-template"},
+                },
+                "languages": {
+                    "type": "array",
+                    "description": "The languages this interface is described in: the values lang takes.",
+                    "items": _object(
+                        {
+                            "code": {
+                                "type": "string",
+                                "enum": [language.code for language in LANGUAGES],
+                                "description": "Its BCP 47 code, as lang takes it.",
+                            },
+                            "name": {"type": "string", "description": "Its name in itself."},
+                        }
+                    ),
                 },
             }
         ),
@@ -210,6 +254,10 @@ def _headers(max_age: int) -> dict:
         "ExposeHeaders": header({"const": EXPOSE_HEADERS}, "Headers browser scripts may read."),
         "RetryAfter": header({"type": "string", "pattern": r"^\d+$"}, "Seconds to wait before trying again."),
         "Allow": header({"const": ALLOWED_METHODS}, "The methods the API answers."),
+        "ContentLanguage": header(
+            {"type": "string", "enum": [language.code for language in LANGUAGES]},
+            "The language of the texts for people in this response (BCP 47).",
+        ),
         "RateLimit": header(rate_limit[0], rate_limit[1] + counted, required=False),
         "RateLimitPolicy": header(rate_limit_policy[0], rate_limit_policy[1] + counted, required=False),
         "RateLimitExhausted": header(rate_limit[0], rate_limit[1]),
@@ -248,8 +296,9 @@ def _responses() -> dict:
             },
         },
         "BadRequest": _problem(
-            "Bad query parameters: an unknown tag, a limit out of range, a bad cursor or since, "
-            f"an unknown parameter or one given twice. errors names every one, up to {MAX_ERRORS}."
+            "Bad query parameters: an unknown tag or lang, a limit out of range, a bad cursor, since or until, "
+            "a source or q too long, an unknown parameter or one given twice (only source may be repeated). "
+            f"errors names every one, up to {MAX_ERRORS}."
         ),
         "NotFound": _problem("No such endpoint or item."),
         "MethodNotAllowed": _problem("The API is read-only: it answers GET and HEAD.", Allow=_ref("headers", "Allow")),
@@ -286,34 +335,39 @@ def _parameters() -> dict:
         if param.description:
             component["description"] = param.description
         component["schema"] = param.schema
+        if param.repeat:
+            component["style"], component["explode"] = "form", True  # source=A&source=B
         if param.example is not None:
             component["example"] = param.example
         components[param.ref] = component
     return components
 
 
-def _ok(schema: str, description: str, data: bool = True, link: bool = False) -> dict:
+def _ok(endpoint: Endpoint, data: bool) -> dict:
     headers = {"Cache-Control": _ref("headers", "CacheControl"), "ETag": _ref("headers", "ETag"), **_CORS, **_RATE_LIMIT}
     if data:
         headers["Last-Modified"] = _ref("headers", "LastModified")
-    if link:
+    if endpoint.pager is not None:
         headers["Link"] = _ref("headers", "Link")
-    return {
-        "description": description,
-        "headers": headers,
-        "content": {"application/json": {"schema": _ref("schemas", schema)}},
-    }
+    if any(param.name == "lang" for param in endpoint.params):
+        headers["Content-Language"] = _ref("headers", "ContentLanguage")
+    if endpoint.media_type == HTML:
+        content = {HTML: {"schema": {"type": "string"}}}
+    else:
+        content = {JSON: {"schema": _ref("schemas", endpoint.schema)}}
+    return {"description": endpoint.returns, "headers": headers, "content": content}
 
 
-#: Every other method OpenAPI can describe; the service answers each with 405 (429 over the limit).
-WRITE_METHODS = ("post", "put", "patch", "delete", "trace")
+#: The methods that are no operation here: the service answers each with 405 anywhere (429 over the limit).
+OTHER_METHODS = ("POST", "PUT", "PATCH", "DELETE", "TRACE")
+HEAD_DESCRIPTION = "The same as GET without the body: only the headers, to check whether something changed."
+PREFLIGHT_DESCRIPTION = "Answers a browser's CORS preflight: any origin may read the API with GET and HEAD."
 
 
-def _path(endpoint: Endpoint, operation_id: str, summary: str) -> dict:
-    """The path item of ``endpoint``: GET, HEAD, the preflight, and 405 for every write method."""
+def _path(endpoint: Endpoint) -> dict:
+    """The path item of ``endpoint``: GET, HEAD and the CORS preflight."""
     data = endpoint.required is not None  # built from data: Last-Modified, and 503 before the first ingest
-    ok = _ok(endpoint.schema, endpoint.returns, data=data, link=endpoint.pager is not None)
-    responses = {"200": ok, "304": _ref("responses", "NotModified"), "400": _ref("responses", "BadRequest")}
+    responses = {"200": _ok(endpoint, data), "304": _ref("responses", "NotModified"), "400": _ref("responses", "BadRequest")}
     if endpoint.path_param is not None:
         responses["404"] = _ref("responses", "NotFound")
     responses["429"] = _ref("responses", "TooManyRequests")
@@ -321,52 +375,51 @@ def _path(endpoint: Endpoint, operation_id: str, summary: str) -> dict:
         responses["503"] = _ref("responses", "Unavailable")
     responses["500"] = _ref("responses", "InternalError")
     parameters = [_ref("parameters", param.ref) for param in endpoint.params]
-    get = {"operationId": operation_id, "summary": summary, "parameters": parameters, "responses": responses}
+    operation_id = endpoint.operation_id
+    common = {"tags": [endpoint.tag], "parameters": parameters}
+    get = {"operationId": operation_id, "summary": endpoint.summary, "description": endpoint.description, **common}
     head_responses = {
         status: ({key: value for key, value in response.items() if key != "content"} if "content" in response else response)
         for status, response in responses.items()
     }
     head = {
         "operationId": operation_id + "Head",
-        "summary": summary + " (headers only)",
-        "parameters": parameters,
-        "responses": head_responses,
+        "summary": endpoint.summary + " (headers only)",
+        "description": HEAD_DESCRIPTION,
+        **common,
     }
     item = {
-        "get": get,
-        "head": head,
+        "get": {**get, "responses": responses},
+        "head": {**head, "responses": head_responses},
         "options": {
             "operationId": operation_id + "Preflight",
             "summary": "CORS preflight",
-            "responses": {"204": _ref("responses", "Preflight")},
+            "description": PREFLIGHT_DESCRIPTION,
+            "tags": [endpoint.tag],
+            "responses": {"204": _ref("responses", "Preflight"), "429": _ref("responses", "TooManyRequests")},
         },
     }
-    for method in WRITE_METHODS:
-        item[method] = {
-            "operationId": f"{operation_id}{method.title()}",
-            "summary": "Not allowed: the API is read-only",
-            "responses": {
-                "405": _ref("responses", "MethodNotAllowed"),
-                "429": _ref("responses", "TooManyRequests"),
-            },
-        }
     if endpoint.path_param is not None:
         item["parameters"] = [_ref("parameters", endpoint.path_param.ref)]
     return item
 
 
 def _paths() -> dict:
-    """A path item per endpoint of the table, in table order."""
-    paths = {}
-    for endpoint in ENDPOINTS.values():
-        paths[endpoint.url] = _path(endpoint, endpoint.operation_id, endpoint.summary)
-        if endpoint.trailing_slash:
-            paths[endpoint.url + "/"] = _path(endpoint, endpoint.operation_id + "Slash", f"Same as {endpoint.url}")
-    return paths
+    """A path item per endpoint of the table, in table order (``/api/v1/`` is said in the index's description)."""
+    return {endpoint.url: _path(endpoint) for endpoint in ENDPOINTS.values()}
+
+
+#: Stands for this instance's address in the built document; the service puts the
+#: address the request was made to in its place (:func:`for_base_url`).
+BASE_URL_PLACEHOLDER = "https://base-url.invalid"
 
 
 def build_document(max_age: int) -> dict:
-    """The OpenAPI 3.1 document; ``max_age`` is the configured ``api.cache_max_age``."""
+    """The OpenAPI 3.1 document in English; ``max_age`` is the configured ``api.cache_max_age``.
+
+    ``termsOfService`` must be an absolute URL and qsite does not know its own
+    address, so it is written with :data:`BASE_URL_PLACEHOLDER` (see :func:`for_base_url`).
+    """
     return {
         "openapi": "3.1.0",
         "info": {
@@ -374,17 +427,31 @@ def build_document(max_age: int) -> dict:
             "version": "v1",
             "summary": "Free, read-only JSON over the cached data of a quantum-computing learning site.",
             "description": (
-                "Course catalog (with sections and slide counts, never quiz content), glossary, news items "
-                "and site totals. GET and HEAD only, no authentication. Responses are cached; every 200 "
-                "carries a strong ETag, Cache-Control and (for data) Last-Modified = updated_at, and answers "
-                "If-None-Match / If-Modified-Since with 304. Errors are RFC 9457 problem details "
-                "(application/problem+json) with Cache-Control: no-store. Every response carries CORS headers."
+                "Course catalog (with sections and slide counts, never quiz content), glossary, news items with their "
+                "publishers, and site totals. GET and HEAD only, no authentication; any other method is answered with "
+                "405 and Allow: GET, HEAD (see x-other-methods). Responses are cached; every 200 carries a strong "
+                "ETag, Cache-Control and (for data) Last-Modified = updated_at, and answers If-None-Match / "
+                "If-Modified-Since with 304. Errors are RFC 9457 problem details (application/problem+json) with "
+                "Cache-Control: no-store. Every response carries CORS headers. This description exists in several "
+                "languages (lang); paths, parameter names, tag values, field names and problem types are the same in "
+                "all of them."
                 "\n\nUsage terms: " + USAGE_TERMS
             ),
-            "termsOfService": ENDPOINTS["index"].url,
+            "termsOfService": f"{BASE_URL_PLACEHOLDER}{ENDPOINTS['docs'].url}#terms",
             "x-usage-terms": USAGE_TERMS,
         },
+        "servers": [{"url": "/", "description": "This instance: paths are relative to the host that served this document."}],
+        # no authentication, said the way tools read it
+        "security": [],
+        "tags": [{"name": name, "description": description} for name, description in TAGS_DOCUMENTED.items()],
         "paths": _paths(),
+        "x-other-methods": {
+            "methods": list(OTHER_METHODS),
+            "description": "Every other method (POST, PUT, PATCH, DELETE, TRACE and any other) is answered anywhere on "
+            "this instance with 405 method-not-allowed and Allow: GET, HEAD; none of them is an operation here. They "
+            "count against the rate limit too.",
+            "responses": {"405": _ref("responses", "MethodNotAllowed"), "429": _ref("responses", "TooManyRequests")},
+        },
         "components": {
             "schemas": _schemas(),
             "parameters": _parameters(),
@@ -392,3 +459,14 @@ def build_document(max_age: int) -> dict:
             "responses": _responses(),
         },
     }
+
+
+def build_documents(max_age: int, catalogs: Catalogs) -> dict[str, dict]:
+    """``{language code: the document in that language}``, with the placeholder address."""
+    english = build_document(max_age)
+    return {language.code: translate_document(english, catalogs.gettext(language)) for language in LANGUAGES}
+
+
+def for_base_url(body: bytes, base_url: str) -> bytes:
+    """A built document with this instance's address (``http://host:port``, already checked) in place."""
+    return body.replace(BASE_URL_PLACEHOLDER.encode(), base_url.encode())
