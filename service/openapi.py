@@ -207,7 +207,11 @@ def _schemas() -> dict:
                 },
             },
         },
-        "OpenAPI": {"type": "object", "required": ["openapi", "info", "paths"]},
+        "OpenAPI": {
+            "type": "object",
+            "required": ["openapi", "info", "paths"],
+            "properties": {"openapi": {"const": "3.1.0"}, "info": {"type": "object"}, "paths": {"type": "object"}},
+        },
     }
 
 
