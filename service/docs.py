@@ -111,20 +111,27 @@ async def collect_examples(paths: list[str], answer: Answer) -> dict[str, Exampl
     return examples
 
 
-def schema_facts(schema: dict, _: Callable) -> tuple[str, list[str]]:
-    """A parameter's type (as JSON Schema names it) and its limits, said in the page's language."""
+def schema_facts(schema: dict, _: Callable) -> tuple[str, list[tuple[str, str | None]]]:
+    """A parameter's type (as JSON Schema names it) and its limits: ``(words, value or None)`` pairs.
+
+    Values (enums, defaults) are kept apart from the words so the page can set
+    them left to right inside right-to-left text.
+    """
+    facts: list[tuple[str, str | None]] = []
+    if schema.get("type") == "array":  # a parameter that may be repeated
+        facts.append((_("may be given up to %(count)s times", count=schema.get("maxItems")), None))
+        schema = schema.get("items", {})
     kind = schema.get("type", "")
     if schema.get("format"):
         kind = f"{kind} ({schema['format']})"
-    facts = []
     if "enum" in schema:
-        facts.append(_("one of: %(values)s", values=", ".join(map(str, schema["enum"]))))
+        facts.append((_("one of:"), ", ".join(map(str, schema["enum"]))))
     if "minimum" in schema and "maximum" in schema:
-        facts.append(_("from %(minimum)s to %(maximum)s", minimum=schema["minimum"], maximum=schema["maximum"]))
+        facts.append((_("from %(minimum)s to %(maximum)s", minimum=schema["minimum"], maximum=schema["maximum"]), None))
     if "maxLength" in schema:
-        facts.append(_("at most %(count)s characters", count=schema["maxLength"]))
+        facts.append((_("at most %(count)s characters", count=schema["maxLength"]), None))
     if "default" in schema:
-        facts.append(_("default: %(value)s", value=schema["default"]))
+        facts.append((_("default:"), str(schema["default"])))
     return kind, facts
 
 

@@ -9,6 +9,7 @@ resolve no name but the loopback address.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 
@@ -59,14 +60,22 @@ def test_the_browser_sees_the_language_and_direction(served, tmp_path, code, dir
     assert "<script" not in dom
     assert "/api/v1/news?limit=2" in dom  # a real example request, and its answer below it
     assert '"results": [' in dom
+    # Chromium's own housekeeping (update checks, ...) is logged too; the page's requests are
+    # those whose network isolation key is the page's site: the document and all it loads.
+    site = "http://127.0.0.1"
     requested = {
         event["params"]["url"]
         for event in json.loads(netlog.read_text() or "{}").get("events", [])
-        if isinstance(event.get("params"), dict) and str(event["params"].get("url", "")).startswith(("http", "ws"))
+        if isinstance(event.get("params"), dict)
+        and str(event["params"].get("network_isolation_key", "")).startswith(site)
+        and "url" in event["params"]
     }
-    assert requested, "the net log recorded no request"
+    assert served.url(f"/api/v1/docs?lang={code}") in requested, requested
     foreign = sorted(url for url in requested if not url.startswith(served.base + "/"))
     assert not foreign, f"the page made the browser ask another host: {foreign}"
+    # and nothing in the page could: every address it names is on this host
+    addresses = re.findall(r'(?:src|href|action|srcset|poster|data)\s*=\s*"([^"]*)"', dom) + re.findall(r"url\(([^)]*)\)", dom)
+    assert addresses and all(address.startswith(("/", "#")) for address in addresses), sorted(set(addresses))
 
 
 def test_a_screenshot_shows_the_arabic_page(served, tmp_path):
