@@ -21,7 +21,7 @@ class OpenAPICheck:
     """
 
     #: Sent by the service or the rate limiter: wherever one appears, the document must describe it.
-    OWN_HEADERS = ("cache-control", "etag", "link", "allow", "retry-after", "ratelimit", "ratelimit-policy")
+    OWN_HEADERS = ("cache-control", "etag", "link", "allow", "retry-after", "ratelimit", "ratelimit-policy", "content-language")
 
     _valid: set[str] = set()  # documents already validated, by their JSON text
 
