@@ -4,216 +4,18 @@ Paths, operations and parameters (with their enums, bounds and defaults) come
 from :mod:`service.endpoints`, problem types from :mod:`service.problems`, so
 the document cannot drift from what the service enforces; the tests validate
 every response they see against it. What is written here is what the table
-does not say: the response schemas, headers and shared responses.
+does not say: headers and shared responses (the response schemas are in
+:mod:`service.schemas`). It is written in English; :func:`build_documents`
+makes it in every interface language (:mod:`service.i18n`).
 """
 
 from __future__ import annotations
 
-from db.model import TAGS
-
-from .endpoints import ENDPOINTS, HTML, JSON, LIMIT_MAX, LIMIT_MIN, PARAMETERS, TAGS_DOCUMENTED, USAGE_TERMS, Endpoint
+from .endpoints import ENDPOINTS, HTML, JSON, PARAMETERS, TAGS_DOCUMENTED, USAGE_TERMS, Endpoint
 from .i18n import LANGUAGES, Catalogs, translate_document
-from .parameters import ECHO_MAX, MAX_ERRORS
-from .problems import ALLOWED_METHODS, EXPOSE_HEADERS, PROBLEM_CONTENT_TYPE, PROBLEM_PREFIX, PROBLEMS
-
-REF = "#/components/"
-
-_TIME = {"type": "string", "format": "date-time", "description": "UTC, RFC 3339 with Z, whole seconds."}
-_URL = {"type": "string", "format": "uri"}
-
-
-def _ref(kind: str, name: str) -> dict:
-    return {"$ref": f"{REF}{kind}/{name}"}
-
-
-def _object(properties: dict, description: str = "") -> dict:
-    schema = {"type": "object", "additionalProperties": False, "required": list(properties), "properties": properties}
-    if description:
-        schema["description"] = description
-    return schema
-
-
-def _list(item: str, description: str) -> dict:
-    """A whole collection: how many, when it last changed, and every ``item``."""
-    return _object(
-        {
-            "count": {"type": "integer", "minimum": 0},
-            "updated_at": _TIME,
-            "results": {"type": "array", "items": _ref("schemas", item)},
-        },
-        description,
-    )
-
-
-def _schemas() -> dict:
-    count = {"type": "integer", "minimum": 0}
-    return {
-        "Section": _object(
-            {
-                "id": {"type": "string", "description": "Unique within its course."},
-                "title": {"type": "string"},
-                "position": {"type": "integer", "minimum": 1},
-                "slide_count": count,
-                "url": {**_URL, "type": ["string", "null"]},
-            }
-        ),
-        "Course": _object(
-            {
-                "id": {"type": "string"},
-                "title": {"type": "string"},
-                "summary": {"type": "string"},
-                "level": {"type": ["string", "null"]},
-                "url": _URL,
-                "position": {"type": "integer", "minimum": 1},
-                "section_count": count,
-                "slide_count": count,
-                "sections": {"type": "array", "items": _ref("schemas", "Section")},
-            },
-            "A course; never any quiz content.",
-        ),
-        "CourseList": _list("Course", "The catalog in catalog order."),
-        "GlossaryEntry": _object(
-            {
-                "id": {"type": "string"},
-                "term": {"type": "string"},
-                "definition": {"type": "string"},
-                "lesson": _object({"title": {"type": "string"}, "url": _URL}, "The lesson that teaches the term."),
-            }
-        ),
-        "GlossaryList": _list("GlossaryEntry", "Entries ordered by term, ignoring letter case."),
-        "NewsItem": _object(
-            {
-                "id": {"type": "string"},
-                "title": {"type": "string"},
-                "url": _URL,
-                "source": {"type": "string", "description": "The publisher; the item belongs to it."},
-                "summary": {"type": "string"},
-                "tag": {"type": "string", "enum": list(TAGS)},
-                "published_at": _TIME,
-            }
-        ),
-        "NewsPage": _object(
-            {
-                "count": {
-                    **count,
-                    "description": "All items matching the filters (tag, source, since, until, q), not just this page.",
-                },
-                "tag": {"type": ["string", "null"], "enum": [*TAGS, None], "description": "null: all tags."},
-                "limit": {"type": "integer", "minimum": LIMIT_MIN, "maximum": LIMIT_MAX},
-                "next": {
-                    "type": ["string", "null"],
-                    "format": "uri-reference",
-                    "description": "The next page (also sent as Link rel=next); null on the last page.",
-                },
-                "updated_at": _TIME,
-                "results": {"type": "array", "maxItems": LIMIT_MAX, "items": _ref("schemas", "NewsItem")},
-            },
-            "Newest first: published_at descending, then id descending.",
-        ),
-        "Source": _object(
-            {
-                "name": {
-                    "type": "string",
-                    "description": "The publisher's name, as in the source of its news items and in the source parameter.",
-                },
-                "tag": {
-                    "type": "string",
-                    "enum": list(TAGS),
-                    "description": "The category its items get, unless a rule of the configuration gives another.",
-                },
-                "feed_url": {
-                    "type": "string",
-                    "description": "The address of its feed, without credentials: no user or password, the value of "
-                    "every credential-like parameter REDACTED, a local file by its name only.",
-                },
-                "item_count": {**count, "description": "How many of its news items are held."},
-                "last_success_at": {
-                    **_TIME,
-                    "type": ["string", "null"],
-                    "description": "When its feed was last fetched successfully (changed or not); null if never.",
-                },
-            },
-            "A publisher qsite follows.",
-        ),
-        "SourceList": _list("Source", "Every publisher, ordered by name."),
-        "Stats": _object(
-            {
-                "courses": count,
-                "slides": count,
-                "quizzes": count,
-                "question_bank_size": count,
-                "glossary_terms": count,
-                "news_items": count,
-                "updated_at": _TIME,
-            }
-        ),
-        "Index": _object(
-            {
-                "name": {"type": "string"},
-                "version": {"const": "v1"},
-                "terms": {"type": "string"},
-                "documentation": {"const": ENDPOINTS["openapi"].url},
-                "endpoints": {
-                    "type": "object",
-                    "additionalProperties": {"type": "string", "format": "uri-template"},
-                },
-                "languages": {
-                    "type": "array",
-                    "description": "The languages this interface is described in: the values lang takes.",
-                    "items": _object(
-                        {
-                            "code": {
-                                "type": "string",
-                                "enum": [language.code for language in LANGUAGES],
-                                "description": "Its BCP 47 code, as lang takes it.",
-                            },
-                            "name": {"type": "string", "description": "Its name in itself."},
-                        }
-                    ),
-                },
-            }
-        ),
-        "ParameterError": _object(
-            {
-                "parameter": {
-                    "type": "string",
-                    "maxLength": ECHO_MAX + 1,
-                    "description": f"The parameter's name; a longer one is cut to {ECHO_MAX} characters and \u2026.",
-                },
-                "detail": {"type": "string"},
-            },
-        ),
-        "Problem": {
-            "type": "object",
-            "description": "RFC 9457 problem details.",
-            "additionalProperties": False,
-            "required": ["type", "title", "status", "detail"],
-            "properties": {
-                "type": {
-                    "type": "string",
-                    "format": "uri-reference",
-                    "enum": [PROBLEM_PREFIX + name for name in PROBLEMS],
-                },
-                "title": {"type": "string"},
-                "status": {"type": "integer", "enum": sorted({status for status, _ in PROBLEMS.values()})},
-                "detail": {"type": "string"},
-                "errors": {
-                    "type": "array",
-                    "minItems": 1,
-                    "maxItems": MAX_ERRORS,
-                    "description": f"One per bad query parameter (400 only), at most {MAX_ERRORS}; "
-                    "when there are more, detail ends with how many more were not listed.",
-                    "items": _ref("schemas", "ParameterError"),
-                },
-            },
-        },
-        "OpenAPI": {
-            "type": "object",
-            "required": ["openapi", "info", "paths"],
-            "properties": {"openapi": {"const": "3.1.0"}, "info": {"type": "object"}, "paths": {"type": "object"}},
-        },
-    }
-
+from .parameters import MAX_ERRORS
+from .problems import ALLOWED_METHODS, EXPOSE_HEADERS, PROBLEM_CONTENT_TYPE
+from .schemas import ref, schemas
 
 #: What Datasette's router sends instead when a request carries a cookie or Authorization.
 PRIVATE = "private, no-store"
@@ -270,21 +72,21 @@ def _headers(max_age: int) -> dict:
 
 
 _CORS = {
-    "Access-Control-Allow-Origin": _ref("headers", "AllowOrigin"),
-    "Access-Control-Expose-Headers": _ref("headers", "ExposeHeaders"),
+    "Access-Control-Allow-Origin": ref("headers", "AllowOrigin"),
+    "Access-Control-Expose-Headers": ref("headers", "ExposeHeaders"),
 }
 #: On every response the rate limiter counts (all but OPTIONS), when it is on.
 _RATE_LIMIT = {
-    "RateLimit": _ref("headers", "RateLimit"),
-    "RateLimit-Policy": _ref("headers", "RateLimitPolicy"),
+    "RateLimit": ref("headers", "RateLimit"),
+    "RateLimit-Policy": ref("headers", "RateLimitPolicy"),
 }
 
 
 def _problem(description: str, **headers) -> dict:
     return {
         "description": description,
-        "headers": {"Cache-Control": _ref("headers", "NoStore"), **_CORS, **_RATE_LIMIT, **headers},
-        "content": {PROBLEM_CONTENT_TYPE: {"schema": _ref("schemas", "Problem")}},
+        "headers": {"Cache-Control": ref("headers", "NoStore"), **_CORS, **_RATE_LIMIT, **headers},
+        "content": {PROBLEM_CONTENT_TYPE: {"schema": ref("schemas", "Problem")}},
     }
 
 
@@ -293,8 +95,8 @@ def _responses() -> dict:
         "NotModified": {
             "description": "If-None-Match matched the ETag, or If-Modified-Since is not older than the data. No body.",
             "headers": {
-                "Cache-Control": _ref("headers", "CacheControl"),
-                "ETag": _ref("headers", "ETag"),
+                "Cache-Control": ref("headers", "CacheControl"),
+                "ETag": ref("headers", "ETag"),
                 **_CORS,
                 **_RATE_LIMIT,
             },
@@ -305,18 +107,18 @@ def _responses() -> dict:
             f"errors names every one, up to {MAX_ERRORS}."
         ),
         "NotFound": _problem("No such endpoint or item."),
-        "MethodNotAllowed": _problem("The API is read-only: it answers GET and HEAD.", Allow=_ref("headers", "Allow")),
+        "MethodNotAllowed": _problem("The API is read-only: it answers GET and HEAD.", Allow=ref("headers", "Allow")),
         "TooManyRequests": _problem(
             "Over the fair-use rate limit.",
             **{
-                "Retry-After": _ref("headers", "RetryAfter"),
-                "RateLimit": _ref("headers", "RateLimitExhausted"),
-                "RateLimit-Policy": _ref("headers", "RateLimitPolicyApplied"),
+                "Retry-After": ref("headers", "RetryAfter"),
+                "RateLimit": ref("headers", "RateLimitExhausted"),
+                "RateLimit-Policy": ref("headers", "RateLimitPolicyApplied"),
             },
         ),
         "Unavailable": _problem(
             "No data has been ingested yet (before the first ingest), or the database is briefly unreadable.",
-            **{"Retry-After": _ref("headers", "RetryAfter")},
+            **{"Retry-After": ref("headers", "RetryAfter")},
         ),
         "InternalError": _problem("A fault in the service; logged, and never shown to the client in any detail."),
         "Preflight": {
@@ -348,17 +150,17 @@ def _parameters() -> dict:
 
 
 def _ok(endpoint: Endpoint, data: bool) -> dict:
-    headers = {"Cache-Control": _ref("headers", "CacheControl"), "ETag": _ref("headers", "ETag"), **_CORS, **_RATE_LIMIT}
+    headers = {"Cache-Control": ref("headers", "CacheControl"), "ETag": ref("headers", "ETag"), **_CORS, **_RATE_LIMIT}
     if data:
-        headers["Last-Modified"] = _ref("headers", "LastModified")
+        headers["Last-Modified"] = ref("headers", "LastModified")
     if endpoint.pager is not None:
-        headers["Link"] = _ref("headers", "Link")
+        headers["Link"] = ref("headers", "Link")
     if any(param.name == "lang" for param in endpoint.params):
-        headers["Content-Language"] = _ref("headers", "ContentLanguage")
+        headers["Content-Language"] = ref("headers", "ContentLanguage")
     if endpoint.media_type == HTML:
         content = {HTML: {"schema": {"type": "string"}}}
     else:
-        content = {JSON: {"schema": _ref("schemas", endpoint.schema)}}
+        content = {JSON: {"schema": ref("schemas", endpoint.schema)}}
     return {"description": endpoint.returns, "headers": headers, "content": content}
 
 
@@ -371,14 +173,14 @@ PREFLIGHT_DESCRIPTION = "Answers a browser's CORS preflight: any origin may read
 def _path(endpoint: Endpoint) -> dict:
     """The path item of ``endpoint``: GET, HEAD and the CORS preflight."""
     data = endpoint.required is not None  # built from data: Last-Modified, and 503 before the first ingest
-    responses = {"200": _ok(endpoint, data), "304": _ref("responses", "NotModified"), "400": _ref("responses", "BadRequest")}
+    responses = {"200": _ok(endpoint, data), "304": ref("responses", "NotModified"), "400": ref("responses", "BadRequest")}
     if endpoint.path_param is not None:
-        responses["404"] = _ref("responses", "NotFound")
-    responses["429"] = _ref("responses", "TooManyRequests")
+        responses["404"] = ref("responses", "NotFound")
+    responses["429"] = ref("responses", "TooManyRequests")
     if data:
-        responses["503"] = _ref("responses", "Unavailable")
-    responses["500"] = _ref("responses", "InternalError")
-    parameters = [_ref("parameters", param.ref) for param in endpoint.params]
+        responses["503"] = ref("responses", "Unavailable")
+    responses["500"] = ref("responses", "InternalError")
+    parameters = [ref("parameters", param.ref) for param in endpoint.params]
     operation_id = endpoint.operation_id
     common = {"tags": [endpoint.tag], "parameters": parameters}
     get = {"operationId": operation_id, "summary": endpoint.summary, "description": endpoint.description, **common}
@@ -400,11 +202,11 @@ def _path(endpoint: Endpoint) -> dict:
             "summary": "CORS preflight",
             "description": PREFLIGHT_DESCRIPTION,
             "tags": [endpoint.tag],
-            "responses": {"204": _ref("responses", "Preflight"), "429": _ref("responses", "TooManyRequests")},
+            "responses": {"204": ref("responses", "Preflight"), "429": ref("responses", "TooManyRequests")},
         },
     }
     if endpoint.path_param is not None:
-        item["parameters"] = [_ref("parameters", endpoint.path_param.ref)]
+        item["parameters"] = [ref("parameters", endpoint.path_param.ref)]
     return item
 
 
@@ -454,10 +256,10 @@ def build_document(max_age: int) -> dict:
             "description": "Every other method (POST, PUT, PATCH, DELETE, TRACE and any other) is answered anywhere on "
             "this instance with 405 method-not-allowed and Allow: GET, HEAD; none of them is an operation here. They "
             "count against the rate limit too.",
-            "responses": {"405": _ref("responses", "MethodNotAllowed"), "429": _ref("responses", "TooManyRequests")},
+            "responses": {"405": ref("responses", "MethodNotAllowed"), "429": ref("responses", "TooManyRequests")},
         },
         "components": {
-            "schemas": _schemas(),
+            "schemas": schemas(),
             "parameters": _parameters(),
             "headers": _headers(max_age),
             "responses": _responses(),
