@@ -7,7 +7,7 @@ NODE_STAMP := tools/node_modules/.installed
 LOCALES := service/locales
 POT := $(LOCALES)/qsite.pot
 
-.PHONY: install up test bench soak clean messages i18n-extract i18n-update i18n-compile
+.PHONY: install tools up test bench soak clean messages i18n-extract i18n-update i18n-compile
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,12 +20,15 @@ $(NODE_STAMP): tools/package.json tools/package-lock.json
 	cd tools && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	touch $(NODE_STAMP)
 
-install: $(STAMP) $(NODE_STAMP)
+install: $(STAMP)
+
+# Only the tests need Node.js: serving does not.
+tools: $(NODE_STAMP)
 
 up: install
 	$(BIN)/qsite up
 
-test: install
+test: install tools
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q
 

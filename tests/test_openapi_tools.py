@@ -1,7 +1,7 @@
 """The English OpenAPI document passes the linters SDK generators and portals use.
 
 Spectral (``spectral:oas``) and Redocly (``recommended``), from npm, pinned in
-``tools/package-lock.json`` and installed by ``make install`` (``npm ci``), run
+``tools/package-lock.json`` and installed by ``make tools`` (``npm ci``; ``make test`` runs it), run
 on the document exactly as /api/v1/openapi.json serves it: 0 errors.
 """
 
@@ -39,7 +39,7 @@ def document_file(tmp_path_factory):
 
 
 def run(tool: str, *args: str) -> subprocess.CompletedProcess:
-    assert (BIN / tool).exists(), f"{BIN / tool} is missing: run make install (npm ci in tools/)"
+    assert (BIN / tool).exists(), f"{BIN / tool} is missing: run make tools (npm ci in tools/)"
     return subprocess.run(
         [str(BIN / tool), *args], capture_output=True, text=True, timeout=300, cwd=TOOLS, env={**os.environ, **QUIET}
     )
