@@ -15,8 +15,8 @@ import subprocess
 
 import pytest
 
-from api_helpers import seeded_database
-from served import qsite_serve
+from tests.support.known_data import seeded_database
+from tests.support.processes import qsite_serve
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -7,10 +7,11 @@ import re
 import pytest
 from openapi_spec_validator import validate as validate_spec
 
-from api_helpers import COURSES, ApiClient, datasette_for_config, seed_news, news_items, seeded_database
 from pipeline.store import open_database
-from service.i18n import LANGUAGES, Catalogs, document_texts, translate_document
 from service.endpoints import USAGE_TERMS
+from service.i18n import LANGUAGES, Catalogs, document_texts, translate_document
+from tests.support.api_client import ApiClient, datasette_for_config
+from tests.support.known_data import COURSES, news_items, seed_news, seeded_database
 
 CODES = [language.code for language in LANGUAGES]
 

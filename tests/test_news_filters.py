@@ -6,9 +6,10 @@ from urllib.parse import parse_qsl, quote
 
 import pytest
 
-from api_helpers import NEWS_START, SOURCES, ApiClient, datasette_for_config, news_items, seed_catalog, seed_news
 from pipeline.store import open_database
 from service.endpoints import SOURCE_MAX, SOURCES_MAX
+from tests.support.api_client import ApiClient, datasette_for_config
+from tests.support.known_data import NEWS_START, SOURCES, news_items, seed_catalog, seed_news
 
 COMMA = "Smith, Jones & Co"
 

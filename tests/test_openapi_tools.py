@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from api_helpers import ApiClient, datasette_for_config, seeded_database
+from tests.support.api_client import ApiClient, datasette_for_config
+from tests.support.known_data import seeded_database
 
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
 BIN = TOOLS / "node_modules" / ".bin"

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from api_helpers import SOURCES, ApiClient, datasette_for_config, news_items, seed_catalog, seed_news
 from pipeline.store import finish_run, open_database, start_run, transaction
 from service.plugin import get_api
+from tests.support.api_client import ApiClient, datasette_for_config
+from tests.support.known_data import SOURCES, news_items, seed_catalog, seed_news
 
 SECRET_FEED = "https://reader:hunter2@feeds.example:8443/rss?apikey=k3y&page=2&X-Amz-Signature=s1g"
 
