@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.store import finish_run, open_database, start_run, transaction
+from pipeline.store import open_database, transaction
+from pipeline.store.runs import finish_run, start_run
 from service.plugin import get_api
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import SOURCES, news_items, seed_catalog, seed_news
