@@ -20,8 +20,11 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 # --compile-bytecode: .pyc files now (as pip does), not at every start where
 # Python may not write them (PYTHONDONTWRITEBYTECODE): a second off each `qsite` start.
 SYNC := $(UV) sync --locked --compile-bytecode --quiet
+NODE_STAMP := tools/node_modules/.installed
+LOCALES := service/locales
+POT := $(LOCALES)/qsite.pot
 
-.PHONY: install dev lock up test bench profile soak cluster clean
+.PHONY: install dev lock tools up test bench profile soak cluster clean messages i18n-extract i18n-update i18n-compile
 
 $(UV):
 	$(PYTHON) -m pip install --quiet --quiet --disable-pip-version-check --target $(dir $(@D)) uv==$(UV_VERSION)
@@ -35,10 +38,18 @@ dev: $(UV)
 lock: $(UV)
 	$(UV) lock
 
+# The OpenAPI linters the tests run (Spectral, Redocly), pinned in tools/package-lock.json.
+$(NODE_STAMP): tools/package.json tools/package-lock.json
+	cd tools && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	touch $(NODE_STAMP)
+
+# Only the tests need Node.js: serving does not.
+tools: $(NODE_STAMP)
+
 up: install
 	$(BIN)/qsite up
 
-test: dev
+test: dev tools
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q
 
@@ -64,5 +75,26 @@ STORE ?= s3
 cluster: dev
 	$(BIN)/python deploy/cluster.py --store $(STORE)
 
+# Interface languages (service/i18n.py). The service reads the .po files directly;
+# `make messages` = extract the English texts, merge them into every catalog, check by compiling.
+messages: i18n-update i18n-compile
+
+i18n-extract: dev
+	$(BIN)/pybabel extract -F pyproject.toml -o $(POT) --project=qsite --version=v1 \
+		--msgid-bugs-address= --copyright-holder=qsite --add-comments=TRANSLATORS: --no-wrap \
+		--ignore-dirs='.* _* node_modules' .
+
+# Adds new texts to every catalog (a new language: add it to service/i18n.py LANGUAGES first);
+# English is the source language, so its catalog is the texts themselves.
+i18n-update: i18n-extract
+	for dir in $$($(BIN)/python -c 'from service.i18n import LANGUAGES; print(*(l.catalog_dir for l in LANGUAGES))'); do \
+		$(BIN)/pybabel update --init-missing -D qsite -i $(POT) -d $(LOCALES) -l $$dir --ignore-obsolete --no-wrap || exit 1; \
+	done
+	$(BIN)/python tools/po_source_language.py $(LOCALES)/en/LC_MESSAGES/qsite.po
+
+# .mo files are only a check here (gettext's syntax and format checks), never served; see .gitignore.
+i18n-compile: dev
+	$(BIN)/pybabel compile -D qsite -d $(LOCALES) --statistics
+
 clean:
-	rm -rf $(VENV) .tools *.egg-info db/site.db db/site.db-wal db/site.db-shm db/snapshots db/replica
+	rm -rf $(VENV) .tools tools/node_modules $(LOCALES)/*/LC_MESSAGES/*.mo *.egg-info db/site.db db/site.db-wal db/site.db-shm db/snapshots db/replica

@@ -12,22 +12,44 @@ table in :mod:`service.endpoints`; all SQL comes from the canned queries in
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 from typing import Callable
 
 from .bodies import Build, Missing, NoData
 from .data_versions import DataVersions, read_versions, updated_at
-from .endpoints import Endpoint, cache_key, resolve
+from .docs import DocsPage, collect_examples
+from .endpoints import ENDPOINTS, HTML, JSON, Endpoint
+from .i18n import find_language
+from .openapi import for_base_url
 from .parameters import echo, invalid_parameters, parse_params
-from .problems import ALLOWED_METHODS, API_PREFIX, PREFLIGHT_HEADERS, problem_response
+from .problems import ALLOWED_METHODS, API_PREFIX, HTML_CONTENT_TYPE, PREFLIGHT_HEADERS, problem_response
 from .response_cache import ResponseCache
 from .responses import Entry, dumps, read_conditions
+from .routing import cache_key, resolve
 
 log = logging.getLogger("qsite.api")
 
 #: Seconds a client should wait when there is no data yet, or the database is busy.
 NO_DATA_RETRY_AFTER = 30
 UNAVAILABLE_RETRY_AFTER = 5
+
+#: A ``Host`` header that may be written into the OpenAPI document: a name or IP literal, and a port.
+_HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9-]{1,63})*\.?|\[[0-9A-Fa-f:.]{2,45}\])(?::\d{1,5})?$")
+#: The JSON endpoints the documentation page shows an example of (not the OpenAPI document itself).
+EXAMPLE_ENDPOINTS = [endpoint for endpoint in ENDPOINTS.values() if endpoint.media_type == JSON and endpoint.name != "openapi"]
+
+
+def base_url(headers, scheme: str) -> str:
+    """``scheme://host`` of the request, from its ``Host`` header; ``http://localhost`` when that is unusable.
+
+    Written into the OpenAPI document (``termsOfService`` must be an absolute
+    URL), so anything but a plain host name or IP literal and port is refused.
+    """
+    host = next((value.decode("latin-1") for key, value in headers if key.lower() == b"host"), "")
+    if not (len(host) <= 260 and _HOST.match(host)):
+        return "http://localhost"
+    return f"{'https' if scheme == 'https' else 'http'}://{host.lower()}"
 
 
 def in_snapshot(conn: sqlite3.Connection, build: Callable):
@@ -54,8 +76,10 @@ class Api:
         database and returns its result (Datasette's ``Database.execute_fn``).
     :param versions: the :class:`~service.data_versions.DataVersions` of that database.
     :param sql: ``{name: sql}`` of the canned queries (:func:`service.metadata.canned_sql`).
-    :param documents: ``{"index": dict, "openapi": dict}`` and, on a following replica,
-        ``"snapshot"`` (:func:`service.follow.describe`): served as they are.
+    :param documents: ``{"index": dict, "openapi": {language code: dict}}`` and, on a
+        following replica, ``"snapshot"`` (:func:`service.follow.describe`); the OpenAPI
+        documents carry :data:`service.openapi.BASE_URL_PLACEHOLDER`.
+    :param docs_page: renders the documentation page (it needs Datasette's templates).
     :param broken: a reason the API cannot serve data (logged, never sent).
     """
 
@@ -66,12 +90,16 @@ class Api:
         sql: dict[str, str] | None,
         max_age: int,
         documents: dict,
+        docs_page: DocsPage | None = None,
         broken: str | None = None,
     ):
         self.execute_fn = execute_fn
         self.sql = sql or {}
         self.max_age = max_age
         self.documents = documents
+        #: The OpenAPI document of each language, serialised once.
+        self.openapi_bodies = {code: dumps(document) for code, document in documents["openapi"].items()}
+        self.docs_page = docs_page
         self.broken = broken
         self.cache = ResponseCache(versions)
 
@@ -91,21 +119,24 @@ class Api:
             return None  # Datasette's router decides how those are cached
         return entry.answer(conditions)
 
-    async def handle(self, method: str, path: str, query: bytes, headers) -> tuple[int, list, bytes]:
+    async def handle(
+        self, method: str, path: str, query: bytes, headers, scheme: str = "http"
+    ) -> tuple[int, list, bytes]:
         """``(status, headers, body)`` for any request under /api/v1 (body is for GET).
 
         Never raises: whatever goes wrong is logged here and answered as a
         problem without internals (no traceback, SQL or file path).
 
         :param path: the raw path, percent-encoded, decoded from bytes as latin-1.
+        :param scheme: ``http`` or ``https``, as the client sees this instance.
         """
         try:
-            return await self._handle(method, path, query, headers)
+            return await self._handle(method, path, query, headers, scheme)
         except Exception:
             log.exception("error answering %s %s", method, path)
             return problem_response("internal-error", "the request could not be answered")
 
-    async def _handle(self, method: str, path: str, query: bytes, headers) -> tuple[int, list, bytes]:
+    async def _handle(self, method: str, path: str, query: bytes, headers, scheme: str) -> tuple[int, list, bytes]:
         resolved = resolve(path)
         if resolved is None:
             return problem_response("not-found", f"no such endpoint; the endpoints are listed at {API_PREFIX}")
@@ -122,7 +153,10 @@ class Api:
         if errors:
             return invalid_parameters(errors)
         try:
-            entry = await self._entry(endpoint, arg, values)
+            if endpoint.name == "openapi":  # made for the address asked, so never kept
+                entry, keep = self._openapi(endpoint, values, base_url(headers, scheme)), False
+            else:
+                entry, keep = await self._entry(endpoint, arg, values), not endpoint.fresh
         except NoData:
             return problem_response(
                 "no-data",
@@ -138,11 +172,14 @@ class Api:
                 "the database cannot be read just now; try again shortly",
                 headers=[(b"retry-after", str(UNAVAILABLE_RETRY_AFTER).encode())],
             )
-        self.cache.add_alias((path.encode("latin-1"), query), entry)
+        if keep:
+            self.cache.add_alias((path.encode("latin-1"), query), entry)
         return entry.answer(read_conditions(headers))
 
     async def _entry(self, endpoint: Endpoint, arg: str | None, values: dict) -> Entry:
         key = cache_key(endpoint, arg, values)
+        if endpoint.media_type == HTML:
+            return await self.cache.get_or_build(key, lambda: self._docs(key, endpoint, values))
         if endpoint.build is None:
             return await self.cache.get_or_build(key, lambda: self._document(key, endpoint))
         if self.broken:
@@ -150,6 +187,9 @@ class Api:
         self.cache.refresh()
         if endpoint.required not in self.cache.versions.current:
             raise NoData()
+        if endpoint.fresh:
+            entry, _versions = await self._build(key, endpoint, arg, values)
+            return entry
         return await self.cache.get_or_build(key, lambda: self._build(key, endpoint, arg, values))
 
     async def _document(self, key, endpoint: Endpoint):
@@ -157,6 +197,29 @@ class Api:
         if document is None:  # /api/v1/snapshot on an instance that does not follow snapshots
             raise Missing("this instance serves a live database, not snapshots (they are served by qsite serve --follow)")
         return Entry(key, dumps(document), (), None, self.max_age), {}
+
+    def _openapi(self, endpoint: Endpoint, values: dict, base: str) -> Entry:
+        """The OpenAPI document in the language asked, with this instance's address in it."""
+        body = for_base_url(self.openapi_bodies[values["lang"]], base)
+        headers = ((b"content-language", values["lang"].encode()),)
+        return Entry(cache_key(endpoint, None, values), body, (), None, self.max_age, headers)
+
+    async def _docs(self, key, endpoint: Endpoint, values: dict):
+        """The documentation page in the language asked, with examples answered from the data now served."""
+        seen = dict(self.cache.versions.current) if self.cache.versions is not None else {}
+        language = find_language(values["lang"])
+
+        async def answer(path_and_query: str) -> tuple[int, bytes]:
+            path, _, query = path_and_query.partition("?")
+            status, _headers, body = await self.handle("GET", path, query.encode(), [])
+            return status, body
+
+        # /api/v1/snapshot only where there is one: elsewhere its example would be a 404
+        paths = [e.url for e in EXAMPLE_ENDPOINTS if not e.following or e.name in self.documents]
+        examples = await collect_examples(paths, answer)
+        html = await self.docs_page.render(self.documents["openapi"][language.code], language, examples)
+        headers = ((b"content-language", language.code.encode()),)
+        return Entry(key, html.encode(), endpoint.datasets, None, self.max_age, headers, HTML_CONTENT_TYPE), seen
 
     async def _build(self, key, endpoint: Endpoint, arg, values):
         def build(conn, versions):

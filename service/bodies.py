@@ -9,8 +9,11 @@ in ``metadata.yml``.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass
+
+from db.urls import public_location
 
 from .data_versions import Versions, updated_at
 from .parameters import echo
@@ -58,7 +61,7 @@ class Build:
 
 
 def fts_query(q: str | None) -> str:
-    """A glossary search as an FTS5 query: every word quoted, so all must occur.
+    """A search (glossary, news) as an FTS5 query: every word quoted, so all must occur.
 
     Quoting makes FTS syntax (``AND``, ``"``, ``*``) plain text; a search with no
     words at all becomes an empty phrase that matches nothing, never a syntax
@@ -101,11 +104,26 @@ def glossary_entry(build: Build):
     return found[0], ()
 
 
+def news_filters(values: dict) -> dict:
+    """The canned news queries' filter parameters; ``''`` is no filter.
+
+    ``sources`` is a JSON array of names (the query reads it with ``json_each``),
+    so a name with a comma in it stays one name.
+    """
+    return {
+        "tag": values["tag"] or "",
+        "since": values["since"] or "",
+        "until": values["until"] or "",
+        "sources": json.dumps(list(values["source"]), ensure_ascii=False) if values["source"] else "",
+        "q": fts_query(values["q"]),
+    }
+
+
 def news(build: Build):
     values = build.values
     limit = values["limit"]
     before, before_id = values["cursor"] or ("", "")
-    filters = {"tag": values["tag"] or "", "since": values["since"] or ""}
+    filters = news_filters(values)
     page = build.rows("news", {**filters, "before": before, "before_id": before_id, "limit": limit + 1})
     count = build.rows("news_count", filters)[0]["count"]
     link = None
@@ -122,6 +140,21 @@ def news(build: Build):
     }
     headers = ((b"link", f'<{link}>; rel="next"'.encode()),) if link else ()
     return payload, headers
+
+
+def sources(build: Build):
+    """Every publisher; feed addresses only in their public form (:func:`db.urls.public_location`)."""
+    results = [
+        {
+            "name": row["name"],
+            "tag": row["tag"],
+            "feed_url": public_location(row["url"]),
+            "item_count": row["item_count"],
+            "last_success_at": row["last_success_at"],
+        }
+        for row in build.rows("sources", {})
+    ]
+    return build.listing(results), ()
 
 
 def stats(build: Build):

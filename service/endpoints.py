@@ -4,17 +4,17 @@
 documentation, and the endpoints that take it); :data:`ENDPOINTS` lists every
 endpoint (its path, the canned queries it runs, the datasets behind it, the
 dataset it cannot answer without, its body builder and its response schema).
-From these come routing (:func:`resolve`), validation
-(:func:`service.parameters.parse_params` over :attr:`Endpoint.params`), cache
-keys (:func:`cache_key`), ``next`` links (:meth:`Endpoint.next_link`), the
-/api/v1 index (:func:`index_document`), the canned queries the plugin loads
+From these come routing and cache keys (:mod:`service.routing`), validation
+(:func:`service.parameters.parse_params` over :attr:`Endpoint.params`),
+``next`` links (:meth:`Endpoint.next_link`), the /api/v1 index
+(:func:`index_document`), the canned queries the plugin loads
 (:data:`service.metadata.QUERY_NAMES`) and the OpenAPI document
 (:mod:`service.openapi`).
 
 Adding a query parameter is one entry in :data:`PARAMETERS`; adding an
 endpoint is one entry in :data:`ENDPOINTS` (plus its builder in
 :mod:`service.bodies`, its canned query in ``metadata.yml`` and its response
-schema in :mod:`service.openapi`).
+schema in :mod:`service.schemas`).
 """
 
 from __future__ import annotations
@@ -23,21 +23,27 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 from urllib.parse import quote, urlencode
 
-from db.model import CATALOG, GLOSSARY, NEWS, TAGS, TOTALS
+from db.model import CATALOG, DATASETS, GLOSSARY, NEWS, TAGS, TOTALS
 
 from . import bodies
-from .parameters import Cursor, DateTime, Integer, OneOf, Param, Segment, Words
+from .i18n import DEFAULT_LANGUAGE, LANGUAGES
+from .parameters import Cursor, DateTime, Integer, Name, OneOf, Param, Segment, Words
 from .problems import API_PREFIX
 
-#: The media type of every body but a snapshot file's.
-JSON_TYPE = "application/json"
+#: The media types of the 200 bodies: JSON but for the documentation page and the snapshot file.
+JSON = "application/json"
+HTML = "text/html"
+SQLITE = "application/vnd.sqlite3"
 
 #: Items per page of /news: when ``limit`` is not given, and its bounds.
 LIMIT_DEFAULT = 20
 LIMIT_MIN = 1
 LIMIT_MAX = 100
-#: Longest glossary search accepted, in characters.
+#: Longest search (glossary, news) accepted, in characters.
 Q_MAX = 200
+#: Longest publisher name accepted in ``source``, and how many publishers one request may name.
+SOURCE_MAX = 200
+SOURCES_MAX = 20
 
 USAGE_TERMS = (
     "Fair use. Attribution is appreciated. News items belong to their original publishers. "
@@ -68,11 +74,43 @@ PARAMETERS = (
         description="Only items published after this RFC 3339 time (with a time zone).",
     ),
     Param(
+        "until",
+        DateTime(),
+        on=("news",),
+        description="Only items published before this RFC 3339 time (with a time zone).",
+    ),
+    # Repeated, not comma-separated: publishers' names may contain commas.
+    Param(
+        "source",
+        Name(SOURCE_MAX),
+        on=("news",),
+        repeat=SOURCES_MAX,
+        description="Only items of this publisher, by its exact name (as in source, or as /api/v1/sources lists it). "
+        "Repeat the parameter for several publishers (source=A&source=B): names may contain commas, so one "
+        "value is always one whole name. A name no publisher has matches nothing.",
+    ),
+    Param(
+        "q",
+        Words(Q_MAX),
+        on=("news",),
+        component="newsQ",
+        description="Full-text search of title and summary; words are matched as words, "
+        "all of them must occur. Empty: no filter.",
+    ),
+    Param(
         "q",
         Words(Q_MAX),
         on=("glossary",),
         description="Full-text search of term and definition; words are matched as words, "
         "all of them must occur. Empty: no filter.",
+    ),
+    Param(
+        "lang",
+        OneOf(tuple(language.code for language in LANGUAGES)),
+        on=("openapi", "docs"),
+        default=DEFAULT_LANGUAGE.code,
+        description="The language of the texts for people, by its BCP 47 code (any letter case); English when "
+        "omitted. Identifiers are the same in every language.",
     ),
     Param("id", Segment(), on=("glossary_entry",), where="path"),
     Param(
@@ -101,10 +139,16 @@ class Endpoint:
     :param datasets: the ``data_versions`` rows its body is built from; a change to any
         drops the cached body, and the newest is its ``updated_at``.
     :param required: the dataset that must have been ingested, or the answer is 503.
-    :param trailing_slash: also answers at ``path + "/"`` (documented as the same).
+    :param trailing_slash: also answers at ``path + "/"`` (said in its description).
+    :param tag: its OpenAPI tag (:data:`TAGS_DOCUMENTED`).
+    :param description: what it answers, for the OpenAPI document and the documentation page.
+    :param media_type: what its 200 is: JSON, :data:`HTML` for the documentation page
+        (rendered from the document and examples of the other endpoints), or :data:`SQLITE`
+        for the snapshot file (streamed by :mod:`service.snapshot_api`).
+    :param fresh: built anew for every request, never kept: its data changes without a
+        ``data_versions`` bump (a feed's last successful fetch). ETag and 304 work as for all.
     :param following: only a ``qsite serve --follow`` replica answers it (:mod:`service.follow`);
         elsewhere it is a 404 and the index leaves it out.
-    :param media_type: of its 200 body; not JSON: a file streamed by :mod:`service.snapshot_api`.
     """
 
     name: str
@@ -112,13 +156,16 @@ class Endpoint:
     summary: str
     schema: str
     returns: str
+    tag: str = ""
+    description: str = ""
     build: Callable | None = None
     queries: tuple[str, ...] = ()
     datasets: tuple[str, ...] = ()
     required: str | None = None
     trailing_slash: bool = False
+    media_type: str = JSON
+    fresh: bool = False
     following: bool = False
-    media_type: str = JSON_TYPE
     #: Filled from :data:`PARAMETERS`: the query parameters it takes, and its path parameter.
     params: tuple[Param, ...] = field(default=(), compare=False)
     path_param: Param | None = field(default=None, compare=False)
@@ -144,23 +191,69 @@ class Endpoint:
         """
         pager = self.pager
         query = [
-            (param.name, param.kind.text(values[param.name]))
+            pair
             for param in self.params
             if param is not pager and values[param.name] is not None
+            for pair in param.link_pairs(values[param.name])
         ]
-        query.append((pager.name, pager.kind.text(after)))
+        query.extend(pager.link_pairs(after))
         return f"{self.url}?{urlencode(query, quote_via=quote)}"
 
 
+#: The OpenAPI tags (names are identifiers, never translated) and what each groups.
+TAGS_DOCUMENTED = {
+    "catalog": "Courses with their sections and slide counts, and the site totals. Never any quiz content.",
+    "glossary": "Quantum terms explained in plain language, each linked to the lesson that teaches it.",
+    "news": "News items from the publishers qsite follows, and the publishers themselves.",
+    "snapshot": "The whole data set as one SQLite file, on replicas that follow published snapshots "
+    "(qsite serve --follow); elsewhere these paths answer 404.",
+    "interface": "This interface itself: the index, the OpenAPI document and the documentation page, in every language.",
+}
+
 _TABLE = (
-    Endpoint("index", "", "Links to the endpoints and this document", "Index", "The index.", trailing_slash=True),
-    Endpoint("openapi", "/openapi.json", "This document", "OpenAPI", "OpenAPI 3.1 document."),
+    Endpoint(
+        "index",
+        "",
+        "Links to the endpoints and this document",
+        "Index",
+        "The index.",
+        tag="interface",
+        description="Where each endpoint lives, the usage terms, and the languages this interface is described in. "
+        "The same answer is given at /api/v1/ with a trailing slash.",
+        trailing_slash=True,
+    ),
+    Endpoint(
+        "openapi",
+        "/openapi.json",
+        "This document",
+        "OpenAPI",
+        "OpenAPI 3.1 document.",
+        tag="interface",
+        description="This OpenAPI 3.1 document in the language lang names (English by default), named in "
+        "Content-Language. Only texts for people are translated; paths, parameter names, tag values, field names "
+        "and problem types are the same in every language.",
+    ),
+    Endpoint(
+        "docs",
+        "/docs",
+        "This interface, as a page for people",
+        "",
+        "The documentation page, HTML.",
+        tag="interface",
+        description="This interface as a page for people, in the language lang names: every endpoint with its "
+        "parameters and a real example, the errors, fair use, caching and the usage terms. HTML, with no script "
+        "and nothing loaded from another host.",
+        media_type=HTML,
+        datasets=DATASETS,
+    ),
     Endpoint(
         "courses",
         "/courses",
         "The course catalog",
         "CourseList",
         "Courses in catalog order.",
+        tag="catalog",
+        description="Every course in catalog order, with its sections and their slide counts. Never any quiz content.",
         build=bodies.courses,
         queries=("courses", "sections"),
         datasets=(CATALOG,),
@@ -172,6 +265,9 @@ _TABLE = (
         "The glossary",
         "GlossaryList",
         "Entries ordered by term.",
+        tag="glossary",
+        description="Every glossary entry ordered by term, with its definition and the lesson that teaches it; "
+        "q searches terms and definitions.",
         build=bodies.glossary,
         queries=("glossary",),
         datasets=(GLOSSARY,),
@@ -183,6 +279,8 @@ _TABLE = (
         "One glossary entry",
         "GlossaryEntry",
         "The entry.",
+        tag="glossary",
+        description="One glossary entry by its id; 404 when there is none.",
         build=bodies.glossary_entry,
         queries=("glossary",),
         datasets=(GLOSSARY,),
@@ -194,10 +292,29 @@ _TABLE = (
         "News items, newest first",
         "NewsPage",
         "One page of items.",
+        tag="news",
+        description="One page of news items, newest first; follow next (or the Link header) for the page after it. "
+        "tag, source, since, until and q combine, and next keeps them, so every page applies the same filters.",
         build=bodies.news,
         queries=("news", "news_count"),
         datasets=(NEWS,),
         required=NEWS,
+    ),
+    Endpoint(
+        "sources",
+        "/sources",
+        "The news publishers",
+        "SourceList",
+        "Every publisher.",
+        tag="news",
+        description="Every publisher qsite follows: its name (as in the source of its items), its tag, the address "
+        "of its feed without credentials, how many of its items are held, and when its feed was last fetched "
+        "successfully.",
+        build=bodies.sources,
+        queries=("sources",),
+        datasets=(NEWS,),
+        required=NEWS,
+        fresh=True,
     ),
     Endpoint(
         "stats",
@@ -205,6 +322,9 @@ _TABLE = (
         "Site totals",
         "Stats",
         "The totals.",
+        tag="catalog",
+        description="Totals of the site: courses, slides, quizzes, the size of the question bank, glossary terms "
+        "and news items.",
         build=bodies.stats,
         queries=("stats",),
         datasets=(TOTALS, NEWS),
@@ -216,6 +336,10 @@ _TABLE = (
         "The published snapshot this replica serves (qsite serve --follow)",
         "Snapshot",
         "Data version, schema version, size, SHA-256, publication time and the download link.",
+        tag="snapshot",
+        description="The published snapshot this replica serves: its file name, data version, schema version, size, "
+        "SHA-256 and publication time, and the link to download it. 404 on an instance that does not follow "
+        "snapshots.",
         following=True,
     ),
     Endpoint(
@@ -224,8 +348,12 @@ _TABLE = (
         "The snapshot's SQLite file, streamed: the whole data set",
         "SnapshotFile",
         "The whole SQLite database; its SHA-256 is the ETag.",
+        tag="snapshot",
+        description="The whole data set as the SQLite database this replica serves, streamed as a download. Its name "
+        "carries its data version and hash, so it never changes: cacheable for a year, with its SHA-256 as ETag. "
+        "Only the file /api/v1/snapshot names is served; any other name is a 404.",
         following=True,
-        media_type="application/vnd.sqlite3",
+        media_type=SQLITE,
     ),
 )
 
@@ -242,49 +370,6 @@ def _with_params(endpoint: Endpoint) -> Endpoint:
 #: Every endpoint by name, in the order the OpenAPI document lists their paths.
 ENDPOINTS: dict[str, Endpoint] = {endpoint.name: _with_params(endpoint) for endpoint in _TABLE}
 
-#: Raw path below the prefix -> endpoint, for paths without a parameter.
-_FIXED_PATHS = {
-    path: endpoint
-    for endpoint in ENDPOINTS.values()
-    if endpoint.path_param is None
-    for path in ((endpoint.path, endpoint.path + "/") if endpoint.trailing_slash else (endpoint.path,))
-}
-#: ``(what comes before the {parameter}, endpoint)`` for the others.
-_PARAMETER_PATHS = [
-    (endpoint.path.partition("{")[0], endpoint) for endpoint in ENDPOINTS.values() if endpoint.path_param is not None
-]
-
-
-def resolve(path: str) -> tuple[Endpoint, str | None] | None:
-    """The endpoint for a raw (still percent-encoded) path, and its path parameter's value if any."""
-    if not path.startswith(API_PREFIX):
-        return None
-    rest = path[len(API_PREFIX) :]
-    endpoint = _FIXED_PATHS.get(rest)
-    if endpoint is not None:
-        return endpoint, None
-    for prefix, endpoint in _PARAMETER_PATHS:
-        if rest.startswith(prefix):
-            try:
-                return endpoint, endpoint.path_param.kind.parse(rest[len(prefix) :])
-            except ValueError:
-                return None
-    return None
-
-
-def cache_key(endpoint: Endpoint, arg: str | None, values: dict) -> tuple:
-    """The same key for every request that must get the same response.
-
-    The endpoint's name, its path parameter's value (if it has one, or if it
-    takes no parameter at all: then ``None``), then each query parameter's
-    canonical value in table order, defaults filled in.
-    """
-    query = tuple(values[param.name] for param in endpoint.params)
-    if endpoint.path_param is not None or not query:
-        return (endpoint.name, arg, *query)
-    return (endpoint.name, *query)
-
-
 def index_document(following: bool = False) -> dict:
     """The small JSON index at /api/v1: the data endpoints, then the documents.
 
@@ -300,4 +385,5 @@ def index_document(following: bool = False) -> dict:
         "terms": USAGE_TERMS,
         "documentation": ENDPOINTS["openapi"].url,
         "endpoints": {endpoint.name: endpoint.url for endpoint in listed},
+        "languages": [{"code": language.code, "name": language.name} for language in LANGUAGES],
     }

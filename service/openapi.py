@@ -4,182 +4,18 @@ Paths, operations and parameters (with their enums, bounds and defaults) come
 from :mod:`service.endpoints`, problem types from :mod:`service.problems`, so
 the document cannot drift from what the service enforces; the tests validate
 every response they see against it. What is written here is what the table
-does not say: the response schemas, headers and shared responses.
+does not say: headers and shared responses (the response schemas are in
+:mod:`service.schemas`). It is written in English; :func:`build_documents`
+makes it in every interface language (:mod:`service.i18n`).
 """
 
 from __future__ import annotations
 
-from db.model import TAGS
-
-from .endpoints import ENDPOINTS, JSON_TYPE, LIMIT_MAX, LIMIT_MIN, PARAMETERS, USAGE_TERMS, Endpoint
-from .parameters import ECHO_MAX, MAX_ERRORS
-from .problems import ALLOWED_METHODS, EXPOSE_HEADERS, PROBLEM_CONTENT_TYPE, PROBLEM_PREFIX, PROBLEMS
-
-REF = "#/components/"
-
-_TIME = {"type": "string", "format": "date-time", "description": "UTC, RFC 3339 with Z, whole seconds."}
-_URL = {"type": "string", "format": "uri"}
-_SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
-
-
-def _ref(kind: str, name: str) -> dict:
-    return {"$ref": f"{REF}{kind}/{name}"}
-
-
-def _object(properties: dict, description: str = "") -> dict:
-    schema = {"type": "object", "additionalProperties": False, "required": list(properties), "properties": properties}
-    if description:
-        schema["description"] = description
-    return schema
-
-
-def _list(item: str, description: str) -> dict:
-    """A whole collection: how many, when it last changed, and every ``item``."""
-    return _object(
-        {
-            "count": {"type": "integer", "minimum": 0},
-            "updated_at": _TIME,
-            "results": {"type": "array", "items": _ref("schemas", item)},
-        },
-        description,
-    )
-
-
-def _schemas() -> dict:
-    count = {"type": "integer", "minimum": 0}
-    return {
-        "Section": _object(
-            {
-                "id": {"type": "string", "description": "Unique within its course."},
-                "title": {"type": "string"},
-                "position": {"type": "integer", "minimum": 1},
-                "slide_count": count,
-                "url": {**_URL, "type": ["string", "null"]},
-            }
-        ),
-        "Course": _object(
-            {
-                "id": {"type": "string"},
-                "title": {"type": "string"},
-                "summary": {"type": "string"},
-                "level": {"type": ["string", "null"]},
-                "url": _URL,
-                "position": {"type": "integer", "minimum": 1},
-                "section_count": count,
-                "slide_count": count,
-                "sections": {"type": "array", "items": _ref("schemas", "Section")},
-            },
-            "A course; never any quiz content.",
-        ),
-        "CourseList": _list("Course", "The catalog in catalog order."),
-        "GlossaryEntry": _object(
-            {
-                "id": {"type": "string"},
-                "term": {"type": "string"},
-                "definition": {"type": "string"},
-                "lesson": _object({"title": {"type": "string"}, "url": _URL}, "The lesson that teaches the term."),
-            }
-        ),
-        "GlossaryList": _list("GlossaryEntry", "Entries ordered by term, ignoring letter case."),
-        "NewsItem": _object(
-            {
-                "id": {"type": "string"},
-                "title": {"type": "string"},
-                "url": _URL,
-                "source": {"type": "string", "description": "The publisher; the item belongs to it."},
-                "summary": {"type": "string"},
-                "tag": {"type": "string", "enum": list(TAGS)},
-                "published_at": _TIME,
-            }
-        ),
-        "NewsPage": _object(
-            {
-                "count": {**count, "description": "All items matching tag and since, not just this page."},
-                "tag": {"type": ["string", "null"], "enum": [*TAGS, None], "description": "null: all tags."},
-                "limit": {"type": "integer", "minimum": LIMIT_MIN, "maximum": LIMIT_MAX},
-                "next": {
-                    "type": ["string", "null"],
-                    "format": "uri-reference",
-                    "description": "The next page (also sent as Link rel=next); null on the last page.",
-                },
-                "updated_at": _TIME,
-                "results": {"type": "array", "maxItems": LIMIT_MAX, "items": _ref("schemas", "NewsItem")},
-            },
-            "Newest first: published_at descending, then id descending.",
-        ),
-        "Stats": _object(
-            {
-                "courses": count,
-                "slides": count,
-                "quizzes": count,
-                "question_bank_size": count,
-                "glossary_terms": count,
-                "news_items": count,
-                "updated_at": _TIME,
-            }
-        ),
-        "Index": _object(
-            {
-                "name": {"type": "string"},
-                "version": {"const": "v1"},
-                "terms": {"type": "string"},
-                "documentation": {"const": ENDPOINTS["openapi"].url},
-                "endpoints": {
-                    "type": "object",
-                    "additionalProperties": {"type": "string", "format": "uri-template"},
-                },
-            }
-        ),
-        "ParameterError": _object(
-            {
-                "parameter": {
-                    "type": "string",
-                    "maxLength": ECHO_MAX + 1,
-                    "description": f"The parameter's name; a longer one is cut to {ECHO_MAX} characters and \u2026.",
-                },
-                "detail": {"type": "string"},
-            },
-        ),
-        "Problem": {
-            "type": "object",
-            "description": "RFC 9457 problem details.",
-            "additionalProperties": False,
-            "required": ["type", "title", "status", "detail"],
-            "properties": {
-                "type": {
-                    "type": "string",
-                    "format": "uri-reference",
-                    "enum": [PROBLEM_PREFIX + name for name in PROBLEMS],
-                },
-                "title": {"type": "string"},
-                "status": {"type": "integer", "enum": sorted({status for status, _ in PROBLEMS.values()})},
-                "detail": {"type": "string"},
-                "errors": {
-                    "type": "array",
-                    "minItems": 1,
-                    "maxItems": MAX_ERRORS,
-                    "description": f"One per bad query parameter (400 only), at most {MAX_ERRORS}; "
-                    "when there are more, detail ends with how many more were not listed.",
-                    "items": _ref("schemas", "ParameterError"),
-                },
-            },
-        },
-        "OpenAPI": {"type": "object", "required": ["openapi", "info", "paths"]},
-        "Snapshot": _object(
-            {
-                "file": {"type": "string", "pattern": r"^site-v\d{8,}-[0-9a-f]{16}\.db$"},
-                "data_version": {**count, "description": "The sum of the data's change counters: grows with every change."},
-                "schema_version": {"type": "integer", "minimum": 1},
-                "bytes": {"type": "integer", "minimum": 1},
-                "sha256": _SHA256,
-                "published_at": _TIME,
-                "download": {"type": "string", "format": "uri-reference", "description": "The file itself."},
-            },
-            "The published snapshot (a whole SQLite database) this replica serves.",
-        ),
-        "SnapshotFile": {"type": "string", "contentMediaType": "application/vnd.sqlite3"},
-    }
-
+from .endpoints import ENDPOINTS, HTML, JSON, PARAMETERS, TAGS_DOCUMENTED, USAGE_TERMS, Endpoint
+from .i18n import LANGUAGES, Catalogs, translate_document
+from .parameters import MAX_ERRORS
+from .problems import ALLOWED_METHODS, EXPOSE_HEADERS, PROBLEM_CONTENT_TYPE
+from .schemas import ref, schemas
 
 #: What Datasette's router sends instead when a request carries a cookie or Authorization.
 PRIVATE = "private, no-store"
@@ -224,6 +60,10 @@ def _headers(max_age: int) -> dict:
         "ExposeHeaders": header({"const": EXPOSE_HEADERS}, "Headers browser scripts may read."),
         "RetryAfter": header({"type": "string", "pattern": r"^\d+$"}, "Seconds to wait before trying again."),
         "Allow": header({"const": ALLOWED_METHODS}, "The methods the API answers."),
+        "ContentLanguage": header(
+            {"type": "string", "enum": [language.code for language in LANGUAGES]},
+            "The language of the texts for people in this response (BCP 47).",
+        ),
         "RateLimit": header(rate_limit[0], rate_limit[1] + counted, required=False),
         "RateLimitPolicy": header(rate_limit_policy[0], rate_limit_policy[1] + counted, required=False),
         "Immutable": header(
@@ -238,21 +78,21 @@ def _headers(max_age: int) -> dict:
 
 
 _CORS = {
-    "Access-Control-Allow-Origin": _ref("headers", "AllowOrigin"),
-    "Access-Control-Expose-Headers": _ref("headers", "ExposeHeaders"),
+    "Access-Control-Allow-Origin": ref("headers", "AllowOrigin"),
+    "Access-Control-Expose-Headers": ref("headers", "ExposeHeaders"),
 }
 #: On every response the rate limiter counts (all but OPTIONS), when it is on.
 _RATE_LIMIT = {
-    "RateLimit": _ref("headers", "RateLimit"),
-    "RateLimit-Policy": _ref("headers", "RateLimitPolicy"),
+    "RateLimit": ref("headers", "RateLimit"),
+    "RateLimit-Policy": ref("headers", "RateLimitPolicy"),
 }
 
 
 def _problem(description: str, **headers) -> dict:
     return {
         "description": description,
-        "headers": {"Cache-Control": _ref("headers", "NoStore"), **_CORS, **_RATE_LIMIT, **headers},
-        "content": {PROBLEM_CONTENT_TYPE: {"schema": _ref("schemas", "Problem")}},
+        "headers": {"Cache-Control": ref("headers", "NoStore"), **_CORS, **_RATE_LIMIT, **headers},
+        "content": {PROBLEM_CONTENT_TYPE: {"schema": ref("schemas", "Problem")}},
     }
 
 
@@ -261,8 +101,8 @@ def _responses() -> dict:
         "NotModified": {
             "description": "If-None-Match matched the ETag, or If-Modified-Since is not older than the data. No body.",
             "headers": {
-                "Cache-Control": _ref("headers", "CacheControl"),
-                "ETag": _ref("headers", "ETag"),
+                "Cache-Control": ref("headers", "CacheControl"),
+                "ETag": ref("headers", "ETag"),
                 **_CORS,
                 **_RATE_LIMIT,
             },
@@ -270,33 +110,34 @@ def _responses() -> dict:
         "FileNotModified": {
             "description": "If-None-Match matched the file's SHA-256. No body.",
             "headers": {
-                "Cache-Control": _ref("headers", "Immutable"),
-                "ETag": _ref("headers", "FileETag"),
+                "Cache-Control": ref("headers", "Immutable"),
+                "ETag": ref("headers", "FileETag"),
                 **_CORS,
                 **_RATE_LIMIT,
             },
         },
         "BadRequest": _problem(
-            "Bad query parameters: an unknown tag, a limit out of range, a bad cursor or since, "
-            f"an unknown parameter or one given twice. errors names every one, up to {MAX_ERRORS}."
+            "Bad query parameters: an unknown tag or lang, a limit out of range, a bad cursor, since or until, "
+            "a source or q too long, an unknown parameter or one given twice (only source may be repeated). "
+            f"errors names every one, up to {MAX_ERRORS}."
         ),
         "NotFound": _problem(
             "No such endpoint or item; for /api/v1/snapshot: an instance that does not follow snapshots, "
             "or a file that is not the current snapshot."
         ),
-        "MethodNotAllowed": _problem("The API is read-only: it answers GET and HEAD.", Allow=_ref("headers", "Allow")),
+        "MethodNotAllowed": _problem("The API is read-only: it answers GET and HEAD.", Allow=ref("headers", "Allow")),
         "TooManyRequests": _problem(
             "Over the fair-use rate limit.",
             **{
-                "Retry-After": _ref("headers", "RetryAfter"),
-                "RateLimit": _ref("headers", "RateLimitExhausted"),
-                "RateLimit-Policy": _ref("headers", "RateLimitPolicyApplied"),
+                "Retry-After": ref("headers", "RetryAfter"),
+                "RateLimit": ref("headers", "RateLimitExhausted"),
+                "RateLimit-Policy": ref("headers", "RateLimitPolicyApplied"),
             },
         ),
         "Unavailable": _problem(
             "No data has been ingested yet (before the first ingest; on a following replica, every path "
             "before its first snapshot is in), or the database is briefly unreadable.",
-            **{"Retry-After": _ref("headers", "RetryAfter")},
+            **{"Retry-After": ref("headers", "RetryAfter")},
         ),
         "InternalError": _problem("A fault in the service; logged, and never shown to the client in any detail."),
         "Preflight": {
@@ -319,6 +160,8 @@ def _parameters() -> dict:
         if param.description:
             component["description"] = param.description
         component["schema"] = param.schema
+        if param.repeat:
+            component["style"], component["explode"] = "form", True  # source=A&source=B
         if param.example is not None:
             component["example"] = param.example
         components[param.ref] = component
@@ -330,95 +173,97 @@ def _file(endpoint: Endpoint) -> dict:
     return {
         "description": endpoint.returns,
         "headers": {
-            "Cache-Control": _ref("headers", "Immutable"),
-            "ETag": _ref("headers", "FileETag"),
-            "Last-Modified": _ref("headers", "LastModified"),
-            "Content-Disposition": _ref("headers", "ContentDisposition"),
+            "Cache-Control": ref("headers", "Immutable"),
+            "ETag": ref("headers", "FileETag"),
+            "Last-Modified": ref("headers", "LastModified"),
+            "Content-Disposition": ref("headers", "ContentDisposition"),
             **_CORS,
             **_RATE_LIMIT,
         },
-        "content": {endpoint.media_type: {"schema": _ref("schemas", endpoint.schema)}},
+        "content": {endpoint.media_type: {"schema": ref("schemas", endpoint.schema)}},
     }
 
 
-def _ok(schema: str, description: str, data: bool = True, link: bool = False) -> dict:
-    headers = {"Cache-Control": _ref("headers", "CacheControl"), "ETag": _ref("headers", "ETag"), **_CORS, **_RATE_LIMIT}
+def _ok(endpoint: Endpoint, data: bool) -> dict:
+    headers = {"Cache-Control": ref("headers", "CacheControl"), "ETag": ref("headers", "ETag"), **_CORS, **_RATE_LIMIT}
     if data:
-        headers["Last-Modified"] = _ref("headers", "LastModified")
-    if link:
-        headers["Link"] = _ref("headers", "Link")
-    return {
-        "description": description,
-        "headers": headers,
-        "content": {"application/json": {"schema": _ref("schemas", schema)}},
-    }
-
-
-#: Every other method OpenAPI can describe; the service answers each with 405 (429 over the limit).
-WRITE_METHODS = ("post", "put", "patch", "delete", "trace")
-
-
-def _path(endpoint: Endpoint, operation_id: str, summary: str) -> dict:
-    """The path item of ``endpoint``: GET, HEAD, the preflight, and 405 for every write method."""
-    data = endpoint.required is not None  # built from data: Last-Modified
-    if endpoint.media_type == JSON_TYPE:
-        ok = _ok(endpoint.schema, endpoint.returns, data=data, link=endpoint.pager is not None)
-        not_modified = _ref("responses", "NotModified")
+        headers["Last-Modified"] = ref("headers", "LastModified")
+    if endpoint.pager is not None:
+        headers["Link"] = ref("headers", "Link")
+    if any(param.name == "lang" for param in endpoint.params):
+        headers["Content-Language"] = ref("headers", "ContentLanguage")
+    if endpoint.media_type == HTML:
+        content = {HTML: {"schema": {"type": "string"}}}
     else:
-        ok, not_modified = _file(endpoint), _ref("responses", "FileNotModified")
-    responses = {"200": ok, "304": not_modified, "400": _ref("responses", "BadRequest")}
+        content = {JSON: {"schema": ref("schemas", endpoint.schema)}}
+    return {"description": endpoint.returns, "headers": headers, "content": content}
+
+
+#: The methods that are no operation here: the service answers each with 405 anywhere (429 over the limit).
+OTHER_METHODS = ("POST", "PUT", "PATCH", "DELETE", "TRACE")
+HEAD_DESCRIPTION = "The same as GET without the body: only the headers, to check whether something changed."
+PREFLIGHT_DESCRIPTION = "Answers a browser's CORS preflight: any origin may read the API with GET and HEAD."
+
+
+def _path(endpoint: Endpoint) -> dict:
+    """The path item of ``endpoint``: GET, HEAD and the CORS preflight."""
+    if endpoint.media_type in (JSON, HTML):
+        data = endpoint.required is not None  # built from data: Last-Modified
+        ok, not_modified = _ok(endpoint, data), ref("responses", "NotModified")
+    else:  # a file (the snapshot)
+        ok, not_modified = _file(endpoint), ref("responses", "FileNotModified")
+    responses = {"200": ok, "304": not_modified, "400": ref("responses", "BadRequest")}
     if endpoint.path_param is not None or endpoint.following:
-        responses["404"] = _ref("responses", "NotFound")
-    responses["429"] = _ref("responses", "TooManyRequests")
-    responses["503"] = _ref("responses", "Unavailable")  # no data yet; a follower before its first snapshot
-    responses["500"] = _ref("responses", "InternalError")
-    parameters = [_ref("parameters", param.ref) for param in endpoint.params]
-    get = {"operationId": operation_id, "summary": summary, "parameters": parameters, "responses": responses}
+        responses["404"] = ref("responses", "NotFound")
+    responses["429"] = ref("responses", "TooManyRequests")
+    responses["503"] = ref("responses", "Unavailable")  # no data yet; a follower before its first snapshot
+    responses["500"] = ref("responses", "InternalError")
+    parameters = [ref("parameters", param.ref) for param in endpoint.params]
+    operation_id = endpoint.operation_id
+    common = {"tags": [endpoint.tag], "parameters": parameters}
+    get = {"operationId": operation_id, "summary": endpoint.summary, "description": endpoint.description, **common}
     head_responses = {
         status: ({key: value for key, value in response.items() if key != "content"} if "content" in response else response)
         for status, response in responses.items()
     }
     head = {
         "operationId": operation_id + "Head",
-        "summary": summary + " (headers only)",
-        "parameters": parameters,
-        "responses": head_responses,
+        "summary": endpoint.summary + " (headers only)",
+        "description": HEAD_DESCRIPTION,
+        **common,
     }
     item = {
-        "get": get,
-        "head": head,
+        "get": {**get, "responses": responses},
+        "head": {**head, "responses": head_responses},
         "options": {
             "operationId": operation_id + "Preflight",
             "summary": "CORS preflight",
-            "responses": {"204": _ref("responses", "Preflight")},
+            "description": PREFLIGHT_DESCRIPTION,
+            "tags": [endpoint.tag],
+            "responses": {"204": ref("responses", "Preflight"), "429": ref("responses", "TooManyRequests")},
         },
     }
-    for method in WRITE_METHODS:
-        item[method] = {
-            "operationId": f"{operation_id}{method.title()}",
-            "summary": "Not allowed: the API is read-only",
-            "responses": {
-                "405": _ref("responses", "MethodNotAllowed"),
-                "429": _ref("responses", "TooManyRequests"),
-            },
-        }
     if endpoint.path_param is not None:
-        item["parameters"] = [_ref("parameters", endpoint.path_param.ref)]
+        item["parameters"] = [ref("parameters", endpoint.path_param.ref)]
     return item
 
 
 def _paths() -> dict:
-    """A path item per endpoint of the table, in table order."""
-    paths = {}
-    for endpoint in ENDPOINTS.values():
-        paths[endpoint.url] = _path(endpoint, endpoint.operation_id, endpoint.summary)
-        if endpoint.trailing_slash:
-            paths[endpoint.url + "/"] = _path(endpoint, endpoint.operation_id + "Slash", f"Same as {endpoint.url}")
-    return paths
+    """A path item per endpoint of the table, in table order (``/api/v1/`` is said in the index's description)."""
+    return {endpoint.url: _path(endpoint) for endpoint in ENDPOINTS.values()}
+
+
+#: Stands for this instance's address in the built document; the service puts the
+#: address the request was made to in its place (:func:`for_base_url`).
+BASE_URL_PLACEHOLDER = "https://base-url.invalid"
 
 
 def build_document(max_age: int) -> dict:
-    """The OpenAPI 3.1 document; ``max_age`` is the configured ``api.cache_max_age``."""
+    """The OpenAPI 3.1 document in English; ``max_age`` is the configured ``api.cache_max_age``.
+
+    ``termsOfService`` must be an absolute URL and qsite does not know its own
+    address, so it is written with :data:`BASE_URL_PLACEHOLDER` (see :func:`for_base_url`).
+    """
     return {
         "openapi": "3.1.0",
         "info": {
@@ -426,21 +271,46 @@ def build_document(max_age: int) -> dict:
             "version": "v1",
             "summary": "Free, read-only JSON over the cached data of a quantum-computing learning site.",
             "description": (
-                "Course catalog (with sections and slide counts, never quiz content), glossary, news items "
-                "and site totals. GET and HEAD only, no authentication. Responses are cached; every 200 "
-                "carries a strong ETag, Cache-Control and (for data) Last-Modified = updated_at, and answers "
-                "If-None-Match / If-Modified-Since with 304. Errors are RFC 9457 problem details "
-                "(application/problem+json) with Cache-Control: no-store. Every response carries CORS headers."
+                "Course catalog (with sections and slide counts, never quiz content), glossary, news items with their "
+                "publishers, and site totals. GET and HEAD only, no authentication; any other method is answered with "
+                "405 and Allow: GET, HEAD (see x-other-methods). Responses are cached; every 200 carries a strong "
+                "ETag, Cache-Control and (for data) Last-Modified = updated_at, and answers If-None-Match / "
+                "If-Modified-Since with 304. Errors are RFC 9457 problem details (application/problem+json) with "
+                "Cache-Control: no-store. Every response carries CORS headers. This description exists in several "
+                "languages (lang); paths, parameter names, tag values, field names and problem types are the same in "
+                "all of them."
                 "\n\nUsage terms: " + USAGE_TERMS
             ),
-            "termsOfService": ENDPOINTS["index"].url,
+            "termsOfService": f"{BASE_URL_PLACEHOLDER}{ENDPOINTS['docs'].url}#terms",
             "x-usage-terms": USAGE_TERMS,
         },
+        "servers": [{"url": "/", "description": "This instance: paths are relative to the host that served this document."}],
+        # no authentication, said the way tools read it
+        "security": [],
+        "tags": [{"name": name, "description": description} for name, description in TAGS_DOCUMENTED.items()],
         "paths": _paths(),
+        "x-other-methods": {
+            "methods": list(OTHER_METHODS),
+            "description": "Every other method (POST, PUT, PATCH, DELETE, TRACE and any other) is answered anywhere on "
+            "this instance with 405 method-not-allowed and Allow: GET, HEAD; none of them is an operation here. They "
+            "count against the rate limit too.",
+            "responses": {"405": ref("responses", "MethodNotAllowed"), "429": ref("responses", "TooManyRequests")},
+        },
         "components": {
-            "schemas": _schemas(),
+            "schemas": schemas(),
             "parameters": _parameters(),
             "headers": _headers(max_age),
             "responses": _responses(),
         },
     }
+
+
+def build_documents(max_age: int, catalogs: Catalogs) -> dict[str, dict]:
+    """``{language code: the document in that language}``, with the placeholder address."""
+    english = build_document(max_age)
+    return {language.code: translate_document(english, catalogs.gettext(language)) for language in LANGUAGES}
+
+
+def for_base_url(body: bytes, base_url: str) -> bytes:
+    """A built document with this instance's address (``http://host:port``, already checked) in place."""
+    return body.replace(BASE_URL_PLACEHOLDER.encode(), base_url.encode())

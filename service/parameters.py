@@ -173,6 +173,20 @@ class Words(Kind):
         return " ".join(_WORD.findall(text)).casefold() if text.strip() else None
 
 
+class Name(Kind):
+    """A name given exactly (letter case, spaces and commas are part of it), 1 to ``max_length`` characters."""
+
+    def __init__(self, max_length: int):
+        self.max_length = max_length
+        self.detail = f"must be a name of 1 to {max_length} characters"
+        self.schema = {"type": "string", "minLength": 1, "maxLength": max_length}
+
+    def parse(self, text: str) -> str:
+        if not 1 <= len(text) <= self.max_length:
+            raise ValueError(text)
+        return text
+
+
 class Segment(Kind):
     """One non-empty path segment, percent-decoded as UTF-8."""
 
@@ -195,6 +209,7 @@ class Param:
     :param where: ``"query"``, or ``"path"`` for the ``{name}`` in an endpoint's path.
     :param component: its key under ``components/parameters`` in the OpenAPI document, by
         default its name; two parameters of one name (on different endpoints) need two.
+    :param repeat: how many times it may be given (its values form a set); 0: once.
     """
 
     name: str
@@ -205,6 +220,7 @@ class Param:
     example: str | None = None
     where: str = "query"
     component: str = ""
+    repeat: int = 0
 
     @property
     def ref(self) -> str:
@@ -212,7 +228,13 @@ class Param:
 
     @property
     def schema(self) -> dict:
+        if self.repeat:
+            return {"type": "array", "items": self.kind.schema, "minItems": 1, "maxItems": self.repeat}
         return self.kind.schema if self.default is None else {**self.kind.schema, "default": self.default}
+
+    def link_pairs(self, value) -> list[tuple[str, str]]:
+        """``(name, text)`` pairs that write its canonical ``value`` into a link (one per value if repeated)."""
+        return [(self.name, self.kind.text(one)) for one in (value if self.repeat else (value,))]
 
 
 # -- a request's parameters --------------------------------------------------------
@@ -236,13 +258,14 @@ def parse_params(params: tuple[Param, ...], query: bytes) -> tuple[dict, list[di
     """Every one of ``params``, canonical (its default when absent), and one error per bad one.
 
     Unknown and repeated parameters are errors: a typo must never silently
-    return unfiltered data. Errors come in the order of ``params``, unknown
-    names last.
+    return unfiltered data. A parameter that may be repeated (:attr:`Param.repeat`)
+    is the exception: its canonical value is the sorted tuple of its distinct
+    values. Errors come in the order of ``params``, unknown names last.
     """
-    names = [param.name for param in params]
+    by_name = {param.name: param for param in params}
     errors: list[dict] = []
     seen: dict[str, int] = {}
-    raw_values: dict[str, str] = {}
+    raw_values: dict[str, list[str]] = {}
     for raw_name, raw_value in split_query(query):
         try:
             name = raw_name.decode("utf-8")
@@ -250,29 +273,35 @@ def parse_params(params: tuple[Param, ...], query: bytes) -> tuple[dict, list[di
             errors.append({"parameter": echo(raw_name.decode("utf-8", "replace")), "detail": "unknown parameter"})
             continue
         seen[name] = seen.get(name, 0) + 1
-        if seen[name] == 2:
-            errors.append({"parameter": echo(name), "detail": "given more than once"})
-        if seen[name] > 1:
+        param = by_name.get(name)
+        allowed = param.repeat if param is not None and param.repeat else 1
+        if seen[name] == allowed + 1:
+            detail = "given more than once" if allowed == 1 else f"given more than {allowed} times"
+            errors.append({"parameter": echo(name), "detail": detail})
+        if seen[name] > allowed:
             continue
-        if name not in names:
-            takes = ", ".join(names)
+        if param is None:
+            takes = ", ".join(by_name)
             detail = f"unknown parameter; this endpoint takes {takes}" if takes else "unknown parameter; this endpoint takes none"
             errors.append({"parameter": echo(name), "detail": detail})
             continue
         try:
-            raw_values[name] = raw_value.decode("utf-8")
+            raw_values.setdefault(name, []).append(raw_value.decode("utf-8"))
         except UnicodeDecodeError:
             errors.append({"parameter": name, "detail": "must be UTF-8 text"})
     values: dict = {}
     for param in params:
         values[param.name] = param.default
-        if param.name not in raw_values or seen[param.name] > 1:
+        texts = raw_values.get(param.name)
+        if not texts or seen[param.name] > (param.repeat or 1):
             continue
         try:
-            values[param.name] = param.kind.parse(raw_values[param.name])
+            parsed = [param.kind.parse(text) for text in texts]
         except ValueError:
             errors.append({"parameter": param.name, "detail": param.kind.detail})
-    order = {name: i for i, name in enumerate(names)}
+            continue
+        values[param.name] = tuple(sorted(set(parsed))) if param.repeat else parsed[0]
+    order = {name: i for i, name in enumerate(by_name)}
     errors.sort(key=lambda error: order.get(error["parameter"], len(order)))
     return values, errors
 

@@ -20,14 +20,16 @@ from urllib.parse import unquote_to_bytes
 
 from datasette import hookimpl
 
-from config import ConfigError
+from config import ConfigError, parse_rate_limit
 
 from .api import Api
 from .data_versions import DataVersions
+from .docs import DocsPage
 from .endpoints import index_document
 from .follow import describe
+from .i18n import Catalogs
 from .metadata import MetadataError, canned_sql
-from .openapi import build_document
+from .openapi import build_documents
 from .parameters import echo
 from .problems import ALLOWED_METHODS, API_PREFIX, send_problem, send_response
 from .settings import qsite_config
@@ -76,11 +78,13 @@ def get_api(datasette) -> Api:
     if found is not None:
         return found
     broken = None
-    execute_fn = versions = sql = None
+    execute_fn = versions = sql = rate_limit = None
     max_age = 0
     try:
         config = qsite_config(datasette)
         max_age = config.api.cache_max_age
+        limit = parse_rate_limit(config.api.rate_limit)
+        rate_limit = (limit.amount, limit.get_expiry()) if limit else None
         name = config.database_path.stem
         database = datasette.databases.get(name)
         if database is None:
@@ -92,10 +96,12 @@ def get_api(datasette) -> Api:
         broken = str(exc)
         log.error("/api/v1 cannot serve data: %s", broken)
     follower = getattr(datasette, "_qsite_follower", None)
-    documents = {"index": index_document(following=follower is not None), "openapi": build_document(max_age)}
+    catalogs = Catalogs()
+    documents = {"index": index_document(following=follower is not None), "openapi": build_documents(max_age, catalogs)}
     if follower is not None and follower.serving is not None:
         documents["snapshot"] = describe(follower.serving)
-    api = Api(execute_fn, versions, sql, max_age, documents, broken=broken)
+    docs_page = DocsPage(datasette, catalogs, rate_limit, max_age)
+    api = Api(execute_fn, versions, sql, max_age, documents, docs_page=docs_page, broken=broken)
     datasette._qsite_api = api
     return api
 
@@ -106,7 +112,11 @@ async def api_view(datasette, request, scope, send):
     if is_snapshot_file(path):  # a file, streamed rather than built as bytes
         return await send_snapshot_file(datasette, scope, path, send)
     api = get_api(datasette)
-    status, headers, body = await api.handle(scope["method"], path, scope.get("query_string", b""), scope["headers"])
+    # as the client sees it: Datasette's force_https_urls is for instances behind a TLS proxy
+    scheme = "https" if datasette.setting("force_https_urls") else scope.get("scheme", "http")
+    status, headers, body = await api.handle(
+        scope["method"], path, scope.get("query_string", b""), scope["headers"], scheme=scheme
+    )
     await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
 
 

@@ -17,6 +17,7 @@ PROBLEM_PREFIX = API_PREFIX + "/problems/"
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 JSON_CONTENT_TYPE = "application/json; charset=utf-8"
+HTML_CONTENT_TYPE = "text/html; charset=utf-8"
 
 #: Headers a browser script may read from a cross-origin response.
 EXPOSE_HEADERS = "ETag, Last-Modified, Link, Retry-After, RateLimit, RateLimit-Policy"

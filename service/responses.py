@@ -97,6 +97,7 @@ class Entry:
     :param updated_at: RFC 3339 time of the data behind it, sent as Last-Modified;
         ``None`` for documents with no data behind them.
     :param extra_headers: more header pairs for the 200 (e.g. ``link``).
+    :param content_type: of the body; JSON unless said otherwise (the documentation page is HTML).
     """
 
     __slots__ = ("key", "body", "etag", "datasets", "last_modified", "headers", "not_modified_headers", "size")
@@ -109,6 +110,7 @@ class Entry:
         updated_at: str | None,
         max_age: int,
         extra_headers: tuple = (),
+        content_type: str = JSON_CONTENT_TYPE,
     ):
         self.key = key
         self.body = body
@@ -117,7 +119,7 @@ class Entry:
         cache_control = (b"cache-control", f"public, max-age={max_age}".encode())
         etag = (b"etag", self.etag.encode())
         self.headers = [
-            (b"content-type", JSON_CONTENT_TYPE.encode()),
+            (b"content-type", content_type.encode()),
             (b"content-length", str(len(body)).encode()),
             cache_control,
             etag,

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import asyncio
 
-from .endpoints import ENDPOINTS, resolve
+from .endpoints import ENDPOINTS
 from .follow import current_snapshot
 from .parameters import echo, invalid_parameters, parse_params
 from .problems import ALLOWED_METHODS, CORS_HEADERS, PREFLIGHT_HEADERS, problem_response, send_response
 from .responses import etag_matches, http_date, read_conditions
+from .routing import resolve
 
 ENDPOINT = ENDPOINTS["snapshot_file"]
 #: A snapshot file never changes under its name.

@@ -15,10 +15,11 @@ import sqlite_utils
 
 from db.migrations import migrations
 from db.model import DATASETS, TAGS
-from service.endpoints import ENDPOINTS, LIMIT_DEFAULT, PARAMETERS, cache_key, index_document, resolve
+from service.endpoints import ENDPOINTS, HTML, LIMIT_DEFAULT, PARAMETERS, index_document
 from service.metadata import QUERY_NAMES, QUERY_PREFIX, read_metadata_file
 from service.parameters import parse_params
 from service.problems import API_PREFIX
+from service.routing import cache_key, resolve
 
 
 def test_every_parameter_names_endpoints_of_the_table():
@@ -36,7 +37,9 @@ def test_every_endpoint_names_real_datasets_and_canned_queries():
     queries = next(iter(read_metadata_file()["databases"].values()))["queries"]
     for endpoint in ENDPOINTS.values():
         assert set(endpoint.datasets) <= set(DATASETS), endpoint.name
-        if endpoint.build is None:  # a document: no data behind it
+        if endpoint.build is None and endpoint.media_type == HTML:  # the page: made of the other answers
+            assert set(endpoint.datasets) == set(DATASETS) and endpoint.required is None and not endpoint.queries
+        elif endpoint.build is None:  # a document: no data behind it
             assert not endpoint.datasets and endpoint.required is None and not endpoint.queries
         else:
             assert endpoint.required in endpoint.datasets
@@ -119,7 +122,7 @@ def canned():
 def test_the_canned_news_query_defaults_to_the_api_page_size(canned):
     """A researcher running api_news without a limit gets the page the API gives without one."""
     conn, queries = canned
-    empty = {"tag": "", "since": "", "before": "", "before_id": "", "limit": ""}
+    empty = {"tag": "", "since": "", "until": "", "sources": "", "q": "", "before": "", "before_id": "", "limit": ""}
     assert len(conn.execute(queries["api_news"]["sql"], empty).fetchall()) == LIMIT_DEFAULT
     assert f"limit defaults to {LIMIT_DEFAULT}" in " ".join(queries["api_news"]["description"].split())
 

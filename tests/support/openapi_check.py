@@ -21,7 +21,7 @@ class OpenAPICheck:
     """
 
     #: Sent by the service or the rate limiter: wherever one appears, the document must describe it.
-    OWN_HEADERS = ("cache-control", "etag", "link", "allow", "retry-after", "ratelimit", "ratelimit-policy")
+    OWN_HEADERS = ("cache-control", "etag", "link", "allow", "retry-after", "ratelimit", "ratelimit-policy", "content-language")
 
     _valid: set[str] = set()  # documents already validated, by their JSON text
 
@@ -52,6 +52,8 @@ class OpenAPICheck:
     def check(self, method: str, response: httpx.Response, path: str | None = None) -> None:
         """Check one response; ``path`` is the raw path as sent, when the request URL cannot carry it."""
         path = path or response.request.url.path
+        if path == "/api/v1/":  # the index's description: the same answer as /api/v1
+            path = "/api/v1"
         template = next((template for pattern, template in self.templates if pattern.match(path)), None)
         status = str(response.status_code)
         if template is None:
@@ -59,7 +61,9 @@ class OpenAPICheck:
             documented = self.deref(self.document["components"]["responses"]["NotFound"])
         else:
             operation = self.document["paths"][template].get(method.lower())
-            assert operation is not None, f"{method} {template} is not documented"
+            if operation is None:  # no operation: the document's x-other-methods says what it gets
+                operation = self.document["x-other-methods"]
+                assert method.upper() not in ("GET", "HEAD", "OPTIONS"), f"{method} {template} is not documented"
             assert status in operation["responses"], f"{method} {template} answered undocumented {status}"
             documented = self.deref(operation["responses"][status])
         documented_names = {name.lower() for name in documented.get("headers", {})}
@@ -81,6 +85,8 @@ class OpenAPICheck:
             assert media_type in content, f"{method} {path} {status}: undocumented type {media_type}"
             if media_type.endswith("json"):
                 self.validate(content[media_type]["schema"], json.loads(response.content))
+            elif media_type == "text/html":  # the documentation page: a string
+                self.validate(content[media_type]["schema"], response.text)
             else:  # a file (the snapshot download): its bytes are checked by the test that asked for it
                 assert response.content, f"{method} {path} {status}: empty {media_type}"
         self.checked += 1

@@ -1,0 +1,161 @@
+"""/api/v1/news filters: until, source (repeated, names with commas), q (full text); cursors under every filter."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, quote
+
+import pytest
+
+from pipeline.store import open_database
+from service.endpoints import SOURCE_MAX, SOURCES_MAX
+from tests.support.api_client import ApiClient, datasette_for_config
+from tests.support.known_data import NEWS_START, SOURCES, news_items, seed_catalog, seed_news
+
+COMMA = "Smith, Jones & Co"
+
+
+def items() -> list[dict]:
+    found = news_items(30)
+    for i, item in enumerate(found[:6]):
+        item["source"] = COMMA  # a publisher whose name has a comma in it
+        item["title"] = f"Trapped ion record {i}" if i % 2 else f"Photonic chip {i}"
+    found[7]["summary"] = "Photonic interconnects for trapped ions"
+    return found
+
+
+@pytest.fixture
+def client(make_config, tmp_path):
+    db = open_database(tmp_path / "site.db")
+    seed_catalog(db)
+    db["sources"].insert({"name": COMMA, "url": "https://user:secret@smith.example/feed?token=t0k3n", "tag": "Science"})
+    seed_news(db, items())
+    db.close()
+    client = ApiClient(datasette_for_config(make_config(api={"rate_limit": "off"})))
+    yield client
+    client.close()
+
+
+def everything(client, query: str) -> list[dict]:
+    """Every item of a filtered listing, following next page by page."""
+    found, url = [], f"/api/v1/news?{query}"
+    first = client.get(url).json()
+    while url:
+        page = client.get(url).json()
+        assert page["count"] == first["count"]
+        found += page["results"]
+        url = page["next"]
+        if url:  # every filter survives into next (in its canonical form), each source too
+            kept = [name for name, _ in parse_qsl(url.partition("?")[2], keep_blank_values=True) if name != "cursor"]
+            asked = [name for name, _ in parse_qsl(query, keep_blank_values=True)]
+            assert set(kept) == set(asked) | {"limit"}
+            assert kept.count("source") == len({v for n, v in parse_qsl(query) if n == "source"})
+    assert len(found) == first["count"]
+    return found
+
+
+def ids(rows) -> list[str]:
+    return [row["id"] for row in rows]
+
+
+def newest_first(rows) -> bool:
+    keys = [(row["published_at"], row["id"]) for row in rows]
+    return keys == sorted(keys, reverse=True) and len(set(keys)) == len(keys)
+
+
+def test_until_keeps_items_published_before(client):
+    until = "2026-11-19T20:00:00Z"
+    rows = everything(client, f"until={until}&limit=4")
+    assert rows and all(row["published_at"] < until for row in rows) and newest_first(rows)
+    all_rows = everything(client, "limit=100")
+    assert ids(rows) == [row["id"] for row in all_rows if row["published_at"] < until]
+    window = everything(client, "since=2026-11-19T18:00:00Z&until=2026-11-20T03:00:00%2B00:00&limit=3")
+    assert ids(window) == [r["id"] for r in all_rows if "2026-11-19T18:00:00Z" < r["published_at"] < "2026-11-20T03:00:00Z"]
+    assert client.get("/api/v1/news?until=yesterday").status_code == 400
+
+
+def test_source_takes_exact_names_repeated(client):
+    all_rows = everything(client, "limit=100")
+    lab = everything(client, f"source={quote(SOURCES['Science'])}&limit=2")
+    assert ids(lab) == [r["id"] for r in all_rows if r["source"] == SOURCES["Science"]]
+    both = everything(client, f"source={quote(COMMA)}&source={quote(SOURCES['Industry'])}&limit=4")
+    assert ids(both) == [r["id"] for r in all_rows if r["source"] in (COMMA, SOURCES["Industry"])]
+    assert {row["source"] for row in both} == {COMMA, SOURCES["Industry"]}
+    # a name is never split at its comma, and a comma-separated list is one (unknown) name
+    smith = client.get(f"/api/v1/news?source={quote(COMMA)}").json()
+    assert smith["count"] == 6
+    assert client.get("/api/v1/news?source=Smith").json()["count"] == 0
+    listed = quote(f"{SOURCES['Science']},{SOURCES['Industry']}")
+    assert client.get(f"/api/v1/news?source={listed}").json()["count"] == 0
+    # exact: letter case matters, unknown names match nothing
+    assert client.get(f"/api/v1/news?source={quote(SOURCES['Science'].upper())}").json()["count"] == 0
+
+
+def test_equivalent_source_lists_are_one_answer(client):
+    a, b = quote(COMMA), quote(SOURCES["Industry"])
+    first = client.get(f"/api/v1/news?source={a}&source={b}")
+    for query in (f"source={b}&source={a}", f"source={a}&source={b}&source={a}"):
+        again = client.get(f"/api/v1/news?{query}")
+        assert again.content == first.content and again.headers["etag"] == first.headers["etag"]
+
+
+@pytest.mark.parametrize(
+    ("query", "parameter"),
+    [
+        ("source=", "source"),
+        ("source=" + "x" * (SOURCE_MAX + 1), "source"),
+        ("&".join(f"source=s{i}" for i in range(SOURCES_MAX + 1)), "source"),
+        ("until=2026-13-01T00:00:00Z", "until"),
+        ("q=" + "w" * 201, "q"),
+        ("sources=x", "sources"),
+        ("q=a&q=b", "q"),
+    ],
+)
+def test_bad_filters_are_problems(client, query, parameter):
+    response = client.get(f"/api/v1/news?{query}")
+    assert response.status_code == 400
+    assert parameter in [error["parameter"] for error in response.json()["errors"]]
+
+
+def test_q_searches_title_and_summary(client):
+    all_rows = everything(client, "limit=100")
+    photonic = everything(client, "q=photonic&limit=2")
+    assert set(ids(photonic)) == {r["id"] for r in all_rows if "photonic" in (r["title"] + r["summary"]).lower()}
+    assert len(photonic) == 4  # three titles and one summary
+    assert newest_first(photonic)
+    both = client.get("/api/v1/news?q=TRAPPED%20ions").json()  # every word must occur; stemmed, any case
+    assert {row["id"] for row in both["results"]} == {r["id"] for r in all_rows if "trapped" in (r["title"] + r["summary"]).lower()}
+    assert client.get("/api/v1/news?q=photonic%20nothing").json()["count"] == 0
+    assert client.get('/api/v1/news?q=%22%20OR%20*').json()["count"] == 0  # FTS syntax is text
+    assert client.get("/api/v1/news?q=%20").json()["count"] == len(all_rows)  # blank: no filter
+
+
+def test_every_filter_at_once_pages_without_gaps_or_repeats(client):
+    query = f"tag=Science&source={quote(COMMA)}&source={quote(SOURCES['Science'])}&since=2026-11-18T00:00:00Z" \
+            f"&until={quote('2026-11-20T09:00:00+00:00')}&q=headline&limit=1"
+    rows = everything(client, query)
+    all_rows = everything(client, "limit=100")
+    expected = [
+        r for r in all_rows
+        if r["tag"] == "Science" and r["source"] in (COMMA, SOURCES["Science"])
+        and "2026-11-18T00:00:00Z" < r["published_at"] < "2026-11-20T09:00:00Z" and "headline" in r["title"].lower()
+    ]
+    assert rows and ids(rows) == ids(expected) and newest_first(rows)
+
+
+def test_the_cursor_keeps_working_while_items_arrive(client, tmp_path):
+    query = f"source={quote(COMMA)}&limit=2"
+    first = client.get(f"/api/v1/news?{query}").json()
+    db = open_database(tmp_path / "site.db")
+    newer = news_items(3, start=NEWS_START.replace(year=2027), prefix="new")
+    for item in newer:
+        item["source"] = COMMA
+    seed_news(db, newer, changed_at="2026-11-21T00:00:00Z")
+    db.close()
+    __import__("service.plugin", fromlist=["get_api"]).get_api(client.datasette).cache.refresh(force=True)
+    rest, url = [], first["next"]
+    while url:
+        page = client.get(url).json()
+        rest += page["results"]
+        url = page["next"]
+    expected = sorted((r for r in items() if r["source"] == COMMA), key=lambda r: (r["published_at"], r["id"]), reverse=True)
+    assert ids(first["results"]) + ids(rest) == ids(expected)

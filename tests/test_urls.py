@@ -1,0 +1,40 @@
+"""Configured locations shown publicly carry no credentials and no local paths (db/urls.py)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from db.urls import REDACTED, public_location
+
+
+@pytest.mark.parametrize(
+    ("location", "shown"),
+    [
+        ("https://feeds.example/rss.xml", "https://feeds.example/rss.xml"),
+        ("https://user:pa%40ss@feeds.example:8443/rss?x=1", "https://feeds.example:8443/rss?x=1"),
+        ("https://feeds.example/rss?apikey=abc&page=2", f"https://feeds.example/rss?apikey={REDACTED}&page=2"),
+        ("https://feeds.example/rss?api_key=abc&Token=t&SECRET=s", f"https://feeds.example/rss?api_key={REDACTED}&Token={REDACTED}&SECRET={REDACTED}"),
+        ("https://x.example/a?password=p&passwd=p&pwd=p", f"https://x.example/a?password={REDACTED}&passwd={REDACTED}&pwd={REDACTED}"),
+        ("https://x.example/a?X-Amz-Signature=abc&sig=1&auth=2", f"https://x.example/a?X-Amz-Signature={REDACTED}&sig={REDACTED}&auth={REDACTED}"),
+        ("https://x.example/a?q=quantum%20news&lang=en#top", "https://x.example/a?q=quantum%20news&lang=en#top"),
+        ("https://[::1]:8080/feed?token", "https://[::1]:8080/feed?token"),
+        ("HTTPS://Feeds.Example/Feed", "https://feeds.example/Feed"),
+        ("/srv/qsite/feeds/lab-notes.xml", "lab-notes.xml"),
+        ("../pipeline/samples/feeds/capital-brief.rdf", "capital-brief.rdf"),
+        ("file:///srv/secret%20dir/feed.xml", "feed.xml"),
+    ],
+)
+def test_public_location(location, shown):
+    assert public_location(location) == shown
+
+
+@given(
+    user=st.text(st.characters(codec="ascii", categories=("L", "N")), min_size=1, max_size=12),
+    secret=st.text(st.characters(codec="ascii", categories=("L", "N")), min_size=4, max_size=20),
+    name=st.sampled_from(["key", "token", "access_token", "client_secret", "password", "signature", "auth"]),
+)
+def test_no_credential_survives(user, secret, name):
+    shown = public_location(f"https://{user}:{secret}@feeds.example/rss?{name}={secret}&page=1")
+    assert shown == f"https://feeds.example/rss?{name}={REDACTED}&page=1"
