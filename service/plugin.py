@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
+from functools import lru_cache
 from urllib.parse import unquote_to_bytes
 
 from datasette import hookimpl
@@ -68,6 +69,17 @@ def is_api_path(path: bytes) -> bool:
     return path == _PREFIX or path.startswith(_PREFIX + b"/")
 
 
+@lru_cache(maxsize=4)
+def interface_description(max_age: int) -> tuple[Catalogs, dict[str, dict]]:
+    """The catalogs and the OpenAPI document in every language, read and built once per process.
+
+    A following replica makes a new :class:`Api` at every snapshot swap; the
+    description does not change with the data, so the swap does not pay for it again.
+    """
+    catalogs = Catalogs()
+    return catalogs, build_documents(max_age, catalogs)
+
+
 def get_api(datasette) -> Api:
     """The :class:`Api` of this Datasette instance, made on first use.
 
@@ -96,8 +108,8 @@ def get_api(datasette) -> Api:
         broken = str(exc)
         log.error("/api/v1 cannot serve data: %s", broken)
     follower = getattr(datasette, "_qsite_follower", None)
-    catalogs = Catalogs()
-    documents = {"index": index_document(following=follower is not None), "openapi": build_documents(max_age, catalogs)}
+    catalogs, openapi = interface_description(max_age)
+    documents = {"index": index_document(following=follower is not None), "openapi": openapi}
     if follower is not None and follower.serving is not None:
         documents["snapshot"] = describe(follower.serving)
     docs_page = DocsPage(datasette, catalogs, rate_limit, max_age)

@@ -144,6 +144,9 @@ def test_replicas_answer_503_until_the_first_snapshot_then_serve_it_with_the_sam
         posted = httpx.post(replicas[0].url("/api/v1/snapshot"))
         openapi.check("POST", posted)
         assert posted.status_code == 405
+        docs = httpx.get(replicas[0].url("/api/v1/docs?lang=ja"))
+        openapi.check("GET", docs, path="/api/v1/docs")
+        assert f"&#34;file&#34;: &#34;{latest.file}&#34;" in docs.text  # the example, answered by this replica
 
 
 def test_a_swap_lets_a_download_in_flight_finish_on_the_old_file_and_then_removes_it(writer, tmp_path, sample_export):
@@ -251,5 +254,8 @@ def test_a_live_instance_has_no_snapshot_endpoint(seeded_config):
         assert response.status_code == 404
         assert "qsite serve --follow" in response.json()["detail"]
         assert "snapshot" not in api.get("/api/v1").json()["endpoints"]
+        docs = api.get("/api/v1/docs").text
+        assert "GET /api/v1/snapshot</code></h3>" in docs  # documented, as in the OpenAPI document
+        assert "<code>GET /api/v1/snapshot</code></pre>" not in docs  # without an example: it would be a 404
     finally:
         api.close()
