@@ -232,13 +232,15 @@ def _store_outcome(sweep: _Sweep, source: SourceConfig, outcome: _Outcome) -> Ru
     with transaction(db):
         if not outcome.unchanged:
             result = outcome.result
-            existing = news_store.existing_items(db, (item.id for item in result.items))
+            known = news_store.known_items(db, source.name, result.items)
             cutoff = policy.retention_cutoff(sweep.config.news.retention_days, sweep.started)
-            changes = policy.merge_items(result.items, existing, source.name, cutoff)
+            changes = policy.merge_items(result.items, known, source.name, cutoff)
             if changes.new:
                 news_store.insert_items(db, source.name, changes.new, now)
             if changes.updated:
                 news_store.update_items(db, changes.updated, now)
+            if changes.claimed:
+                news_store.claim_items(db, changes.claimed)
             counts = changes.counts
             counts["skipped"] += result.skipped
             status, warning = ("warning", result.warning) if result.warning else ("ok", None)
