@@ -49,30 +49,41 @@ DATE_FIELDS = (("published", "published_parsed"), ("updated", "updated_parsed"))
 def agrees(moment: datetime, raw: str) -> bool:
     """Whether the date ``moment`` (UTC) can be what ``raw`` says.
 
-    The year and the day of the month must be numbers in ``raw``, and the
-    month too unless ``raw`` has letters (a month name, in any language);
-    each number counts once, so ``2020/1/10`` cannot be 2020-11-01 or 2020-10-01.
-    The written zone is unknown here, so the date may be a day either side of
-    the UTC one (``Mon, 30 Dec 2013 23:23:39 EST`` is 2013-12-31 in UTC).
+    The year and the day of the month must be numbers in ``raw``, each its own
+    number, and so must the month unless ``raw`` has letters (a month name, in
+    any language). A numeric month must stand where dates put it: year, month,
+    day, or day or month first, then the other, then year; so ``2020/1/11``
+    is 2020-01-11, never 2020-11-01. The written zone is unknown here, so the
+    date may be a day either side of the UTC one (``Mon, 30 Dec 2013 23:23:39
+    EST`` is 2013-12-31 in UTC).
     """
-    numbers = [(int(run), len(run)) for run in _DIGITS.findall(raw)]
+    numbers = [(int(run), len(run)) for run in _DIGITS.findall(raw)][:_MAX_NUMBERS]
     named_month = bool(_LETTER.search(raw))
     day = moment.date()
     return any(_written(day + timedelta(days=shift), numbers, named_month) for shift in (0, -1, 1))
 
 
+#: A date's numbers come first; the rest of a long text (times, zones) is not searched.
+_MAX_NUMBERS = 8
+#: The orders in which dates write year (y), month (m) and day (d) as numbers.
+_ORDERS = frozenset({"ymd", "dmy", "mdy"})
+
+
 def _written(day: date, numbers: list[tuple[int, int]], named_month: bool) -> bool:
-    """Whether ``day``'s year, day and month (or a month name) are each a number of ``numbers`` (value, digits)."""
-    left = list(numbers)
-
-    def take(wanted) -> bool:
-        found = next((number for number in left if wanted(*number)), None)
-        if found is not None:
-            left.remove(found)
-        return found is not None
-
-    year = take(lambda value, digits: value == day.year or (digits == 2 and value == day.year % 100))
-    return year and take(lambda value, _: value == day.day) and (take(lambda value, _: value == day.month) or named_month)
+    """Whether ``day``'s year, day and month (or a month name) are distinct ``numbers`` (value, digits), in a date's order."""
+    years = [i for i, (value, digits) in enumerate(numbers) if value == day.year or (digits == 2 and value == day.year % 100)]
+    days = [i for i, (value, _) in enumerate(numbers) if value == day.day]
+    months = [i for i, (value, _) in enumerate(numbers) if value == day.month]
+    for y in years:
+        for d in days:
+            if d == y:
+                continue
+            if named_month:
+                return True
+            for m in months:
+                if m not in (y, d) and "".join(sorted("ymd", key={"y": y, "m": m, "d": d}.get)) in _ORDERS:
+                    return True
+    return False
 
 
 class DateReader:
