@@ -27,6 +27,7 @@ _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 #: What a path, query or fragment may hold unescaped (RFC 3986 3.3 to 3.5), plus ``%`` for escapes.
 _URI_SAFE = "-._~!$&'()*+,;=:@/?%"
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+_STRAY_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _NEEDS_QUOTING = re.compile(r"[^A-Za-z0-9\-._~!$&'()*+,;=:@/?%]")
 
 
@@ -39,7 +40,10 @@ def normal_component(text: str) -> str:
     """RFC 3986 6.2.2.1 and 6.2.2.2 for one component: escapes in upper case, unreserved ones decoded."""
     if _NEEDS_QUOTING.search(text):
         text = quote(text, safe=_URI_SAFE)
-    return _ESCAPE.sub(_normal_escape, text) if "%" in text else text
+    if "%" not in text:
+        return text
+    # A "%" that starts no escape is a percent sign, which a URI writes as %25.
+    return _ESCAPE.sub(_normal_escape, _STRAY_PERCENT.sub("%25", text))
 
 
 def remove_dot_segments(path: str) -> str:
