@@ -15,7 +15,8 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Iterable, Mapping, NamedTuple
+from collections import Counter
+from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from config import SourceConfig
 from db.model import format_time
@@ -147,6 +148,8 @@ class Known:
     by_id: Mapping[str, StoredItem]
     #: Which other source holds each of the feed's URLs.
     url_sources: Mapping[str, str]
+    #: This source's items at each of the feed's URLs.
+    at_url: Mapping[str, Sequence[StoredItem]] = field(default_factory=dict)
 
 
 @dataclass
@@ -175,7 +178,10 @@ def merge_items(items: Iterable[Item], known: Known, source: str, cutoff: str | 
     key). Else, if another source holds its URL, it is that source's story
     (a duplicate); else it is new, with id :func:`pipeline.normalise.item_id`
     of its URL, or of URL and key when that id is taken (one URL, many entries).
-    An entry key repeated within the feed counts once.
+    An entry key repeated within the feed counts once. An entry without guid
+    or enclosure is keyed by its text (title), so a corrected title is a new
+    key: when it is the only entry at its URL and this source has exactly one
+    item there that no entry of the feed claims, that item is the entry's.
 
     An update changes title, summary and tag; ``published_at`` and
     ``first_seen_at`` never move, except that an item stored with the time it
@@ -183,6 +189,8 @@ def merge_items(items: Iterable[Item], known: Known, source: str, cutoff: str | 
     """
     changes = ItemChanges(counts={"new": 0, "updated": 0, "unchanged": 0, "skipped": 0, "duplicates": 0})
     counts, seen, claimed, taken = changes.counts, set(), set(), set()
+    items = list(items)
+    keys, per_url = {item.key for item in items}, Counter(item.url for item in items)
     for item in items:
         if item.key in seen:
             counts["duplicates"] += 1
@@ -196,6 +204,11 @@ def merge_items(items: Iterable[Item], known: Known, source: str, cutoff: str | 
                 continue
             old = legacy
             claimed.add(legacy.id)
+        if old is None and item.key_from_text and per_url[item.url] == 1:
+            others = [row for row in known.at_url.get(item.url, ()) if row.entry_key not in keys and row.id not in claimed]
+            if len(others) == 1:  # the same entry, its title edited
+                old = others[0]
+                claimed.add(old.id)
         if old is None:
             if known.url_sources.get(item.url, source) != source:
                 counts["duplicates"] += 1

@@ -61,6 +61,9 @@ class Item(NamedTuple):
     dated: bool
     #: The id this entry had under the rules before migration 3, to recognise its stored item.
     legacy_id: str | None = None
+    #: Whether :attr:`key` is made of the entry's own text (title, else summary): it has no guid and
+    #: no enclosure, so an edited title is a new key, which :func:`pipeline.news_policy.merge_items` allows for.
+    key_from_text: bool = False
 
 
 @dataclass
@@ -138,8 +141,8 @@ def entry_link(entry: Mapping, context: FeedContext) -> str | None:
     return context.channel_link
 
 
-def entry_key(entry: Mapping, link: str | None, title: str, text: str) -> str:
-    """The entry's identity within its feed, as 32 hex digits.
+def entry_key(entry: Mapping, link: str | None, title: str, text: str) -> tuple[str, bool]:
+    """The entry's identity within its feed, as 32 hex digits, and whether it is made of its text.
 
     Its guid/id; else its own link (canonical, fragment kept) plus its first
     enclosure; else that link plus its title; else that link plus its text.
@@ -158,7 +161,7 @@ def entry_key(entry: Mapping, link: str | None, title: str, text: str) -> str:
             parts = ("link+title", link or "", title)
         else:
             parts = ("link+text", link or "", text)
-    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32]
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32], parts[0] in ("link+title", "link+text")
 
 
 def _detail_type(entry: Mapping, key: str) -> str | None:
@@ -187,7 +190,7 @@ def normalise_entry(entry: Mapping, context: FeedContext) -> Item | None:
     raw_title = entry.get("title")
     title = text_of(raw_title, _detail_type(entry, "title")) if isinstance(raw_title, str) else ""
     own_link = canonical_url(entry.get("link"), context.base) if isinstance(entry.get("link"), str) else None
-    key = entry_key(entry, own_link, title, full_text)
+    key, key_from_text = entry_key(entry, own_link, title, full_text)
     categories = [tag.get("term") or "" for tag in entry.get("tags") or () if isinstance(tag, Mapping)]
     title = title or shorten(full_text, TITLE_LIMIT) or url
     when, dated = published_at(context.dates.read(entry), context.first_seen)
@@ -200,4 +203,5 @@ def normalise_entry(entry: Mapping, context: FeedContext) -> Item | None:
         published_at=when,
         dated=dated,
         legacy_id=legacy_id(entry.get("link"), context.base),
+        key_from_text=key_from_text,
     )

@@ -35,13 +35,15 @@ def known_items(db: sqlite_utils.Database, source: str, items: Sequence[Item]) -
         row[0]: StoredItem(*row)
         for row in db.execute(f"SELECT {_STORED} FROM news WHERE id IN (SELECT value FROM json_each(?))", [ids])
     }
-    url_sources = dict(
-        db.execute(
-            "SELECT url, source FROM news WHERE url IN (SELECT value FROM json_each(?)) AND source != ?",
-            [urls, source],
-        ).fetchall()
-    )
-    return Known(by_key, by_id, url_sources)
+    url_sources: dict[str, str] = {}
+    at_url: dict[str, list[StoredItem]] = {}
+    for row in db.execute(f"SELECT url, {_STORED} FROM news WHERE url IN (SELECT value FROM json_each(?))", [urls]):
+        stored = StoredItem(*row[1:])
+        if stored.source == source:
+            at_url.setdefault(row[0], []).append(stored)
+        else:
+            url_sources[row[0]] = stored.source
+    return Known(by_key, by_id, url_sources, at_url)
 
 
 def insert_items(db: sqlite_utils.Database, source: str, items: list[tuple[str, Item]], seen_at: str) -> None:
