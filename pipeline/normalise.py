@@ -16,6 +16,7 @@ all linking to the show). Across sources, one canonical URL is one story
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -38,6 +39,9 @@ FUTURE_TOLERANCE = timedelta(days=1)
 #: The version of these rules. Part of each source's stored content key
 #: (:func:`pipeline.news_policy.content_key`), so that a new version reads every feed again once.
 RULES_VERSION = 2
+
+#: :func:`canonical_url`, remembered: an entry's ``link`` is usually also its first ``alternate`` link.
+_canonical = functools.lru_cache(maxsize=2048)(canonical_url)
 
 #: Link types that are a web page (an alternate link without a type is taken to be one).
 _PAGE_TYPES = frozenset({"", "text/html", "application/xhtml+xml"})
@@ -135,7 +139,7 @@ def entry_link(entry: Mapping, context: FeedContext) -> str | None:
     candidates += [link.get("href") for link in links if link.get("rel") == "enclosure"]
     for candidate in candidates:
         if isinstance(candidate, str) and candidate.strip():
-            url = canonical_url(candidate, context.base)
+            url = _canonical(candidate, context.base)
             if url is not None and url not in context.own_urls:
                 return url
     return context.channel_link
@@ -189,7 +193,7 @@ def normalise_entry(entry: Mapping, context: FeedContext) -> Item | None:
     full_text = entry_text(entry)
     raw_title = entry.get("title")
     title = text_of(raw_title, _detail_type(entry, "title")) if isinstance(raw_title, str) else ""
-    own_link = canonical_url(entry.get("link"), context.base) if isinstance(entry.get("link"), str) else None
+    own_link = _canonical(entry.get("link"), context.base) if isinstance(entry.get("link"), str) else None
     key, key_from_text = entry_key(entry, own_link, title, full_text)
     categories = [tag.get("term") or "" for tag in entry.get("tags") or () if isinstance(tag, Mapping)]
     title = title or shorten(full_text, TITLE_LIMIT) or url
