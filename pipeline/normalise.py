@@ -84,6 +84,8 @@ class FeedContext:
     #: The feed document's own URLs (fetched from, ``rel="self"``), canonical: never an item's url.
     own_urls: frozenset[str] = frozenset()
     dates: DateReader = field(default_factory=DateReader)
+    #: Whether items need their :attr:`Item.legacy_id` (the source has unclaimed items of the old rules).
+    legacy: bool = True
 
 
 def item_id(url: str, key: str | None = None) -> str:
@@ -206,6 +208,6 @@ def normalise_entry(entry: Mapping, context: FeedContext) -> Item | None:
         tag=classify(context.rules, context.tag, title, full_text, categories),
         published_at=when,
         dated=dated,
-        legacy_id=legacy_id(entry.get("link"), context.base),
+        legacy_id=legacy_id(entry.get("link"), context.base) if context.legacy else None,
         key_from_text=key_from_text,
     )

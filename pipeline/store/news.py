@@ -46,6 +46,11 @@ def known_items(db: sqlite_utils.Database, source: str, items: Sequence[Item]) -
     return Known(by_key, by_id, url_sources, at_url)
 
 
+def sources_with_unclaimed_items(db: sqlite_utils.Database) -> set[str]:
+    """The sources that still have items stored before migration 3 that no entry has claimed."""
+    return {row[0] for row in db.execute("SELECT DISTINCT source FROM news WHERE entry_key IS NULL")}
+
+
 def insert_items(db: sqlite_utils.Database, source: str, items: list[tuple[str, Item]], seen_at: str) -> None:
     """Store new items of ``source`` (``(id, item)`` pairs), first seen (and last updated) at ``seen_at``."""
     db.conn.executemany(
