@@ -130,8 +130,10 @@ class DateReader:
                 found = found.astimezone(timezone.utc)
                 moment = found if agrees(found, raw) else None
                 break
-        if moment is None:
-            # Only failures count: a date that reads costs milliseconds once the language is known.
+        if moment is None and self._seen:
+            # Only failures count (a date that reads costs milliseconds once its language is known), and
+            # not the feed's first try, which may include loading dateparser's language data (seconds, once
+            # per process): so whether a feed's dates are read does not depend on how fast the machine is.
             self.budget -= time.perf_counter() - started
         self._seen[raw] = moment
         return moment
