@@ -140,3 +140,50 @@ def m002_news(db):
         """
     )
     db["news"].enable_fts(["title", "summary"], create_triggers=True, tokenize="porter")
+
+
+@migrations()
+def m003_news_entry_keys(db):
+    """Items identified within their source by the entry they come from, so one URL can carry many items.
+
+    Until now an item *was* its canonical URL (``url`` unique), so posts that
+    are fragments of one page, or podcast episodes sharing one link, were
+    merged into one. Now each item records its entry's identity within its
+    source (``entry_key``: guid/id, else link plus enclosure, else link plus
+    title; see ``pipeline/normalise.py``), unique per source, and ``url`` is
+    only indexed. Rows already stored keep their id, url, dates and rowid
+    (which ``news_fts`` is keyed on); their ``entry_key`` stays null until
+    their feed is next read and an entry claims them (``pipeline/legacy.py``).
+
+    SQLite cannot drop a column's UNIQUE constraint in place, so the table is
+    rebuilt (the documented way: new table, copy, drop, rename) in this
+    migration's transaction, then its indexes and full-text triggers made again.
+    """
+    # sqlite-utils' executescript runs inside the migration's transaction (no implicit COMMIT).
+    db.executescript(
+        f"""
+        CREATE TABLE news_rebuilt (
+            id TEXT PRIMARY KEY,
+            url TEXT NOT NULL,
+            title TEXT NOT NULL,
+            summary TEXT NOT NULL,
+            source TEXT NOT NULL REFERENCES sources(name),
+            tag TEXT NOT NULL CHECK ({TAG_CHECK}),
+            published_at TEXT NOT NULL,
+            first_seen_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            entry_key TEXT
+        );
+        INSERT INTO news_rebuilt (rowid, id, url, title, summary, source, tag, published_at, first_seen_at, updated_at)
+            SELECT rowid, id, url, title, summary, source, tag, published_at, first_seen_at, updated_at FROM news;
+        DROP TABLE news;
+        ALTER TABLE news_rebuilt RENAME TO news;
+        CREATE INDEX news_newest ON news(published_at DESC, id DESC);
+        CREATE INDEX news_tag_newest ON news(tag, published_at DESC, id DESC);
+        CREATE INDEX news_source ON news(source);
+        CREATE INDEX news_url ON news(url);
+        CREATE UNIQUE INDEX news_source_entry_key ON news(source, entry_key);
+        """
+    )
+    # The triggers went with the old table; the full-text index is made again with them.
+    db["news"].enable_fts(["title", "summary"], create_triggers=True, tokenize="porter", replace=True)

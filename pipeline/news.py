@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
 
@@ -107,7 +107,7 @@ def ingest_news(
     started = datetime.now(timezone.utc).replace(microsecond=0)
     rows = sync_sources(db, config)
     due = [source for source in config.news.sources if policy.is_due(rows[source.name], format_time(started))]
-    sweep = _Sweep(db, config, rows, started, _start_runs(db, due, format_time(started)))
+    sweep = _Sweep(db, config, rows, started, _start_runs(db, due, format_time(started)), news_store.sources_with_unclaimed_items(db))
     parser = ParsePool(parse_workers, len(due), parse_deadline)
     reports = asyncio.run(_fetch_and_store(sweep, due, parser, split_options(client_options or {}), progress))
     _prune(db, config, started)
@@ -125,6 +125,8 @@ class _Sweep:
     started: datetime
     #: The ``ingest_runs`` id of each due source.
     run_ids: dict[str, int]
+    #: The sources whose items stored under the old rules are not all claimed yet.
+    legacy: set[str] = field(default_factory=set)
 
     @property
     def now(self) -> str:
@@ -194,6 +196,7 @@ async def _fetch_and_parse(sweep: _Sweep, source: SourceConfig, client, slots, p
         headers=fetched.headers,
         location=fetched.location,
         seen_at=sweep.now,
+        legacy=source.name in sweep.legacy,
     )
     return _Outcome(fetched, content_hash=content_hash, result=await parser.read(job))
 
@@ -232,13 +235,15 @@ def _store_outcome(sweep: _Sweep, source: SourceConfig, outcome: _Outcome) -> Ru
     with transaction(db):
         if not outcome.unchanged:
             result = outcome.result
-            existing = news_store.existing_items(db, (item.id for item in result.items))
+            known = news_store.known_items(db, source.name, result.items)
             cutoff = policy.retention_cutoff(sweep.config.news.retention_days, sweep.started)
-            changes = policy.merge_items(result.items, existing, source.name, cutoff)
+            changes = policy.merge_items(result.items, known, source.name, cutoff)
             if changes.new:
                 news_store.insert_items(db, source.name, changes.new, now)
             if changes.updated:
                 news_store.update_items(db, changes.updated, now)
+            if changes.claimed:
+                news_store.claim_items(db, changes.claimed)
             counts = changes.counts
             counts["skipped"] += result.skipped
             status, warning = ("warning", result.warning) if result.warning else ("ok", None)

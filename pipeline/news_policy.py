@@ -15,12 +15,13 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Iterable, Mapping
+from collections import Counter
+from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from config import SourceConfig
 from db.model import format_time
 
-from .normalise import Item, parse_time
+from .normalise import RULES_VERSION, Item, item_id, parse_time
 
 #: Longest wait between tries of a failing source; it is retried for ever.
 MAX_BACKOFF = 24 * 3600
@@ -30,13 +31,14 @@ NEW, MOVED, RETAGGED = "new", "moved", "retagged"
 
 
 def settings_fingerprint(source: SourceConfig) -> str:
-    """A short hash of what decides a source's items besides its bytes: URL, tag and rules.
+    """A short hash of what decides a source's items besides its bytes: URL, tag, rules, and our own rules.
 
     It prefixes the stored ``content_hash`` (:func:`content_key`), so changing
     any of them makes the next run parse the feed again even though its bytes
-    did not change.
+    did not change; so does a new :data:`pipeline.normalise.RULES_VERSION`,
+    so that items stored under older rules are read again under the new ones.
     """
-    settings = json.dumps([source.url, source.tag, [[rule.match, rule.tag] for rule in source.rules]])
+    settings = json.dumps([source.url, source.tag, [[rule.match, rule.tag] for rule in source.rules], RULES_VERSION])
     return hashlib.sha256(settings.encode("utf-8")).hexdigest()[:12]
 
 
@@ -122,45 +124,111 @@ def retention_cutoff(retention_days: int | None, started: datetime) -> str | Non
     return format_time(started - timedelta(days=retention_days)) if retention_days else None
 
 
+class StoredItem(NamedTuple):
+    """What :func:`merge_items` needs of an item already in ``news``."""
+
+    id: str
+    source: str
+    #: ``None`` for an item stored before migration 3 that no entry has claimed yet.
+    entry_key: str | None
+    title: str
+    summary: str
+    tag: str
+    published_at: str
+    first_seen_at: str
+
+
+@dataclass(frozen=True)
+class Known:
+    """What the database holds that a feed's items may be: read by :func:`pipeline.store.news.known_items`."""
+
+    #: This source's items, by entry key.
+    by_key: Mapping[str, StoredItem]
+    #: Items of any source whose id is a legacy id or a would-be new id of the feed's items.
+    by_id: Mapping[str, StoredItem]
+    #: Which other source holds each of the feed's URLs.
+    url_sources: Mapping[str, str]
+    #: This source's items at each of the feed's URLs.
+    at_url: Mapping[str, Sequence[StoredItem]] = field(default_factory=dict)
+
+
 @dataclass
 class ItemChanges:
-    """What one source's items change in ``news``: rows to insert, rows to update, and the counts reported."""
+    """What one source's items change in ``news``: rows to insert and update, and the counts reported."""
 
-    new: list[Item] = field(default_factory=list)
-    updated: list[Item] = field(default_factory=list)
+    #: ``(id, item)`` of items to insert.
+    new: list[tuple[str, Item]] = field(default_factory=list)
+    #: ``(id, item, published_at)`` of stored items whose text, tag or date changes (their entry key is set too).
+    updated: list[tuple[str, Item, str]] = field(default_factory=list)
+    #: ``(id, entry_key)`` of items stored under the old rules that an unchanged entry claims.
+    claimed: list[tuple[str, str]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
 
 
-def merge_items(items: Iterable[Item], existing: Mapping[str, tuple], source: str, cutoff: str | None) -> ItemChanges:
+def merge_items(items: Iterable[Item], known: Known, source: str, cutoff: str | None) -> ItemChanges:
     """Decide what ``source``'s freshly read ``items`` change.
 
-    :param existing: for each id already stored, ``(source, title, summary, tag)``.
+    :param known: what is stored already (:class:`Known`).
     :param cutoff: the retention cutoff (:func:`retention_cutoff`); an older new item
         is skipped, since it would be pruned at once.
 
-    An update changes title, summary and tag only: ``published_at`` and
-    ``first_seen_at`` never move. An item another source already holds is
-    left to that source; an id repeated within the feed counts once.
+    An item is the stored one of this source with its entry key; else, the
+    first time the feed is read under these rules, the item stored under the
+    old rules with its legacy id (it keeps its id and url, and takes the
+    key). Else, if another source holds its URL, it is that source's story
+    (a duplicate); else it is new, with id :func:`pipeline.normalise.item_id`
+    of its URL, or of URL and key when that id is taken (one URL, many entries).
+    An entry key repeated within the feed counts once. An entry without guid
+    or enclosure is keyed by its text (title), so a corrected title is a new
+    key: when it is the only entry at its URL and this source has exactly one
+    item there that no entry of the feed claims, that item is the entry's.
+
+    An update changes title, summary and tag; ``published_at`` and
+    ``first_seen_at`` never move, except that an item stored with the time it
+    was first seen (its date could not be read) takes the feed's date once it reads.
     """
     changes = ItemChanges(counts={"new": 0, "updated": 0, "unchanged": 0, "skipped": 0, "duplicates": 0})
-    counts, seen = changes.counts, set()
+    counts, seen, claimed, taken = changes.counts, set(), set(), set()
+    items = list(items)
+    keys, per_url = {item.key for item in items}, Counter(item.url for item in items)
     for item in items:
-        if item.id in seen:
+        if item.key in seen:
             counts["duplicates"] += 1
             continue
-        seen.add(item.id)
-        old = existing.get(item.id)
+        seen.add(item.key)
+        old = known.by_key.get(item.key)
+        legacy = known.by_id.get(item.legacy_id) if old is None and item.legacy_id else None
+        if legacy is not None and legacy.entry_key is None and legacy.id not in claimed:
+            if legacy.source != source:
+                counts["duplicates"] += 1  # another source's story, stored under the old rules
+                continue
+            old = legacy
+            claimed.add(legacy.id)
+        if old is None and item.key_from_text and per_url[item.url] == 1:
+            others = [row for row in known.at_url.get(item.url, ()) if row.entry_key not in keys and row.id not in claimed]
+            if len(others) == 1:  # the same entry, its title edited
+                old = others[0]
+                claimed.add(old.id)
         if old is None:
-            if cutoff and item.published_at < cutoff:
+            if known.url_sources.get(item.url, source) != source:
+                counts["duplicates"] += 1
+            elif cutoff and item.published_at < cutoff:
                 counts["skipped"] += 1
             else:
-                changes.new.append(item)
-        elif old[0] != source:
-            counts["duplicates"] += 1
-        elif tuple(old[1:]) != (item.title, item.summary, item.tag):
-            changes.updated.append(item)
-        else:
-            counts["unchanged"] += 1
+                new_id = item_id(item.url)
+                if new_id in known.by_id or new_id in taken:
+                    new_id = item_id(item.url, item.key)
+                taken.add(new_id)
+                changes.new.append((new_id, item))
+            continue
+        moved = item.dated and old.published_at == old.first_seen_at and item.published_at != old.published_at
+        published = item.published_at if moved else old.published_at
+        if (old.title, old.summary, old.tag) != (item.title, item.summary, item.tag) or moved:
+            changes.updated.append((old.id, item, published))
+            continue
+        if old.entry_key != item.key:
+            changes.claimed.append((old.id, item.key))
+        counts["unchanged"] += 1
     counts["new"], counts["updated"] = len(changes.new), len(changes.updated)
     return changes
 

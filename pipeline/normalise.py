@@ -1,23 +1,34 @@
-"""Turning one parsed feed entry into one clean news item: pure functions only.
+"""Turning one parsed feed entry into one clean news item: no I/O, no database.
 
-Nothing here does I/O or touches the database, so the rules of what an item
-looks like (its canonical URL, its id, its plain text, its tag and its date)
-can be tested on their own and run in a worker process next to the parser.
+Each rule has its own module: :mod:`pipeline.urls` (the canonical URL),
+:mod:`pipeline.text` (plain text), :mod:`pipeline.dates` (the date). This
+module picks the entry's link and its identity within its feed, and puts an
+item together; :func:`pipeline.news_policy.merge_items` then decides what
+the items change in the database.
+
+An entry is identified within its source by its guid/id, else by its link
+plus its enclosure, else by its link plus its title, else (no title either)
+by its link plus its text: each distinct entry is its own item, even when
+many share one link (posts that are fragments of one page, podcast episodes
+all linking to the show). Across sources, one canonical URL is one story
+(:mod:`pipeline.news_policy`).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import html
 import re
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Iterable, NamedTuple, Sequence
-from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
-
-import nh3
+from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from db.model import format_time
+
+from .dates import DateReader
+from .legacy import legacy_id
+from .text import shorten, text_of
+from .urls import canonical_url
 
 #: Longest summary kept, in characters, ellipsis included.
 SUMMARY_LIMIT = 500
@@ -25,96 +36,62 @@ SUMMARY_LIMIT = 500
 TITLE_LIMIT = 120
 #: A date further ahead than this is a publisher's mistake, not a scheduled post we can show.
 FUTURE_TOLERANCE = timedelta(days=1)
+#: The version of these rules. Part of each source's stored content key
+#: (:func:`pipeline.news_policy.content_key`), so that a new version reads every feed again once.
+RULES_VERSION = 2
 
-#: Query parameters that only say how a reader arrived; they make one story look like many.
-TRACKING_PARAMS = frozenset(
-    {
-        "fbclid", "gclid", "dclid", "gbraid", "wbraid", "msclkid", "yclid", "twclid", "igshid",
-        "mc_cid", "mc_eid", "_hsenc", "_hsmi", "mkt_tok", "oly_anon_id", "oly_enc_id",
-        "vero_id", "vero_conv", "wickedid", "rb_clickid", "s_cid", "ncid", "sr_share", "at_medium",
-        "at_campaign", "ref_src", "spm", "__s",
-    }
-)
-TRACKING_PREFIXES = ("utm_", "pk_", "hsa_", "piwik_", "matomo_", "itm_")
+#: :func:`canonical_url`, remembered: an entry's ``link`` is usually also its first ``alternate`` link.
+_canonical = functools.lru_cache(maxsize=2048)(canonical_url)
 
-_BLOCK_TAG = re.compile(r"<(?=/?(?:p|div|br|li|ul|ol|h[1-6]|tr|td|th|blockquote|pre|section|article|figure|figcaption|hr)\b)", re.I)
-_ENDING_PUNCTUATION = " \t,;:-–—([{'\"“‘"
+#: Link types that are a web page (an alternate link without a type is taken to be one).
+_PAGE_TYPES = frozenset({"", "text/html", "application/xhtml+xml"})
 
 
 class Item(NamedTuple):
-    """One normalised news item, as stored in the ``news`` table.
+    """One entry, normalised: what the ``news`` table stores of it, and how to recognise it.
 
-    A named tuple: it crosses from parser processes cheaply.
+    A named tuple: it crosses from parser processes cheaply. The item's ``id``
+    is given when it is first stored (:func:`pipeline.news_policy.merge_items`).
     """
 
-    id: str
+    #: The entry's identity within its source (:func:`entry_key`), 32 hex digits.
+    key: str
     url: str
     title: str
     summary: str
     tag: str
     published_at: str
+    #: Whether ``published_at`` is the feed's date (else it is the time first seen).
+    dated: bool
+    #: The id this entry had under the rules before migration 3, to recognise its stored item.
+    legacy_id: str | None = None
+    #: Whether :attr:`key` is made of the entry's own text (title, else summary): it has no guid and
+    #: no enclosure, so an edited title is a new key, which :func:`pipeline.news_policy.merge_items` allows for.
+    key_from_text: bool = False
 
 
-def canonical_url(link: str | None, base: str | None = None) -> str | None:
-    """The one spelling of ``link`` that identifies a story, or ``None`` if it is not a web link.
+@dataclass
+class FeedContext:
+    """What every entry of one feed is normalised with."""
 
-    Relative links are resolved against ``base``; the scheme and host are
-    lower-cased, default ports and the fragment dropped, and tracking
-    parameters (``utm_*``, ``fbclid``, ``gclid``, ``mc_cid``...) removed
-    while every other parameter keeps its order and spelling.
-    """
-    if not link or not link.strip():
-        return None
-    link = link.strip()
-    if base and not link.startswith(("http://", "https://")):
-        link = urljoin(base, link)
-    try:
-        parts = urlsplit(link)
-        host = parts.hostname
-        port = parts.port
-    except ValueError:
-        return None
-    scheme = parts.scheme.lower()
-    if scheme not in ("http", "https") or not host:
-        return None
-    netloc = host.lower()
-    if ":" in netloc:  # IPv6 literal
-        netloc = f"[{netloc}]"
-    if port is not None and (scheme, port) not in (("http", 80), ("https", 443)):
-        netloc += f":{port}"
-    kept = [pair for pair in parts.query.split("&") if pair and not _is_tracking(pair)]
-    return urlunsplit((scheme, netloc, parts.path or "/", "&".join(kept), ""))
+    tag: str
+    rules: Sequence[tuple[str, str]]
+    #: Resolves relative links: where the feed came from, else its own channel link.
+    base: str | None
+    first_seen: datetime
+    #: The feed's site (``<channel><link>``), canonical: the last resort for an entry's url.
+    channel_link: str | None = None
+    #: The feed document's own URLs (fetched from, ``rel="self"``), canonical: never an item's url.
+    own_urls: frozenset[str] = frozenset()
+    dates: DateReader = field(default_factory=DateReader)
+    #: Whether items need their :attr:`Item.legacy_id` (the source has unclaimed items of the old rules).
+    legacy: bool = True
 
 
-def _is_tracking(pair: str) -> bool:
-    name = unquote(pair.split("=", 1)[0]).lower()
-    return name in TRACKING_PARAMS or name.startswith(TRACKING_PREFIXES)
-
-
-def item_id(url: str) -> str:
-    """A stable id from the canonical URL: the first 32 hex digits of its SHA-256."""
-    return hashlib.sha256(url.encode("utf-8")).hexdigest()[:32]
-
-
-def plain_text(markup: str | None) -> str:
-    """Markup to one line of plain text: tags removed by nh3, entities decoded, whitespace collapsed."""
-    if not markup:
-        return ""
-    if "<" in markup:
-        # Block elements end words; without a space "<p>One</p><p>Two</p>" would read "OneTwo".
-        markup = nh3.clean(_BLOCK_TAG.sub(" <", markup), tags=set())
-    return " ".join(html.unescape(markup).split())
-
-
-def shorten(text: str, limit: int = SUMMARY_LIMIT) -> str:
-    """``text`` cut to at most ``limit`` characters on a word boundary, with an ellipsis if cut."""
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 1]
-    space = cut.rfind(" ")
-    if space > limit // 2:
-        cut = cut[:space]
-    return cut.rstrip(_ENDING_PUNCTUATION) + "…"
+def item_id(url: str, key: str | None = None) -> str:
+    """An id for a new item: the first 32 hex digits of the SHA-256 of its URL (and, if given, its key)."""
+    text = url if key is None else f"{url}\n{key}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
 def classify(
@@ -134,47 +111,103 @@ def parse_time(value: str) -> datetime:
     return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
 
 
-def published_at(published, updated, first_seen: datetime) -> str:
-    """When the item was published, in UTC as RFC 3339 with ``Z``.
+def published_at(moment: datetime | None, first_seen: datetime) -> tuple[str, bool]:
+    """When the item was published, as stored, and whether that is the feed's date.
 
-    ``published`` and ``updated`` are feedparser's UTC ``struct_time`` values
-    (or ``None``); the first usable one wins, else ``first_seen``. A date more
-    than a day ahead of ``first_seen`` is not believed.
+    ``moment`` is the entry's date (:class:`pipeline.dates.DateReader`); without
+    one, or one more than a day ahead of ``first_seen``, it is ``first_seen``.
     """
-    for parsed in (published, updated):
-        if not parsed:
-            continue
-        try:
-            moment = datetime(*parsed[:6], tzinfo=timezone.utc)
-        except (TypeError, ValueError):
-            continue
-        if moment - first_seen > FUTURE_TOLERANCE:
-            break
-        return format_time(moment)
-    return format_time(first_seen)
+    if moment is None or moment - first_seen > FUTURE_TOLERANCE:
+        return format_time(first_seen), False
+    return format_time(moment), True
 
 
-def normalise_entry(
-    entry, default_tag: str, rules: Sequence[tuple[str, str]], base: str | None, first_seen: datetime
-) -> Item | None:
-    """One feedparser entry as an :class:`Item`, or ``None`` when it has no usable link."""
-    # dict.get, not FeedParserDict.get: the keys read here are the canonical ones, and
-    # FeedParserDict's alias lookup is a measurable share of the time per entry.
-    get = functools.partial(dict.get, entry)
-    url = canonical_url(get("link"), base)
+def entry_link(entry: Mapping, context: FeedContext) -> str | None:
+    """The entry's url: the first usable candidate, canonical.
+
+    In order: its ``alternate`` links (web pages before other types, such as
+    a PDF), its ``link``, its guid when that is a permalink, its first
+    enclosure, then the feed's own site link. Usable means an http(s) URL
+    (relative ones resolved) that is not the feed document itself, which is
+    what an empty ``href=""`` resolves to.
+    """
+    links = [link for link in entry.get("links") or () if isinstance(link, Mapping)]
+    alternates = [link for link in links if (link.get("rel") or "alternate") == "alternate"]
+    alternates.sort(key=lambda link: (link.get("type") or "").lower() not in _PAGE_TYPES)
+    candidates = [link.get("href") for link in alternates]
+    candidates.append(entry.get("link"))
+    if entry.get("guidislink"):
+        candidates.append(entry.get("id"))
+    candidates += [link.get("href") for link in links if link.get("rel") == "enclosure"]
+    for candidate in candidates:
+        if isinstance(candidate, str) and candidate.strip():
+            url = _canonical(candidate, context.base)
+            if url is not None and url not in context.own_urls:
+                return url
+    return context.channel_link
+
+
+def entry_key(entry: Mapping, link: str | None, title: str, text: str) -> tuple[str, bool]:
+    """The entry's identity within its feed, as 32 hex digits, and whether it is made of its text.
+
+    Its guid/id; else its own link (canonical, fragment kept) plus its first
+    enclosure; else that link plus its title; else that link plus its text.
+    """
+    guid = entry.get("id")
+    if isinstance(guid, str) and guid.strip():
+        parts = ("id", guid.strip())
+    else:
+        enclosure = next(
+            (link.get("href") for link in entry.get("links") or () if isinstance(link, Mapping) and link.get("rel") == "enclosure"),
+            None,
+        )
+        if enclosure:
+            parts = ("link+enclosure", link or "", enclosure.strip())
+        elif title:
+            parts = ("link+title", link or "", title)
+        else:
+            parts = ("link+text", link or "", text)
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32], parts[0] in ("link+title", "link+text")
+
+
+def _detail_type(entry: Mapping, key: str) -> str | None:
+    detail = entry.get(f"{key}_detail")
+    return detail.get("type") if isinstance(detail, Mapping) else None
+
+
+def entry_text(entry: Mapping) -> str:
+    """The entry's full text, plain: its summary, else its first content, as typed by the feed."""
+    summary, kind = entry.get("summary"), _detail_type(entry, "summary")
+    content = [c for c in entry.get("content") or () if isinstance(c, Mapping) and c.get("value")]
+    if summary and kind is None and content and content[0].get("value") == summary:
+        kind = content[0].get("type")  # feedparser copied the content into the summary, without its type
+    if not summary and content:
+        summary, kind = content[0].get("value"), content[0].get("type")
+    # A value with no type at all is taken to be HTML: stripping tags from text loses less than showing markup.
+    return text_of(summary, kind or "text/html") if isinstance(summary, str) else ""
+
+
+def normalise_entry(entry: Mapping, context: FeedContext) -> Item | None:
+    """One feedparser entry as an :class:`Item`, or ``None`` when it has nothing to link to."""
+    url = entry_link(entry, context)
     if url is None:
         return None
-    summary_markup = get("summary")
-    if not summary_markup and get("content"):
-        summary_markup = get("content")[0].get("value")
-    full_summary = plain_text(summary_markup)
-    title = plain_text(get("title")) or shorten(full_summary, TITLE_LIMIT) or url
-    categories = [tag.get("term") or "" for tag in get("tags") or ()]
+    full_text = entry_text(entry)
+    raw_title = entry.get("title")
+    title = text_of(raw_title, _detail_type(entry, "title")) if isinstance(raw_title, str) else ""
+    own_link = _canonical(entry.get("link"), context.base) if isinstance(entry.get("link"), str) else None
+    key, key_from_text = entry_key(entry, own_link, title, full_text)
+    categories = [tag.get("term") or "" for tag in entry.get("tags") or () if isinstance(tag, Mapping)]
+    title = title or shorten(full_text, TITLE_LIMIT) or url
+    when, dated = published_at(context.dates.read(entry), context.first_seen)
     return Item(
-        id=item_id(url),
+        key=key,
         url=url,
         title=title,
-        summary=shorten(full_summary),
-        tag=classify(rules, default_tag, title, full_summary, categories),
-        published_at=published_at(get("published_parsed"), get("updated_parsed"), first_seen),
+        summary=shorten(full_text, SUMMARY_LIMIT),
+        tag=classify(context.rules, context.tag, title, full_text, categories),
+        published_at=when,
+        dated=dated,
+        legacy_id=legacy_id(entry.get("link"), context.base) if context.legacy else None,
+        key_from_text=key_from_text,
     )

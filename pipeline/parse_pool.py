@@ -15,7 +15,7 @@ from multiprocessing import get_context
 
 from pebble import ProcessExpired, ProcessPool
 
-from .feeds import FeedJob, FeedResult, read_feed
+from .feeds import FeedJob, FeedResult, prepare, read_feed
 
 #: Fewer changed feeds than this are parsed in this process: a pool costs more than it saves.
 POOL_MIN_FEEDS = 8
@@ -57,7 +57,8 @@ class ParsePool:
         if not self.workers and len(job.body) < IN_PROCESS_MAX_BYTES:
             return read_feed(job)
         if self.pool is None:
-            # fork: the workers inherit the imported parser instead of importing it again.
+            # fork: the workers inherit the imported parser (and its loaded rules) instead of loading them again.
+            prepare()
             self.pool = ProcessPool(self.workers or 1, context=get_context("fork"))
         future = self.pool.schedule(read_feed, (job,), timeout=self.deadline)
         try:

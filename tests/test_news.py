@@ -32,7 +32,7 @@ THREE = rss(
     [
         entry("https://t.example/a?utm_source=rss", "Alpha qubits", day(0)),
         entry("https://t.example/b", "Beta raises funding", day(1)),
-        entry("https://t.example/c#x", "Gamma gates", day(2)),
+        entry("https://t.example/c", "Gamma gates", day(2)),
     ]
 ).encode()
 
@@ -281,7 +281,7 @@ def test_one_story_in_two_feeds_is_one_item_kept_by_the_first_source(http_server
     story = "https://News.example.org/story/1"
     # The first source answers last: order of answers must not decide who keeps the story.
     http_server.routes["/first"] = Reply(200, rss([entry(story + "?utm_source=first", "Shared story", day(1)), entry("https://f.example/own", "Own", day(2))]), stall=0.2)
-    http_server.routes["/second"] = Reply(200, rss([entry(story + "#comments", "Shared story (syndicated)", day(1))]))
+    http_server.routes["/second"] = Reply(200, rss([entry(story.replace(".org/", ".org:443/") + "?mc_cid=2", "Shared story (syndicated)", day(1))]))
     reports, db = news(
         [
             {"name": "First", "url": http_server.url("/first"), "tag": "Science"},
@@ -342,10 +342,16 @@ def test_retention_prunes_old_items_and_does_not_insert_them(http_server, news):
     assert db.execute("SELECT count(*) FROM news_fts WHERE news_fts MATCH 'old'").fetchone()[0] == 0
 
 
-def test_entries_without_link_are_skipped_and_counted(http_server, news):
+def test_entries_without_link_take_the_sites_link_or_are_skipped_and_counted(http_server, news):
     http_server.routes["/feed"] = Reply(200, THREE.replace(b"<link>https://t.example/b</link>", b""))
     reports, db = news([{"name": "T", "url": http_server.url("/feed"), "tag": "Science"}])
-    assert reports["T"].counts["skipped"] == 1 and reports["T"].counts["new"] == 2
+    assert reports["T"].counts["skipped"] == 0 and reports["T"].counts["new"] == 3
+    assert db.execute("SELECT url FROM news WHERE title = 'Beta raises funding'").fetchone()[0] == "https://t.example/"
+    # A channel without a link of its own (or only the feed's own URL) leaves the entry nothing to link to.
+    orphan = THREE.replace(b"<link>https://t.example/b</link>", b"").replace(b"<link>https://t.example/</link>", b"")
+    http_server.routes["/orphan"] = Reply(200, orphan)
+    reports, _ = news([{"name": "O", "url": http_server.url("/orphan"), "tag": "Science"}])
+    assert reports["O"].counts["skipped"] == 1 and reports["O"].counts["duplicates"] == 2  # a and c are T's
 
 
 def test_process_pool_and_in_process_parsing_store_the_same(http_server, news):

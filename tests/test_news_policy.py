@@ -9,7 +9,7 @@ import pytest
 from config import SourceConfig
 from db.model import format_time
 from pipeline import news_policy as policy
-from pipeline.normalise import Item
+from pipeline.normalise import Item, item_id
 
 STARTED = datetime(2025, 3, 10, 12, 0, tzinfo=timezone.utc)
 NOW = format_time(STARTED)
@@ -30,8 +30,20 @@ def row(**changes) -> dict:
     return {**fields, **changes}
 
 
-def item(n: int, title: str = "Title", tag: str = "Science", published: str = "2025-03-09T08:00:00Z") -> Item:
-    return Item(f"id{n}", f"https://lab.example/{n}", f"{title} {n}", f"Summary {n}", tag, published)
+def item(n: int, title: str = "Title", tag: str = "Science", published: str = "2025-03-09T08:00:00Z", url: str | None = None, **fields) -> Item:
+    fields = {"dated": True, "legacy_id": None, **fields}
+    return Item(f"key{n}", url or f"https://lab.example/{n}", f"{title} {n}", f"Summary {n}", tag, published, **fields)
+
+
+def stored(n: int, source: str = "Lab", key: str | None = "same", **fields) -> policy.StoredItem:
+    """A stored item; ``key="same"`` gives it the key of :func:`item` ``n``."""
+    values = {"title": f"Title {n}", "summary": f"Summary {n}", "tag": "Science", "published_at": "2025-03-09T08:00:00Z",
+              "first_seen_at": "2025-03-09T09:00:00Z", **fields}
+    return policy.StoredItem(f"id{n}", source, f"key{n}" if key == "same" else key, **values)
+
+
+def known(*rows: policy.StoredItem, urls: dict | None = None) -> policy.Known:
+    return policy.Known({row.entry_key: row for row in rows if row.entry_key}, {row.id: row for row in rows}, urls or {})
 
 
 def test_the_settings_fingerprint_follows_url_tag_and_rules_only():
@@ -101,24 +113,53 @@ def test_the_retention_cutoff():
 
 
 def test_merge_items_sorts_new_updated_unchanged_duplicates_and_too_old():
-    existing = {
-        "id1": ("Lab", "Title 1", "Summary 1", "Science"),  # unchanged
-        "id2": ("Lab", "Title 2", "Summary 2", "Science"),  # its tag changes below
-        "id3": ("Other", "Title 3", "Summary 3", "Science"),  # another source holds it
-    }
+    lab = [stored(1), stored(2)]  # 1 unchanged; 2's tag changes below
     items = [
         item(1),
         item(2, tag="Industry"),
-        item(3),
+        item(3),  # another source holds its URL
         item(4),
         item(4),  # twice in one feed
         item(5, published="2024-01-01T00:00:00Z"),  # older than the cutoff: would be pruned at once
     ]
-    changes = policy.merge_items(items, existing, "Lab", cutoff="2025-01-01T00:00:00Z")
-    assert changes.new == [item(4)]
-    assert changes.updated == [item(2, tag="Industry")]
+    changes = policy.merge_items(items, known(*lab, urls={"https://lab.example/3": "Other"}), "Lab", cutoff="2025-01-01T00:00:00Z")
+    assert changes.new == [(item_id("https://lab.example/4"), item(4))]
+    assert changes.updated == [("id2", item(2, tag="Industry"), "2025-03-09T08:00:00Z")]
     assert changes.counts == {"new": 1, "updated": 1, "unchanged": 1, "skipped": 1, "duplicates": 2}
-    assert policy.merge_items([item(5, published="2024-01-01T00:00:00Z")], {}, "Lab", None).new  # no cutoff keeps it
+    assert policy.merge_items([item(5, published="2024-01-01T00:00:00Z")], known(), "Lab", None).new  # no cutoff keeps it
+
+
+def test_many_entries_on_one_url_are_many_items_with_distinct_ids():
+    url = "https://show.example/"
+    changes = policy.merge_items([item(1, url=url), item(2, url=url), item(3, url=url)], known(), "Pod", None)
+    ids = [new_id for new_id, _ in changes.new]
+    assert ids[0] == item_id(url) and len(set(ids)) == 3
+    # A URL already taken (by an item of any source) gives the new one an id of URL and key.
+    taken = stored(9, source="Pod", key="other", published_at="x")._replace(id=item_id(url))
+    changes = policy.merge_items([item(1, url=url)], known(taken), "Pod", None)
+    assert changes.new == [(item_id(url, "key1"), item(1, url=url))]
+
+
+def test_items_stored_under_the_old_rules_are_claimed_once_keeping_id_and_url():
+    old = stored(1, key=None)  # no entry key yet
+    first = item(1, legacy_id="id1")
+    second = item(2, legacy_id="id1", title="Another post on the same page")
+    changes = policy.merge_items([first, second], known(old), "Lab", None)
+    assert changes.claimed == [("id1", "key1")] and [new for _, new in changes.new] == [second]
+    assert changes.counts["unchanged"] == 1 and changes.counts["new"] == 1
+    # Claimed by another source's entry: that source's story stays that source's.
+    assert policy.merge_items([first], known(stored(1, source="Other", key=None)), "Lab", None).counts["duplicates"] == 1
+
+
+def test_a_first_seen_date_takes_the_feeds_date_once_it_reads_other_dates_never_move():
+    undated = stored(1, published_at="2025-03-09T09:00:00Z", first_seen_at="2025-03-09T09:00:00Z")
+    changes = policy.merge_items([item(1, published="2018-09-24T22:42:40Z")], known(undated), "Lab", None)
+    assert changes.updated == [("id1", item(1, published="2018-09-24T22:42:40Z"), "2018-09-24T22:42:40Z")]
+    dated = stored(1)
+    changes = policy.merge_items([item(1, title="New", published="2018-09-24T22:42:40Z")], known(dated), "Lab", None)
+    assert changes.updated[0][2] == "2025-03-09T08:00:00Z"
+    still_undated = item(1, published="2025-03-10T00:00:00Z", dated=False)
+    assert policy.merge_items([still_undated], known(undated), "Lab", None).counts["unchanged"] == 1
 
 
 @pytest.mark.parametrize(
@@ -132,3 +173,15 @@ def test_merge_items_sorts_new_updated_unchanged_duplicates_and_too_old():
 )
 def test_next_fetch_is_the_later_of_the_interval_and_the_backoff(stored, expected):
     assert policy.next_fetch(row(**stored), 900) == expected
+
+
+def test_an_entry_keyed_by_its_title_keeps_its_item_when_the_title_is_corrected():
+    old = stored(1, key="title-key")  # stored under the key of its old title
+    corrected = item(1, title="Corrected", key_from_text=True)
+    at_url = {"https://lab.example/1": [old]}
+    changes = policy.merge_items([corrected], policy.Known({}, {}, {}, at_url), "Lab", None)
+    assert changes.updated == [("id1", corrected, "2025-03-09T08:00:00Z")] and not changes.new
+    # Two entries at that URL now: the stored item cannot be told apart, so both are new.
+    twin = item(2, title="Twin", url="https://lab.example/1", key_from_text=True)
+    changes = policy.merge_items([corrected, twin], policy.Known({}, {}, {}, at_url), "Lab", None)
+    assert len(changes.new) == 2 and not changes.updated

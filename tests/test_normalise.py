@@ -1,4 +1,4 @@
-"""The pure rules of what a news item looks like: URL, id, plain text, tag, date."""
+"""The pure rules of what a news item looks like: its link, identity, plain text, tag and date."""
 
 import time
 from datetime import datetime, timedelta, timezone
@@ -9,30 +9,51 @@ from hypothesis import strategies as st
 
 from pipeline.normalise import (
     SUMMARY_LIMIT,
-    canonical_url,
+    FeedContext,
     classify,
+    entry_key,
+    entry_link,
     item_id,
     normalise_entry,
-    plain_text,
     published_at,
-    shorten,
 )
+from pipeline.text import html_to_text, shorten, text_of
+from pipeline.urls import canonical_url
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def context(base=None, **fields) -> FeedContext:
+    return FeedContext(tag="Science", rules=(), base=base, first_seen=NOW, **fields)
 
 
 @pytest.mark.parametrize(
     "link, base, expected",
     [
-        ("https://Example.COM/a/b?id=3#comments", None, "https://example.com/a/b?id=3"),
+        # The fragment is the publisher's: a post on a page of many posts.
+        ("https://Example.COM/a/b?id=3#comments", None, "https://example.com/a/b?id=3#comments"),
         ("/news/1?utm_source=rss&utm_medium=feed&page=2", "https://site.example.org/feed.xml", "https://site.example.org/news/1?page=2"),
         ("story.html", "https://site.example.org/stories/feed.atom", "https://site.example.org/stories/story.html"),
         ("https://x.example/p?fbclid=AB&gclid=CD&mc_cid=1&mc_eid=2&keep=yes", None, "https://x.example/p?keep=yes"),
         ("https://x.example/p?UTM_Campaign=a", None, "https://x.example/p"),
+        # RFC 3986 6.2.3: default ports and an empty path.
         ("http://x.example:80/p", None, "http://x.example/p"),
+        ("https://x.example:443", None, "https://x.example/"),
         ("https://x.example:8443/p", None, "https://x.example:8443/p"),
-        ("https://x.example", None, "https://x.example/"),
-        ("https://x.example/p?q=a%20b&ref=home", None, "https://x.example/p?q=a%20b&ref=home"),
+        # RFC 3986 6.2.2: escapes upper-cased, unreserved ones decoded, dot segments removed; empty segments kept.
+        ("http://x.example/%7Euser/a", None, "http://x.example/~user/a"),
+        ("http://x.example/%7euser/./b/../c", None, "http://x.example/~user/c"),
+        ("http://x.example/a%2fb?q=%e2%82%ac", None, "http://x.example/a%2Fb?q=%E2%82%AC"),
+        ("http://x.example/2004/12/28//", None, "http://x.example/2004/12/28//"),
+        ("http://x.example/café", None, "http://x.example/caf%C3%A9"),
+        # Tracking by the ClearURLs rules; real parameters keep their order and spelling.
+        ("http://www.heise.de/a.html?wt_mc=rss.developer.beitrag.atom", None, "http://www.heise.de/a.html"),
+        ("https://medium.com/@w/post-1a2b?source=rss-1a2b----4", None, "https://medium.com/@w/post-1a2b"),
+        ("https://www.youtube.com/watch?v=dQw4w9WgXcQ&feature=youtube_gdata", None, "https://www.youtube.com/watch?v=dQw4w9WgXcQ"),
+        ("https://n.example/s?id=42&src=rss&p=7&DOI=10.1000%2F182&gift=Ab3", None, "https://n.example/s?id=42&p=7&DOI=10.1000%2F182&gift=Ab3"),
+        ("https://www.bbc.co.uk/news/c0?at_medium=RSS&at_campaign=rss", None, "https://www.bbc.co.uk/news/c0"),
+        ("https://x.example/p?q=a%20b&ref=home", None, "https://x.example/p?q=a%20b"),
+        ("https://www.google.com/url?rct=j&url=https://ex.example/a%3Futm_source%3Dx&ct=ga", None, "https://ex.example/a"),
         ("  https://x.example/p  ", None, "https://x.example/p"),
     ],
 )
@@ -40,29 +61,50 @@ def test_canonical_url(link, base, expected):
     assert canonical_url(link, base) == expected
 
 
-@pytest.mark.parametrize("link", [None, "", "   ", "mailto:desk@example.com", "javascript:alert(1)", "/relative-without-base"])
+@pytest.mark.parametrize("link", [None, "", "   ", "mailto:desk@example.com", "javascript:alert(1)", "/relative-without-base", "tag:x.example,2020:1"])
 def test_canonical_url_refuses_what_is_not_a_web_link(link):
     assert canonical_url(link) is None
 
 
-def test_same_story_with_different_tracking_has_one_id():
-    a = canonical_url("https://News.Example.org/s/1?utm_source=a#top")
-    b = canonical_url("https://news.example.org/s/1?mc_cid=x&mc_eid=y")
-    assert a == b
-    assert item_id(a) == item_id(b)
-    assert len(item_id(a)) == 32 and item_id(a) != item_id(canonical_url("https://news.example.org/s/2"))
+def test_one_story_whatever_the_spelling():
+    spellings = ["http://www.example.edu/~user/x", "http://WWW.example.edu:80/%7Euser/x", "http://www.example.edu/%7euser/x?utm_source=a"]
+    assert len({canonical_url(link) for link in spellings}) == 1
 
 
-def test_plain_text_strips_markup_decodes_entities_and_collapses_space():
-    assert plain_text("<p>One &amp; <b>two</b></p><p>Three</p>\n\n  <script>alert(1)</script>") == "One & two Three"
-    assert plain_text("Qubits &lt; 100 &mdash; for now") == "Qubits < 100 — for now"
-    assert plain_text("T<sub>1</sub> of 1 ms<br>next") == "T1 of 1 ms next"
-    assert plain_text(None) == "" and plain_text("") == ""
+@pytest.mark.parametrize(
+    "markup, expected",
+    [
+        ("<p>One &amp; <b>two</b></p><p>Three</p>\n\n  <script>alert(1)</script>", "One & two Three"),
+        ("Qubits &lt; 100 &mdash; for now", "Qubits < 100 — for now"),
+        ("T<sub>1</sub> of 1 ms<br>next", "T1 of 1 ms next"),
+        # Every block element ends a word.
+        ("<dl><dt>by X</dt></dl>The Google", "by X The Google"),
+        ("<dl><dt>Time</dt><dd>2018-11-19</dd><dt>Location</dt><dd>32.4°N</dd></dl>", "Time 2018-11-19 Location 32.4°N"),
+        # Self-closed raw-text elements end where they stand; what a browser does not show is dropped.
+        ('<p>Not over <iframe src="https://v.example/e"/> over yet! </p><p>More</p>', "Not over over yet! More"),
+        ("A <textarea/> B <xmp/> C <noscript/> <em>D</em>", "A B C D"),
+        ("Before<noscript><img src=x> enable scripts</noscript> after", "Before after"),
+        ("A <xmp><b>as written</b></xmp> B", "A <b>as written</b> B"),
+        ('-subj "/CN=&lt;your nick&gt;"', '-subj "/CN=<your nick>"'),
+        (None, ""),
+        ("", ""),
+    ],
+)
+def test_html_to_text(markup, expected):
+    assert html_to_text(markup) == expected
+
+
+def test_plain_text_values_are_never_decoded_again():
+    assert text_of("Why std::vector<bool> is special", "text/plain") == "Why std::vector<bool> is special"
+    assert text_of("AT&amp;T", "text/plain") == "AT&amp;T"
+    assert text_of("悪霊 &lt;DVD版>", "text/plain") == "悪霊 &lt;DVD版>"
+    assert text_of("AT&amp;T <b>x</b>", "text/html") == "AT&T x"
+    assert text_of("A <b>b</b>", "application/xhtml+xml") == "A b"
 
 
 @given(st.text(max_size=2000))
 def test_shorten_never_exceeds_the_limit(text):
-    cut = shorten(text)
+    cut = shorten(text, SUMMARY_LIMIT)
     assert len(cut) <= SUMMARY_LIMIT
     if len(text) <= SUMMARY_LIMIT:
         assert cut == text
@@ -70,7 +112,7 @@ def test_shorten_never_exceeds_the_limit(text):
 
 def test_shorten_cuts_on_a_word_boundary_with_an_ellipsis():
     text = " ".join(f"word{i}" for i in range(200))
-    cut = shorten(text)
+    cut = shorten(text, SUMMARY_LIMIT)
     assert cut.endswith("…") and len(cut) <= SUMMARY_LIMIT
     assert text.startswith(cut[:-1]) and text[len(cut) - 1] == " "
 
@@ -84,39 +126,62 @@ def test_classify_first_matching_rule_wins_else_default():
     assert classify([], "Industry", "raises", "", []) == "Industry"
 
 
-def test_published_at_prefers_published_then_updated_then_first_seen():
-    published = time.struct_time((2025, 3, 4, 5, 6, 7, 0, 0, 0))
-    updated = time.struct_time((2025, 3, 5, 0, 0, 0, 0, 0, 0))
-    assert published_at(published, updated, NOW) == "2025-03-04T05:06:07Z"
-    assert published_at(None, updated, NOW) == "2025-03-05T00:00:00Z"
-    assert published_at(None, None, NOW) == "2025-06-01T12:00:00Z"
+def test_published_at_is_the_date_else_first_seen_and_never_far_ahead():
+    assert published_at(datetime(2025, 3, 4, 5, 6, 7, tzinfo=timezone.utc), NOW) == ("2025-03-04T05:06:07Z", True)
+    assert published_at(None, NOW) == ("2025-06-01T12:00:00Z", False)
+    assert published_at(NOW + timedelta(hours=20), NOW) == ("2025-06-02T08:00:00Z", True)
+    assert published_at(datetime(2099, 1, 7, tzinfo=timezone.utc), NOW) == ("2025-06-01T12:00:00Z", False)
 
 
-def test_a_date_more_than_a_day_ahead_becomes_first_seen():
-    soon = (NOW + timedelta(hours=20)).timetuple()
-    far = time.struct_time((2099, 1, 7, 9, 0, 0, 0, 0, 0))
-    assert published_at(soon, None, NOW) == "2025-06-02T08:00:00Z"
-    assert published_at(far, None, NOW) == "2025-06-01T12:00:00Z"
+def test_entry_link_order():
+    ctx = context("https://feeds.example/feed.atom", channel_link="https://site.example/", own_urls=frozenset({"https://feeds.example/feed.atom"}))
+    pdf = {"rel": "alternate", "type": "application/pdf", "href": "https://site.example/p.pdf"}
+    page = {"rel": "alternate", "type": "text/html", "href": "https://site.example/p.html"}
+    assert entry_link({"links": [pdf, page], "link": "https://site.example/p.pdf"}, ctx) == "https://site.example/p.html"
+    # Only a PDF, and feedparser's link is the tag: id: the PDF.
+    assert entry_link({"links": [pdf], "link": "tag:site.example,2020:1", "guidislink": True, "id": "tag:site.example,2020:1"}, ctx) == "https://site.example/p.pdf"
+    # href="" resolved to the feed itself is never the item's url: the site's link is.
+    own = {"rel": "alternate", "href": "https://feeds.example/feed.atom"}
+    assert entry_link({"links": [own], "link": "https://feeds.example/feed.atom"}, ctx) == "https://site.example/"
+    # A permalink guid, then an enclosure.
+    assert entry_link({"id": "https://site.example/g", "guidislink": True}, ctx) == "https://site.example/g"
+    episode = {"rel": "enclosure", "type": "audio/mpeg", "href": "https://cdn.example/e1.mp3"}
+    assert entry_link({"id": "https://cdn.example/e1.mp3", "guidislink": False, "links": [episode]}, ctx) == "https://cdn.example/e1.mp3"
+    assert entry_link({}, context()) is None
+
+
+def test_entry_key_guid_else_link_and_enclosure_else_link_and_title_else_link_and_text():
+    enclosure = {"rel": "enclosure", "href": "https://cdn.example/1.mp3"}
+    assert entry_key({"id": "a"}, "https://x.example/", "T", "") != entry_key({"id": "b"}, "https://x.example/", "T", "")
+    assert entry_key({"id": "a"}, "https://x.example/1", "T", "") == entry_key({"id": "a"}, "https://x.example/2", "U", "")
+    one = entry_key({"links": [enclosure]}, "https://x.example/", "", "")
+    assert one != entry_key({"links": [{**enclosure, "href": "https://cdn.example/2.mp3"}]}, "https://x.example/", "", "")
+    assert entry_key({}, "https://x.example/", "Two", "") != entry_key({}, "https://x.example/", "Three", "")
+    assert entry_key({}, "https://x.example/", "", "one text") != entry_key({}, "https://x.example/", "", "other text")
+    assert entry_key({}, "https://x.example/", "Same", "one") == entry_key({}, "https://x.example/", "Same", "two")
 
 
 def test_normalise_entry():
     entry = {
-        "link": "/posts/1?utm_source=rss",
+        "link": "/posts/1?utm_source=rss#part-2",
         "title": "Cat qubits &amp; <i>bit flips</i>",
-        "content": [{"value": "<p>Stabilised <b>cat</b> states.</p>"}],
+        "title_detail": {"type": "text/html"},
+        "content": [{"value": "<p>Stabilised <b>cat</b> states.</p>", "type": "text/html"}],
         "tags": [{"term": "Funding"}],
+        "updated": "2025-01-02T03:04:05Z",
         "updated_parsed": time.struct_time((2025, 1, 2, 3, 4, 5, 0, 0, 0)),
     }
-    item = normalise_entry(entry, "Science", [("(?i)funding", "Investing")], "https://lab.example.org/feed", NOW)
-    assert item.url == "https://lab.example.org/posts/1"
-    assert item.id == item_id(item.url)
+    item = normalise_entry(entry, FeedContext("Science", [("(?i)funding", "Investing")], "https://lab.example.org/feed", NOW))
+    assert item.url == "https://lab.example.org/posts/1#part-2"
     assert item.title == "Cat qubits & bit flips"
     assert item.summary == "Stabilised cat states."
     assert item.tag == "Investing"
-    assert item.published_at == "2025-01-02T03:04:05Z"
+    assert (item.published_at, item.dated) == ("2025-01-02T03:04:05Z", True)
+    assert item.legacy_id == item_id("https://lab.example.org/posts/1")
 
 
-def test_entry_without_title_takes_its_summary_and_without_link_is_none():
-    item = normalise_entry({"link": "https://x.example/a", "summary": "Only a summary here."}, "Science", [], None, NOW)
-    assert item.title == "Only a summary here." and item.published_at == "2025-06-01T12:00:00Z"
-    assert normalise_entry({"title": "No link", "summary": "x"}, "Science", [], None, NOW) is None
+def test_entry_without_title_takes_its_summary_and_without_any_link_is_none():
+    item = normalise_entry({"link": "https://x.example/a", "summary": "Only a summary here."}, context())
+    assert item.title == "Only a summary here." and (item.published_at, item.dated) == ("2025-06-01T12:00:00Z", False)
+    assert normalise_entry({"title": "No link", "summary": "x"}, context()) is None
+    assert normalise_entry({"title": "No link", "summary": "x"}, context(channel_link="https://site.example/")).url == "https://site.example/"

@@ -1,0 +1,88 @@
+"""Golden files: what a feed of tests/data/realfeeds (or syntheticfeeds) must land as, item by item.
+
+A golden is ``<feed file>.json`` in the ``golden/`` folder beside the feed:
+its items in feed order (an entry repeated within the feed counts once),
+each with ``url``, ``title``, ``published_at`` (``"first seen"`` when the
+feed gives no date that reads right) and ``summary`` (its first
+:data:`SUMMARY_CHARS` characters), plus the ``warning`` the source gets when
+the file is read as it is (no HTTP headers).
+
+Regenerate them all after a deliberate change of the rules, then review the
+diff by hand against the feeds (``git diff tests/data``)::
+
+    .venv/bin/python -m tests.support.goldens
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from pipeline.feeds import FeedJob, read_feed
+from tests.support.paths import ROOT
+
+REAL = ROOT / "tests" / "data" / "realfeeds"
+SYNTHETIC = ROOT / "tests" / "data" / "syntheticfeeds"
+#: Characters of each summary kept in a golden.
+SUMMARY_CHARS = 80
+#: What a golden says for an item dated with the time it was first seen.
+FIRST_SEEN = "first seen"
+#: The first-seen time the goldens are made with (after every date in the corpus).
+SEEN_AT = "2030-01-01T00:00:00Z"
+#: Where a feed with relative links really lives; its HTTP replies name it in ``Content-Location``.
+HOMES = {"intertwingly.atom": "http://intertwingly.net/blog/index.atom"}
+
+
+def feed_files() -> list[Path]:
+    """Every feed with a golden: the real ones, then the synthetic ones."""
+    return [
+        path
+        for folder in (REAL, SYNTHETIC)
+        for path in sorted(folder.iterdir())
+        if path.is_file() and path.suffix in (".rss", ".rdf", ".atom")
+    ]
+
+
+def golden_path(feed: Path) -> Path:
+    return feed.parent / "golden" / f"{feed.name}.json"
+
+
+def item_record(title: str, url: str, published_at: str, summary: str, dated: bool) -> dict:
+    """One item as a golden shows it."""
+    return {
+        "url": url,
+        "title": title,
+        "published_at": published_at if dated else FIRST_SEEN,
+        "summary": summary[:SUMMARY_CHARS],
+    }
+
+
+def read_golden_of(feed: Path) -> dict:
+    """What the pipeline makes of ``feed`` read from its bytes alone, as a golden."""
+    job = FeedJob(source=feed.name, tag="Science", rules=(), body=feed.read_bytes(), headers={}, location=str(feed), seen_at=SEEN_AT)
+    result = read_feed(job)
+    if result.error:
+        raise AssertionError(f"{feed.name}: {result.error}")
+    items, keys = [], set()
+    for item in result.items:
+        if item.key not in keys:
+            keys.add(item.key)
+            items.append(item_record(item.title, item.url, item.published_at, item.summary, item.dated))
+    return {"file": feed.name, "warning": result.warning, "items": items}
+
+
+def load_golden(feed: Path) -> dict:
+    return json.loads(golden_path(feed).read_text(encoding="utf-8"))
+
+
+def write_golden(feed: Path) -> None:
+    path = golden_path(feed)
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(read_golden_of(feed), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    for feed in feed_files():
+        write_golden(feed)
+        print(f"wrote {golden_path(feed).relative_to(ROOT)}", file=sys.stderr)

@@ -1,0 +1,61 @@
+"""An entry's date: feedparser's reading checked against the raw text, else dateparser's."""
+
+from datetime import datetime, timezone
+
+import pytest
+
+from pipeline.dates import DateReader, agrees
+
+
+def utc(*parts) -> datetime:
+    return datetime(*parts, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize(
+    "moment, raw, expected",
+    [
+        (utc(2020, 11, 1), "2020/1/10 14:33:00", False),  # feedparser's reading of a slash date
+        (utc(2020, 11, 1), "2020/1/11 09:05:00", False),  # all three numbers there, in no date's order
+        (utc(2020, 1, 11, 9, 5), "2020/1/11 09:05:00", True),
+        (utc(2013, 12, 31, 4, 23), "Mon, 30 Dec 2013 23:23:39 EST", True),  # a day later in UTC
+        (utc(2005, 12, 31, 16, 33), "2006-01-01T01:33:34+09:00", True),  # even the year differs in UTC
+        (utc(2017, 9, 4, 20, 11), "Mon, 04 Sep 17 16:11 EDT", True),
+        (utc(2026, 5, 20, 7, 3), "05/20 7:03 am", False),  # no year written: not this year's
+        (utc(2021, 3, 4), "03/04/2021", True),
+        (utc(2021, 4, 3), "03/04/2021", True),
+    ],
+)
+def test_a_date_agrees_with_its_text_only_if_its_numbers_are_there(moment, raw, expected):
+    assert agrees(moment, raw) is expected
+
+
+def entry(raw: str, parsed=None) -> dict:
+    return {"published": raw, "published_parsed": parsed.timetuple() if parsed else None}
+
+
+def test_feedparser_dates_that_agree_are_kept_and_wrong_ones_replaced():
+    reader = DateReader()
+    assert reader.read(entry("Tue, 27 Dec 2005 13:30:33 +0900", utc(2005, 12, 27, 4, 30, 33))) == utc(2005, 12, 27, 4, 30, 33)
+    assert reader.read(entry("2020/1/10 14:33:00", utc(2020, 11, 1))) == utc(2020, 1, 10, 14, 33)
+    # A time without a zone is UTC.
+    assert reader.read(entry("2005-5-28 16:05:36")) == utc(2005, 5, 28, 16, 5, 36)
+    assert reader.read({"updated": "Mon, 26 Sept 2005 21:46:23+0900"}) == utc(2005, 9, 26, 12, 46, 23)
+
+
+def test_other_languages_are_read_by_the_fallback():
+    assert DateReader("pt-br").read(entry("Seg, 24 Set 2018 19:42:40 -0300")) == utc(2018, 9, 24, 22, 42, 40)
+    assert DateReader("en").read(entry("พฤ., 03 พ.ย. 2005 21:24:18 +0000")) == utc(2005, 11, 3, 21, 24, 18)
+
+
+def test_dates_without_a_year_or_not_dates_at_all_are_none():
+    reader = DateReader("zh-TW")
+    assert reader.read(entry("05/20 7:03 am")) is None
+    assert reader.read(entry("no date at all")) is None
+    assert reader.read({}) is None
+
+
+def test_a_feed_of_unreadable_dates_stops_trying_once_its_budget_is_spent():
+    reader = DateReader("en")
+    reader.budget = 0.0
+    assert all(reader.read(entry(f"{n:02d}/20 7:03 am")) is None for n in range(1, 200))
+    assert reader.budget == 0.0 and not reader._seen  # never given to dateparser
