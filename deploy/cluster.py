@@ -106,6 +106,14 @@ def wait_for(predicate, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
+def _kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL the process group ``process`` leads (started with ``start_new_session``)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 class Cluster:
     """The topology in ``work``; :meth:`start` brings it up, :meth:`stop` takes it down (also as a context manager).
 
@@ -215,8 +223,9 @@ class Cluster:
         return process
 
     def kill_replica(self, index: int) -> None:
+        """A replica's machine dies: its server and every worker process, at once."""
         process = self.processes[f"replica-{index}"]
-        process.send_signal(signal.SIGKILL)
+        _kill_group(process)
         process.wait()
 
     def start_nginx(self) -> None:
@@ -239,6 +248,7 @@ class Cluster:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
+            _kill_group(process)  # a worker its server left behind (each runs in its own session)
 
     def __enter__(self) -> "Cluster":
         try:
