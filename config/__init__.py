@@ -159,6 +159,8 @@ class ApiConfig(_Strict):
     workers: Annotated[int, Field(ge=1, le=256)] | None = None
     #: Connections ``qsite serve`` keeps open at once, over all its workers.
     max_connections: Annotated[int, Field(ge=1)] = 1024
+    #: Longest an arbitrary SQL query (Datasette's ?sql= and _where=) may run, in milliseconds.
+    sql_time_limit_ms: Annotated[int, Field(ge=10, le=60_000)] = 1000
 
     @field_validator("workers")
     @classmethod
