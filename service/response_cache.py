@@ -32,7 +32,7 @@ MAX_ALIASES = 8192
 ALIAS_SHARE = 0.25
 #: Bytes Python spends on one alias besides the path and query bytes (two bytes
 #: objects, a tuple and an ordered-dict slot), measured with tracemalloc, rounded up.
-ALIAS_OVERHEAD = 320
+ALIAS_OVERHEAD = 256
 
 
 def alias_size(raw_key: tuple[bytes, bytes]) -> int:

@@ -24,7 +24,7 @@ VARY = (b"vary", b"Cookie, Authorization")
 #: Bytes Python spends on an :class:`Entry` besides its body, key and header
 #: bytes (the object, its lists and tuples, the cache's slots for it), measured
 #: with tracemalloc and rounded up.
-ENTRY_OVERHEAD = 2048
+ENTRY_OVERHEAD = 1024
 #: Bytes Python spends on a str, bytes or number besides its characters.
 OBJECT_OVERHEAD = 64
 
