@@ -160,9 +160,11 @@ def sql_budget(datasette) -> SqlBudget:
             time_limit, trusted_proxies = api.sql_time_limit_ms, api.trusted_proxies
         except ConfigError:  # logged by get_api; Datasette's own setting stands
             time_limit, trusted_proxies = datasette.setting("sql_time_limit_ms"), 0
-        # Datasette has no public way to change a setting after it starts; the
-        # config is where qsite's operators set it, for `qsite serve` and a
-        # plain `datasette` run with this plugin alike.
+        # Datasette reads the limit from this attribute for every query; the
+        # settings dict is what /-/settings.json shows. The config is where
+        # qsite's operators set it, for `qsite serve` and a plain `datasette`
+        # run with this plugin alike.
+        datasette.sql_time_limit_ms = time_limit
         datasette._settings["sql_time_limit_ms"] = time_limit
         budget = datasette._qsite_sql_budget = SqlBudget(time_limit, trusted_proxies)
     return budget
