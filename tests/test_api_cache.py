@@ -83,6 +83,26 @@ def test_repeats_run_no_sql(clients):
         assert client.get(path).content == before[same_as].content
 
 
+def test_repeats_wait_for_no_thread_while_the_api_threads_are_busy(clients):
+    """Cached answers need no SQL and no thread: they come while every API thread is stuck."""
+    client = clients()
+    before = {path: client.get(path).content for path in PATHS}
+    api = get_api(client.datasette)
+    stuck = asyncio.Event()  # never set
+    client.run(api.cache.refresh(force=True))  # versions just read: the repeats below may be answered from memory
+
+    async def busy(fn):
+        await stuck.wait()
+
+    api.execute_fn = api.cache.versions.run = busy
+
+    async def repeats():
+        return {path: (await client.datasette.client.get(path)).content for path in PATHS}
+
+    # a hang (a repeat waiting for a thread) fails here instead of blocking the suite
+    assert client.run(asyncio.wait_for(repeats(), timeout=30)) == before
+
+
 def test_cookie_requests_get_the_same_bytes_through_datasettes_router(clients):
     client = clients()
     plain = client.get("/api/v1/stats")
