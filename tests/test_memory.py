@@ -24,11 +24,11 @@ import socket
 from datetime import timedelta
 from pathlib import Path
 
-from api_helpers import NEWS_START, news_items, seed_catalog, seed_news
 from pipeline.store import open_database
 from service.parameters import encode_cursor
 from service.response_cache import MAX_BYTES
-from served import qsite_serve
+from tests.support.known_data import NEWS_START, news_items, seed_catalog, seed_news
+from tests.support.processes import qsite_serve
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 FIGURES = Path(os.environ.get("QSITE_FIGURES", "/tmp/qsite-reliability")) / "memory.json"

@@ -19,9 +19,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api_helpers import seeded_database
-from conftest import ROOT
-from served import free_port, qsite_serve, stop, wait_until
+from tests.support.known_data import seeded_database
+from tests.support.paths import ROOT
+from tests.support.processes import free_port, qsite_serve, stop, wait_until
 
 SHIPPED = ROOT / "deploy" / "nginx.conf"
 

@@ -25,8 +25,8 @@ from urllib.parse import quote
 
 import httpx
 
-from api_helpers import seeded_database
-from served import qsite_serve
+from tests.support.known_data import seeded_database
+from tests.support.processes import qsite_serve
 
 FIGURES = Path(os.environ.get("QSITE_FIGURES", "/tmp/qsite-reliability")) / "sql_isolation.json"
 #: Long enough that the API requests below finish well inside it on a busy machine.
