@@ -47,8 +47,9 @@ def headers_size(headers) -> int:
     return sum(len(name) + len(value) for name, value in headers)
 
 
-def absolute_form(scope, target: bytes) -> dict | None:
-    """``scope`` for the origin-form of an absolute-form ``target``, or None if it is not one."""
+def absolute_form(scope) -> dict | None:
+    """``scope`` for the origin-form of an absolute-form target, or None if the target is not one."""
+    target = scope.get("raw_path") or scope["path"].encode("utf-8")
     lowered = target[:8].lower()
     if not (lowered.startswith(b"http://") or lowered.startswith(b"https://")):
         return None
@@ -91,7 +92,7 @@ def check_target(scope) -> tuple[dict, tuple | None]:
             return scope, (204, [(b"allow", SERVER_METHODS), (b"content-length", b"0")], b"")
         return scope, problem_response("bad-request", "the request target * is only for OPTIONS")
     if not target.startswith(b"/"):
-        rewritten = absolute_form(scope, target)
+        rewritten = absolute_form(scope)
         if rewritten is None:
             return scope, problem_response("bad-request", "the request target must be a path or an absolute URL")
         scope, target = rewritten, rewritten["raw_path"]
