@@ -28,7 +28,7 @@ from pipeline.store import open_database
 from service.parameters import encode_cursor
 from service.response_cache import MAX_BYTES
 from tests.support.known_data import NEWS_START, news_items, seed_catalog, seed_news
-from tests.support.processes import qsite_serve
+from tests.support.processes import qsite_serve, worker_pids
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 FIGURES = Path(os.environ.get("QSITE_FIGURES", "/tmp/qsite-reliability")) / "memory.json"
@@ -87,7 +87,9 @@ def seeded(folder: Path) -> Path:
     db.close()
     config = folder / "qsite.yml"
     config.write_text(
-        json.dumps({"database": str(folder / "site.db"), "site_export": {"source": "x.json"}, "api": {"rate_limit": "off"}}),
+        json.dumps(
+            {"database": str(folder / "site.db"), "site_export": {"source": "x.json"}, "api": {"rate_limit": "off", "workers": 1}}
+        ),
         encoding="utf-8",
     )
     return config
@@ -97,7 +99,7 @@ def test_resident_size_stays_within_the_cache_budget(tmp_path):
     config = seeded(tmp_path)
     rounds = 3 if SOAK else 1
     with qsite_serve(config, tmp_path / "serve.log") as served:
-        pid = served.process.pid
+        (pid,) = worker_pids(served.process.pid)  # the one worker serving, with the cache
         client = KeepAlive(served.port)
         randomly = random.Random(13)
         for limit in range(1, 101):  # warm up: every code path once, and the allocator's arenas

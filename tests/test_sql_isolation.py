@@ -62,7 +62,7 @@ def test_heavy_sql_from_other_clients_never_holds_up_the_api(tmp_path):
             {
                 "database": str(tmp_path / "site.db"),
                 "site_export": {"source": "x.json"},
-                "api": {"rate_limit": "off", "sql_time_limit_ms": TIME_LIMIT_MS},
+                "api": {"rate_limit": "off", "sql_time_limit_ms": TIME_LIMIT_MS, "workers": 1},
             }
         ),
         encoding="utf-8",
