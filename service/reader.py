@@ -70,6 +70,8 @@ class Reader:
             # The file may have been replaced or the connection left unusable:
             # the next call on this thread opens a new one.
             self._local.conn = None
+            if conn in self._opened:
+                self._opened.remove(conn)
             conn.close()
             raise
 

@@ -11,6 +11,7 @@ would hand to everyone.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -40,6 +41,7 @@ def nginx_in_front(folder: Path, upstream_port: int) -> tuple[subprocess.Popen, 
     temp.mkdir()
     (folder / "nginx.conf").write_text(
         f"""daemon off;
+{"user root;" if os.geteuid() == 0 else ""}  # the workers write the cache under the test's folder
 pid {folder / "nginx.pid"};
 error_log {folder / "nginx-error.log"};
 events {{ worker_connections 64; }}
