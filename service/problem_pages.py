@@ -28,8 +28,9 @@ DESCRIPTIONS = {
     "of the API needs that much.",
     "rate-limited": "The client sent more requests than fair use allows in the window. Wait the seconds given "
     "in Retry-After; the RateLimit and RateLimit-Policy headers say the quota and what is left.",
-    "query-running": "A client runs one SQL query at a time on the Datasette pages (?sql= and _where=), and its "
-    "previous one is still running. Wait for it to finish (Retry-After gives the time limit of one query).",
+    "query-running": "A client's SQL queries on the Datasette pages (?sql= and _where=) run one at a time, the next "
+    "waiting for the one before, and at most 8 may wait; this one was one too many. Wait for the earlier ones to "
+    "finish (Retry-After gives the time limit of one query).",
     "header-fields-too-large": "The request's header fields are larger than the service accepts (8 KiB in all). "
     "Send fewer or shorter cookies and headers.",
     "internal-error": "A fault in the service. It is logged with its details, which are never sent to clients. "

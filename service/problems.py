@@ -49,7 +49,7 @@ PROBLEMS = {
     "method-not-allowed": (405, "Method not allowed"),
     "uri-too-long": (414, "Request target too long"),
     "rate-limited": (429, "Too many requests"),
-    "query-running": (429, "A query is still running"),
+    "query-running": (429, "Too many queries waiting"),
     "header-fields-too-large": (431, "Header fields too large"),
     "internal-error": (500, "Internal error"),
     "no-data": (503, "No data yet"),

@@ -4,11 +4,12 @@ Datasette runs whatever SQL a researcher sends (``?sql=``, and ``?_where=``
 on table pages) on its pool of ``num_sql_threads`` threads (3 by default),
 each query stopped after ``sql_time_limit_ms``. Left alone, one client
 sending a few heavy queries at once holds every thread of that pool, and
-everyone else's queries wait. :class:`SqlBudget` lets each client (the
+everyone else's queries wait. :class:`SqlBudget` runs each client's (the
 address the fair-use limit counts against, :func:`service.ratelimit.client_address`)
-have one such request running at a time: another one from the same client
-while it runs is answered 429 at once, with ``Retry-After``. The time limit
-comes from the config (``api.sql_time_limit_ms``).
+such requests one at a time: the next waits for the one running, so a
+dashboard fetching six charts at once gets them one after another, and at
+most :data:`MAX_WAITING` may wait; one more is answered 429 at once, with
+``Retry-After``. The time limit comes from the config (``api.sql_time_limit_ms``).
 
 The /api/v1 routes never use that pool (:mod:`service.reader`), so nothing
 here can slow them.
@@ -16,6 +17,7 @@ here can slow them.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from urllib.parse import unquote_to_bytes
 
@@ -37,8 +39,22 @@ def runs_arbitrary_sql(query: bytes) -> bool:
     return False
 
 
+#: Requests of one client that may wait while its query runs; one more is refused.
+MAX_WAITING = 8
+
+
+class _Turns:
+    """One client's arbitrary-SQL requests: the one running holds ``lock``; ``count`` is it plus those waiting."""
+
+    __slots__ = ("lock", "count")
+
+    def __init__(self):
+        self.lock = asyncio.Lock()
+        self.count = 0
+
+
 class SqlBudget:
-    """The clients with an arbitrary-SQL request running now.
+    """The clients with arbitrary-SQL requests running or waiting now.
 
     :param time_limit_ms: Datasette's ``sql_time_limit_ms``; a refused client is
         told to retry after that long.
@@ -48,22 +64,28 @@ class SqlBudget:
     def __init__(self, time_limit_ms: int, trusted_proxies: int):
         self.retry_after = max(1, math.ceil(time_limit_ms / 1000))
         self.trusted_proxies = trusted_proxies
-        self.running: set[str] = set()
+        self.clients: dict[str, _Turns] = {}
 
     async def __call__(self, app, scope, receive, send) -> None:
-        """Run ``app`` for this request unless its client already has a query running."""
+        """Run ``app`` for this request when its client's previous query has finished; refuse past the queue."""
         client = client_address(scope, self.trusted_proxies)
-        if client in self.running:
+        turns = self.clients.get(client)
+        if turns is None:
+            turns = self.clients[client] = _Turns()
+        if turns.count > MAX_WAITING:
             status, headers, body = problem_response(
                 "query-running",
-                "one SQL query at a time per client: your previous query is still running; "
-                "retry when it has finished",
+                f"one SQL query at a time per client, and at most {MAX_WAITING} waiting: "
+                "retry when your earlier queries have finished",
                 headers=[(b"retry-after", str(self.retry_after).encode())],
             )
             await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
             return
-        self.running.add(client)
+        turns.count += 1
         try:
-            await app(scope, receive, send)
+            async with turns.lock:
+                await app(scope, receive, send)
         finally:
-            self.running.discard(client)
+            turns.count -= 1
+            if turns.count == 0:
+                del self.clients[client]
