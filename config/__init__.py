@@ -29,7 +29,8 @@ from pydantic import (
 )
 
 from db.model import TAGS
-from db.redact import public_location, redact_text, redact_url
+from db.redact import redact_text, redact_url
+from db.urls import public_location
 
 from .environment import expand_environment
 
@@ -113,7 +114,7 @@ class SourceConfig(_Strict):
 
     @property
     def public_url(self) -> str:
-        """``url`` as it may be stored and shown: no credentials, a file by its name (:func:`db.redact.public_location`)."""
+        """``url`` as it may be stored and shown: no credentials, a file by its name (:func:`db.urls.public_location`)."""
         return public_location(self.url)
 
 
@@ -277,7 +278,7 @@ class Config(_Strict):
 
     @property
     def site_export_public(self) -> str:
-        """The export's location as it may be stored and shown (:func:`db.redact.public_location`)."""
+        """The export's location as it may be stored and shown (:func:`db.urls.public_location`)."""
         return public_location(self.site_export.source)
 
     def source_location(self, source: SourceConfig) -> str:

@@ -12,7 +12,8 @@ researchers, so the only safe place for such data is nowhere.
 
 from sqlite_utils.migrations import Migrations
 
-from db.redact import public_location, redact_text
+from db.redact import redact_text
+from db.urls import public_location
 
 migrations = Migrations("qsite")
 
@@ -197,7 +198,7 @@ def m004_redact_locations(db):
 
     Everything here is public through Datasette. ``sources.url`` and the
     site export's ``ingest_runs.source`` and ``export_state.source`` become
-    :func:`db.redact.public_location` of what they were; stored errors are
+    :func:`db.urls.public_location` of what they were; stored errors are
     redacted with :func:`db.redact.redact_text`. Export states whose
     locations now read the same keep the newest (the next fetch simply checks
     again).
