@@ -207,16 +207,16 @@ class Api:
 
     async def _entry(self, endpoint: Endpoint, arg: str | None, values: dict) -> Entry:
         key = cache_key(endpoint, arg, values)
+        if self.cache.fresh():  # the documentation page shows data too: both follow data_versions
+            self._poll_in_background()
+        else:
+            await self.cache.refresh()
         if endpoint.media_type == HTML:
             return await self.cache.get_or_build(key, lambda: self._docs(key, endpoint, values))
         if endpoint.build is None:
             return await self.cache.get_or_build(key, lambda: self._document(key, endpoint))
         if self.broken:
             raise sqlite3.OperationalError(self.broken)
-        if self.cache.fresh():
-            self._poll_in_background()
-        else:
-            await self.cache.refresh()
         if endpoint.required not in self.cache.versions.current:
             raise NoData()
         if endpoint.fresh:
