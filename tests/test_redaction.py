@@ -117,7 +117,7 @@ def test_the_migration_redacts_what_was_stored_before(qsite, tmp_path):
     assert qsite("migrate", "--config", str(config)).returncode == 0
     db = sqlite3.connect(tmp_path / "site.db")
     with db:
-        db.execute("DELETE FROM _sqlite_migrations WHERE name = 'm003_redact_locations'")
+        db.execute("DELETE FROM _sqlite_migrations WHERE name = 'm004_redact_locations'")
         db.execute(
             "INSERT INTO sources (name, url, tag, last_error) VALUES (?, ?, ?, ?)",
             ["Lab", f"https://u:{EXPORT_PASSWORD}@feeds.example/rss?apikey={FEED_KEY}", "Science",
