@@ -29,6 +29,10 @@ from pydantic import (
 )
 
 from db.model import TAGS
+from db.redact import redact_text, redact_url
+from db.urls import public_location
+
+from .environment import expand_environment
 
 #: The bundled default config, pointing at the bundled samples.
 DEFAULT_CONFIG = Path(__file__).parent / "qsite.yml"
@@ -74,11 +78,11 @@ def _check_location(value: str) -> str:
         url = httpx.URL(value)
         host, port = url.host, url.port  # the host's IDNA decoding happens here
     except (httpx.InvalidURL, ValueError) as exc:  # IDNA errors are ValueErrors
-        raise ValueError(f"is not a valid URL: {exc} (got {value!r})") from None
+        raise ValueError(f"is not a valid URL: {redact_text(str(exc))} (got {redact_url(value)!r})") from None
     if not host:
-        raise ValueError(f"is not a valid URL: no host (got {value!r})")
+        raise ValueError(f"is not a valid URL: no host (got {redact_url(value)!r})")
     if port is not None and not 0 < port <= 65535:
-        raise ValueError(f"is not a valid URL: port {port} is not 1-65535 (got {value!r})")
+        raise ValueError(f"is not a valid URL: port {port} is not 1-65535 (got {redact_url(value)!r})")
     return value
 
 
@@ -107,6 +111,11 @@ class SourceConfig(_Strict):
     url: Location
     tag: Tag
     rules: list[RuleConfig] = []
+
+    @property
+    def public_url(self) -> str:
+        """``url`` as it may be stored and shown: no credentials, a file by its name (:func:`db.urls.public_location`)."""
+        return public_location(self.url)
 
 
 class NewsConfig(_Strict):
@@ -146,7 +155,7 @@ def _check_rate_limit(value: str) -> str:
 def _check_rate_limit_storage(value: str) -> str:
     # the storages whose client libraries qsite installs (limits[redis])
     if not value.startswith(("memory://", "redis://", "rediss://", "redis+unix://")):
-        raise ValueError(f"must be memory:// or a redis://host:port/db URL (got {value!r})")
+        raise ValueError(f"must be memory:// or a redis://host:port/db URL (got {redact_url(value)!r})")
     return value
 
 
@@ -159,6 +168,8 @@ class ApiConfig(_Strict):
     workers: Annotated[int, Field(ge=1, le=256)] | None = None
     #: Connections ``qsite serve`` keeps open at once, over all its workers.
     max_connections: Annotated[int, Field(ge=1)] = 1024
+    #: Longest an arbitrary SQL query (Datasette's ?sql= and _where=) may run, in milliseconds.
+    sql_time_limit_ms: Annotated[int, Field(ge=10, le=60_000)] = 1000
 
     @field_validator("workers")
     @classmethod
@@ -265,6 +276,11 @@ class Config(_Strict):
     def site_export_source(self) -> str:
         return resolve_source(self.path.parent, self.site_export.source)
 
+    @property
+    def site_export_public(self) -> str:
+        """The export's location as it may be stored and shown (:func:`db.urls.public_location`)."""
+        return public_location(self.site_export.source)
+
     def source_location(self, source: SourceConfig) -> str:
         return resolve_source(self.path.parent, source.url)
 
@@ -362,6 +378,9 @@ def load_config(path: str | os.PathLike | None = None, database: str | None = No
         raise ConfigError(f"{config_path}: must be a YAML mapping of keys such as database, site_export, news, api")
     if "path" in data:  # a model field for bookkeeping, never a key of the file
         raise ConfigError(f"{config_path}: invalid config\n  path: unknown key")
+    data, unset = expand_environment(data)
+    if unset:
+        raise ConfigError(f"{config_path}: invalid config\n  " + "\n  ".join(unset))
     try:
         config = Config(**data, path=config_path)
     except ValidationError as exc:

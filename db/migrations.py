@@ -12,6 +12,9 @@ researchers, so the only safe place for such data is nowhere.
 
 from sqlite_utils.migrations import Migrations
 
+from db.redact import redact_text
+from db.urls import public_location
+
 migrations = Migrations("qsite")
 
 TAG_CHECK = "tag IN ('Science', 'Industry', 'Investing')"
@@ -187,3 +190,35 @@ def m003_news_entry_keys(db):
     )
     # The triggers went with the old table; the full-text index is made again with them.
     db["news"].enable_fts(["title", "summary"], create_triggers=True, tokenize="porter", replace=True)
+
+
+@migrations()
+def m004_redact_locations(db):
+    """Rows stored before locations were redacted: credentials out, file sources by file name.
+
+    Everything here is public through Datasette. ``sources.url`` and the
+    site export's ``ingest_runs.source`` and ``export_state.source`` become
+    :func:`db.urls.public_location` of what they were; stored errors are
+    redacted with :func:`db.redact.redact_text`. Export states whose
+    locations now read the same keep the newest (the next fetch simply checks
+    again).
+    """
+    for name, url in db.execute("SELECT name, url FROM sources").fetchall():
+        db.execute("UPDATE sources SET url = ? WHERE name = ?", [public_location(url), name])
+    for name, error in db.execute("SELECT name, last_error FROM sources WHERE last_error IS NOT NULL").fetchall():
+        db.execute("UPDATE sources SET last_error = ? WHERE name = ?", [redact_text(error), name])
+    for run_id, kind, source, error in db.execute("SELECT id, kind, source, error FROM ingest_runs").fetchall():
+        public = public_location(source) if kind == "site" else source  # a news run's source is a publisher's name
+        db.execute(
+            "UPDATE ingest_runs SET source = ?, error = ? WHERE id = ?",
+            [public, error if error is None else redact_text(error), run_id],
+        )
+    states = db.execute(
+        "SELECT source, etag, last_modified, content_hash, fetched_at FROM export_state ORDER BY fetched_at"
+    ).fetchall()
+    db.execute("DELETE FROM export_state")
+    for source, *rest in states:
+        db.execute(
+            "INSERT OR REPLACE INTO export_state (source, etag, last_modified, content_hash, fetched_at) VALUES (?, ?, ?, ?, ?)",
+            [public_location(source), *rest],
+        )

@@ -19,6 +19,11 @@ except metadata.PackageNotFoundError:  # running from a source tree that was nev
 #: The three categories a news item can carry (spec part 2), in the order documents list them.
 TAGS = ("Science", "Industry", "Investing")
 
+#: A news item's id is the first this-many hex digits (lower case) of the SHA-256 of
+#: its canonical URL: the pipeline makes them so, and the API refuses a cursor
+#: naming an id of any other shape.
+ITEM_ID_DIGITS = 32
+
 #: The rows of ``data_versions``: each is bumped by the transaction that changes its data.
 CATALOG = "catalog"
 GLOSSARY = "glossary"

@@ -52,6 +52,10 @@ http {{
     uwsgi_temp_path {work}/nginx-tmp/uwsgi;
     scgi_temp_path {work}/nginx-tmp/scgi;
     proxy_cache_path {work}/nginx-cache keys_zone=qsite:10m max_size=100m inactive=10m;
+    # RateLimit only on answers no cache keeps (deploy/nginx.conf says why).
+    map $upstream_http_cache_control $qsite_cacheable {{ ~*no-store 0; ~*private 0; ~*max-age 1; default 0; }}
+    map $qsite_cacheable $qsite_ratelimit {{ 1 ""; default $upstream_http_ratelimit; }}
+    map $qsite_cacheable $qsite_ratelimit_policy {{ 1 ""; default $upstream_http_ratelimit_policy; }}
 
     upstream qsite_replicas {{
 {servers}
@@ -63,7 +67,8 @@ http {{
             proxy_pass http://qsite_replicas;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
-            proxy_set_header Host $proxy_host;
+            # the public address, never the client's Host (deploy/nginx.conf says why)
+            proxy_set_header Host 127.0.0.1:{port};
             proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
             # A replica that is down, restarting, or has no snapshot yet (503): the next one answers.
             proxy_next_upstream error timeout http_502 http_503 http_504;
@@ -79,6 +84,8 @@ http {{
             # Cached answers are replayed to everyone: a client's own quota must not be.
             proxy_hide_header RateLimit;
             proxy_hide_header RateLimit-Policy;
+            add_header RateLimit $qsite_ratelimit always;
+            add_header RateLimit-Policy $qsite_ratelimit_policy always;
             add_header X-Cache $upstream_cache_status always;
         }}
     }}

@@ -78,9 +78,9 @@ def sync_sources(db: sqlite_utils.Database, config: Config) -> dict[str, dict]:
         with transaction(db):
             for change, source in changes:
                 if change == policy.NEW:
-                    sources_store.add_source(db, source.name, source.url, source.tag)
+                    sources_store.add_source(db, source.name, source.public_url, source.tag)
                 elif change == policy.MOVED:
-                    sources_store.move_source(db, source.name, source.url, source.tag)
+                    sources_store.move_source(db, source.name, source.public_url, source.tag)
                 else:
                     sources_store.retag_source(db, source.name, source.tag)
         rows = sources_store.stored_sources(db)

@@ -59,7 +59,7 @@ def source_change(source: SourceConfig, row: Mapping | None) -> str | None:
     """
     if row is None:
         return NEW
-    if row["url"] != source.url:
+    if row["url"] != source.public_url:  # stored as it may be shown (db/redact.py)
         return MOVED
     stored = row["content_hash"]
     if row["tag"] != source.tag or (stored and not stored.startswith(settings_fingerprint(source) + ":")):

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Mapping, NamedTuple, Sequence
 
-from db.model import format_time
+from db.model import ITEM_ID_DIGITS, format_time
 
 from .dates import DateReader
 from .legacy import legacy_id
@@ -89,9 +89,9 @@ class FeedContext:
 
 
 def item_id(url: str, key: str | None = None) -> str:
-    """An id for a new item: the first 32 hex digits of the SHA-256 of its URL (and, if given, its key)."""
+    """An id for a new item: the first :data:`~db.model.ITEM_ID_DIGITS` hex digits of the SHA-256 of its URL (and, if given, its key)."""
     text = url if key is None else f"{url}\n{key}"
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:ITEM_ID_DIGITS]
 
 
 def classify(

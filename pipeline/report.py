@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from db.redact import redact_urls
+
 
 class RunReport:
     """The outcome of ingesting one thing (the export, or one news source).
@@ -29,7 +31,7 @@ class RunReport:
         if counts:
             text += f" ({counts})"
         if self.error:
-            text += f": {self.error}"
+            text += f": {redact_urls(self.error)}"  # printed and logged: no credential of a configured URL
         return text
 
     def __repr__(self) -> str:

@@ -55,34 +55,36 @@ def ingest_site(db: sqlite_utils.Database, config, client_options: dict | None =
         entries skipped), ``unchanged`` or ``failed`` (nothing changed).
     """
     source = config.site_export_source
+    # What is stored, logged and reported: no credentials, a file by its name (db/redact.py).
+    public = config.site_export_public
     runs_store.close_interrupted_runs(db)
-    run_id = runs_store.start_run(db, KIND, source)
+    run_id = runs_store.start_run(db, KIND, public)
     status, counts, error = "failed", {}, None
     try:
-        stored = catalog_store.export_state(db, source)
+        stored = catalog_store.export_state(db, public)
         fetched = fetch_one(source, stored and stored.etag, stored and stored.last_modified, **(client_options or {}))
         if fetched.not_modified and stored:
             status = "unchanged"
         elif fetched.not_modified:
-            error = f"{source}: answered 304 Not Modified but no export is stored"
+            error = f"{public}: answered 304 Not Modified but no export is stored"
         elif stored and fetched.content_hash == stored.content_hash:
             status = "unchanged"
         else:
             rows = build_rows(parse_export(fetched.body))
-            changed = store_rows(db, rows, source, fetched)
+            changed = store_rows(db, rows, public, fetched)
             counts = rows.counts
             status = "warning" if rows.skipped else "ok"
             if rows.skipped:
                 error = f"{len(rows.skipped)} glossary entr{'ies' if len(rows.skipped) != 1 else 'y'} skipped:\n  " + "\n  ".join(rows.skipped)
-            log.info("site export %s: changed %s", source, ", ".join(changed) or "nothing")
+            log.info("site export %s: changed %s", public, ", ".join(changed) or "nothing")
     except (FetchError, ExportError) as exc:
         error = str(exc)
     except sqlite3.Error as exc:
         error = f"database error, nothing changed: {exc}"
     except Exception as exc:  # a run must never end without its ingest_runs row
-        log.exception("site export %s: unexpected error", source)
+        log.exception("site export %s: unexpected error", public)
         error = f"unexpected error, nothing changed: {type(exc).__name__}: {exc}"
     runs_store.finish_run(db, run_id, status, counts, error)
-    report = RunReport(KIND, source, status, counts, error)
+    report = RunReport(KIND, public, status, counts, error)
     (log.warning if report.failed else log.info)("%s", report.line())
     return report

@@ -28,6 +28,7 @@ from tabulate import tabulate
 
 from config import Config
 from db.model import utc_now
+from db.redact import redact_url
 
 from .lock import lock_is_held
 from .news_policy import next_fetch
@@ -98,7 +99,7 @@ def collect_status(db: sqlite_utils.Database, config: Config) -> dict:
     for source in config.news.sources:
         entry = by_name.pop(source.name, None) or {
             "name": source.name,
-            "url": source.url,
+            "url": source.public_url,
             "tag": source.tag,
             "disabled": False,
             "last_fetch_at": None,
@@ -118,7 +119,7 @@ def collect_status(db: sqlite_utils.Database, config: Config) -> dict:
         "ingest_running": lock_is_held(config.database_path),
         "data_version": data_version,
         "site_export": {
-            "source": config.site_export.source,
+            "source": redact_url(config.site_export.source),  # no credentials; a path stays a path
             "every": config.site_export.every,
             "fetched_at": stored.export_fetched_at(db),
             "last_run": _run(stored.last_run(db, SITE)),

@@ -18,6 +18,7 @@ import click
 
 from config import ConfigError, load_config
 from db.model import VERSION
+from db.redact import RedactingFilter
 from pipeline.ingest import ALL, NEWS, SITE, run_ingest
 from pipeline.lock import DEFAULT_WAIT, WriterLockTimeout
 from pipeline.schedule import DEFAULT_GRACE, Scheduler, run_forever, run_up
@@ -76,6 +77,8 @@ def setup_logging(level: str) -> None:
         stream=sys.stderr,
         force=True,
     )
+    for handler in logging.getLogger().handlers:  # no credential of a configured URL in any log line
+        handler.addFilter(RedactingFilter())
     # httpx logs every request at INFO; our own one line per source says more.
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))
 

@@ -11,6 +11,7 @@ table in :mod:`service.endpoints`; all SQL comes from the canned queries in
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import sqlite3
@@ -23,6 +24,7 @@ from .endpoints import ENDPOINTS, HTML, JSON, Endpoint
 from .i18n import find_language
 from .openapi import for_base_url
 from .parameters import echo, invalid_parameters, parse_params
+from .problem_pages import problem_page
 from .problems import ALLOWED_METHODS, API_PREFIX, HTML_CONTENT_TYPE, PREFLIGHT_HEADERS, problem_response
 from .response_cache import ResponseCache
 from .responses import Entry, dumps, read_conditions
@@ -73,7 +75,8 @@ class Api:
     """Answers /api/v1 requests for one database.
 
     :param execute_fn: runs a sync ``fn(conn)`` on a read connection of the
-        database and returns its result (Datasette's ``Database.execute_fn``).
+        database and returns its result (:meth:`service.reader.Reader.run`:
+        the API's own threads and connections, never Datasette's shared pool).
     :param versions: the :class:`~service.data_versions.DataVersions` of that database.
     :param sql: ``{name: sql}`` of the canned queries (:func:`service.metadata.canned_sql`).
     :param documents: ``{"index": dict, "openapi": {language code: dict}}`` and, on a
@@ -81,6 +84,7 @@ class Api:
         documents carry :data:`service.openapi.BASE_URL_PLACEHOLDER`.
     :param docs_page: renders the documentation page (it needs Datasette's templates).
     :param broken: a reason the API cannot serve data (logged, never sent).
+    :param reader: the :class:`~service.reader.Reader` behind ``execute_fn``, closed by :meth:`close`.
     """
 
     def __init__(
@@ -92,6 +96,7 @@ class Api:
         documents: dict,
         docs_page: DocsPage | None = None,
         broken: str | None = None,
+        reader=None,
     ):
         self.execute_fn = execute_fn
         self.sql = sql or {}
@@ -102,15 +107,28 @@ class Api:
         self.docs_page = docs_page
         self.broken = broken
         self.cache = ResponseCache(versions)
+        self.reader = reader
+        self._polling: asyncio.Task | None = None
+
+    def close(self) -> None:
+        """Close the API's own connections and threads (a follower's old snapshot is retired)."""
+        if self.reader is not None:
+            self.reader.close()
 
     def fast(self, method: str, raw_key: tuple[bytes, bytes], headers) -> tuple | None:
         """The answer to an anonymous GET/HEAD from an already built response, else None.
 
-        No parsing, SQL or serialisation: an alias lookup and the conditional check.
+        No parsing, SQL, thread or serialisation: an alias lookup and the
+        conditional check. The ``data_versions`` poll it may start runs on
+        its own, on the API's threads; this answer never waits for it. When
+        the versions are not recent (no request came for a while), None: the
+        routed path waits for a poll rather than serve what may have changed.
         """
         if method != "GET" and method != "HEAD":
             return None
-        self.cache.refresh()
+        if not self.cache.fresh():
+            return None
+        self._poll_in_background()
         entry = self.cache.alias(raw_key)
         if entry is None:
             return None
@@ -137,18 +155,22 @@ class Api:
             return problem_response("internal-error", "the request could not be answered")
 
     async def _handle(self, method: str, path: str, query: bytes, headers, scheme: str) -> tuple[int, list, bytes]:
-        resolved = resolve(path)
-        if resolved is None:
-            return problem_response("not-found", f"no such endpoint; the endpoints are listed at {API_PREFIX}")
-        endpoint, arg = resolved
         if method == "OPTIONS":
+            # Any path, known or not: a browser script may then read the 404 problem too.
             return 204, list(PREFLIGHT_HEADERS), b""
+        resolved = resolve(path)
+        page = problem_page(path) if resolved is None else None
+        if resolved is None and page is None:
+            return problem_response("not-found", f"no such endpoint; the endpoints are listed at {API_PREFIX}")
         if method not in ("GET", "HEAD"):
             return problem_response(
                 "method-not-allowed",
                 f"{echo(method)} is not allowed; the API is read-only",
                 headers=[(b"allow", ALLOWED_METHODS.encode())],
             )
+        if page is not None:
+            return page
+        endpoint, arg = resolved
         values, errors = parse_params(endpoint.params, query)
         if errors:
             return invalid_parameters(errors)
@@ -176,15 +198,25 @@ class Api:
             self.cache.add_alias((path.encode("latin-1"), query), entry)
         return entry.answer(read_conditions(headers))
 
+    def _poll_in_background(self) -> None:
+        """Start a ``data_versions`` poll if one is due and none is running, without waiting for it."""
+        versions = self.cache.versions
+        if versions is None or not versions.due() or (self._polling is not None and not self._polling.done()):
+            return
+        self._polling = asyncio.get_running_loop().create_task(self.cache.refresh())
+
     async def _entry(self, endpoint: Endpoint, arg: str | None, values: dict) -> Entry:
         key = cache_key(endpoint, arg, values)
+        if self.cache.fresh():  # the documentation page shows data too: both follow data_versions
+            self._poll_in_background()
+        else:
+            await self.cache.refresh()
         if endpoint.media_type == HTML:
             return await self.cache.get_or_build(key, lambda: self._docs(key, endpoint, values))
         if endpoint.build is None:
             return await self.cache.get_or_build(key, lambda: self._document(key, endpoint))
         if self.broken:
             raise sqlite3.OperationalError(self.broken)
-        self.cache.refresh()
         if endpoint.required not in self.cache.versions.current:
             raise NoData()
         if endpoint.fresh:

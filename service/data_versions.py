@@ -2,16 +2,19 @@
 
 The pipeline bumps a dataset's row in ``data_versions`` in the same
 transaction as every change to its data. :class:`DataVersions` re-reads that
-small table at most once per interval on a dedicated read-only connection and
-says which datasets changed since it last looked; the response cache
-(:mod:`service.response_cache`) drops what was built from them.
+small table at most once per interval, on the API's own read threads
+(:mod:`service.reader`), and says which datasets changed since it last
+looked; the response cache (:mod:`service.response_cache`) drops what was
+built from them.
 """
 
 from __future__ import annotations
 
+import asyncio
+import math
 import sqlite3
 import time
-from pathlib import Path
+from typing import Awaitable, Callable
 
 #: How often (seconds) a process looks at ``data_versions``; well inside the 2 s promise.
 CHECK_INTERVAL = 0.5
@@ -36,50 +39,55 @@ def read_versions(conn: sqlite3.Connection) -> Versions:
 class DataVersions:
     """The current ``data_versions``, re-read at most every ``interval`` seconds.
 
-    Reads go through a dedicated read-only connection; in WAL mode they never
-    wait for the pipeline's writes, and the table has four rows.
+    :param run: runs a sync ``fn(conn)`` on a read connection and returns its
+        result (:meth:`service.reader.Reader.run`): the reads happen on the
+        API's own threads, never on the event loop. In WAL mode they never wait
+        for the pipeline's writes, and the table has four rows.
     """
 
-    def __init__(self, path: str, interval: float = CHECK_INTERVAL):
-        self.path = path
+    def __init__(self, run: Callable[[Callable], Awaitable], interval: float = CHECK_INTERVAL):
+        self.run = run
         self.interval = interval
         self.current: Versions = {}
-        self._conn: sqlite3.Connection | None = None
-        self._next = 0.0
+        #: ``time.monotonic()`` when the last successful read started.
+        self.checked_at = -math.inf
+        self._lock: asyncio.Lock | None = None
 
-    def _connect(self) -> sqlite3.Connection:
-        if self._conn is None:
-            self._conn = sqlite3.connect(
-                f"{Path(self.path).resolve().as_uri()}?mode=ro",
-                uri=True,
-                check_same_thread=False,
-                isolation_level=None,
-                timeout=1,
-            )
-        return self._conn
+    def age(self) -> float:
+        """Seconds since the last successful read began."""
+        return time.monotonic() - self.checked_at
 
-    def poll(self, force: bool = False) -> set[str]:
-        """Re-read if the interval passed; return the datasets that changed since last time."""
-        now = time.monotonic()
-        if not force and now < self._next:
-            return set()
-        self._next = now + self.interval
-        try:
-            fresh = read_versions(self._connect())
-        except sqlite3.Error:
-            self.close()  # the file may have been replaced; reconnect next time
-            return set()
-        return self.update(fresh)
+    def fresh(self) -> bool:
+        """Whether :attr:`current` was read within the last ``interval``: what a built answer may be served on."""
+        return self.age() < self.interval
+
+    def due(self) -> bool:
+        """Whether the next read is due (half an interval on), so that :meth:`fresh` stays true under traffic."""
+        return self.age() >= self.interval / 2
+
+    async def poll(self, force: bool = False) -> set[str]:
+        """Re-read if due (or ``force``); return the datasets that changed since last time.
+
+        One read at a time: callers that arrive during a read wait for it and
+        then find it recent.
+        """
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if not force and not self.due():
+                return set()
+            started = time.monotonic()
+            try:
+                fresh = await self.run(read_versions)
+            except sqlite3.Error:
+                return set()  # not fresh: the next request tries again
+            self.checked_at = started
+            return self.update(fresh)
 
     def update(self, fresh: Versions) -> set[str]:
         changed = {name for name in fresh.keys() | self.current.keys() if fresh.get(name) != self.current.get(name)}
         self.current = fresh
         return changed
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
 
 
 def updated_at(versions: Versions, datasets: tuple[str, ...]) -> str:

@@ -48,7 +48,9 @@ STATUS_RESPONSES = {
     400: "BadRequest",
     404: "NotFound",
     405: "MethodNotAllowed",
+    414: "UriTooLong",
     429: "TooManyRequests",
+    431: "HeaderFieldsTooLarge",
     500: "InternalError",
     503: "Unavailable",
 }

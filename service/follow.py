@@ -282,9 +282,8 @@ class Follower:
     def _retire(self, old: Serving, old_api) -> None:
         """Close a replaced snapshot's connections and delete its file, and any other leftover snapshot."""
         old.database.close()
-        versions = old_api.cache.versions if old_api is not None else None
-        if versions is not None:
-            versions.close()  # the API's data_versions connection to the old file
+        if old_api is not None:
+            old_api.close()  # the API's own connections to the old file (service/reader.py)
         current = self.serving.path if self.serving else None
         for path in self.data_dir.iterdir():
             if path != current and NAME_PATTERN.match(path.name) and time.time() - path.stat().st_mtime > self.grace:

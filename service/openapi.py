@@ -140,6 +140,8 @@ def _responses() -> dict:
             **{"Retry-After": ref("headers", "RetryAfter")},
         ),
         "InternalError": _problem("A fault in the service; logged, and never shown to the client in any detail."),
+        "UriTooLong": _problem("The path and query string are over 8 KiB together."),
+        "HeaderFieldsTooLarge": _problem("The header fields are over 8 KiB in all."),
         "Preflight": {
             "description": "CORS preflight answer.",
             "headers": {
@@ -205,6 +207,10 @@ HEAD_DESCRIPTION = "The same as GET without the body: only the headers, to check
 PREFLIGHT_DESCRIPTION = "Answers a browser's CORS preflight: any origin may read the API with GET and HEAD."
 
 
+#: Any request may be refused for its size before it is routed (service/targets.py).
+_TOO_LARGE = {"414": ref("responses", "UriTooLong"), "431": ref("responses", "HeaderFieldsTooLarge")}
+
+
 def _path(endpoint: Endpoint) -> dict:
     """The path item of ``endpoint``: GET, HEAD and the CORS preflight."""
     if endpoint.media_type in (JSON, HTML):
@@ -218,6 +224,7 @@ def _path(endpoint: Endpoint) -> dict:
     responses["429"] = ref("responses", "TooManyRequests")
     responses["503"] = ref("responses", "Unavailable")  # no data yet; a follower before its first snapshot
     responses["500"] = ref("responses", "InternalError")
+    responses.update(_TOO_LARGE)
     parameters = [ref("parameters", param.ref) for param in endpoint.params]
     operation_id = endpoint.operation_id
     common = {"tags": [endpoint.tag], "parameters": parameters}
@@ -240,7 +247,7 @@ def _path(endpoint: Endpoint) -> dict:
             "summary": "CORS preflight",
             "description": PREFLIGHT_DESCRIPTION,
             "tags": [endpoint.tag],
-            "responses": {"204": ref("responses", "Preflight"), "429": ref("responses", "TooManyRequests")},
+            "responses": {"204": ref("responses", "Preflight"), "429": ref("responses", "TooManyRequests"), **_TOO_LARGE},
         },
     }
     if endpoint.path_param is not None:
@@ -294,7 +301,7 @@ def build_document(max_age: int) -> dict:
             "description": "Every other method (POST, PUT, PATCH, DELETE, TRACE and any other) is answered anywhere on "
             "this instance with 405 method-not-allowed and Allow: GET, HEAD; none of them is an operation here. They "
             "count against the rate limit too.",
-            "responses": {"405": ref("responses", "MethodNotAllowed"), "429": ref("responses", "TooManyRequests")},
+            "responses": {"405": ref("responses", "MethodNotAllowed"), "429": ref("responses", "TooManyRequests"), **_TOO_LARGE},
         },
         "components": {
             "schemas": schemas(),

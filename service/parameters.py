@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from urllib.parse import unquote, unquote_to_bytes
 
-from db.model import format_time
+from db.model import ITEM_ID_DIGITS, format_time
 
 from .problems import problem_response
 
@@ -32,6 +32,9 @@ _RFC3339 = re.compile(
     r"^(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(\.\d{1,9})?(?:([Zz])|([+-])(\d{2}):(\d{2}))$"
 )
 _STORED_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+_ITEM_ID = re.compile(rf"^[0-9a-f]{{{ITEM_ID_DIGITS}}}$")
+#: The length of every cursor :func:`encode_cursor` writes (a stored time and an item id).
+_CURSOR_MAX = 96
 #: What a search matches on: words, as the FTS tokenizer sees them.
 _WORD = re.compile(r"\w+")
 
@@ -130,12 +133,30 @@ def encode_cursor(published_at: str, item_id: str) -> str:
 
 
 def decode_cursor(value: str) -> tuple[str, str] | None:
+    """The ``(published_at, item_id)`` of a cursor exactly as :func:`encode_cursor` writes it, else None.
+
+    Down to the shape of each part: a stored time that is a real moment, an
+    item id as the pipeline makes them (:data:`~db.model.ITEM_ID_DIGITS` hex
+    digits), and the one encoding of those two. Anything else cannot come
+    from a ``next`` link; refusing it keeps made-up cursors from building
+    and caching pages that no client will ask for again.
+    """
+    if len(value) > _CURSOR_MAX:
+        return None
     try:
         raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
         published_at, item_id = json.loads(raw)
     except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
         return None
-    if not (isinstance(published_at, str) and isinstance(item_id, str) and _STORED_TIME.match(published_at)):
+    if not (isinstance(published_at, str) and isinstance(item_id, str)):
+        return None
+    if not (_STORED_TIME.fullmatch(published_at) and _ITEM_ID.fullmatch(item_id)):
+        return None
+    try:
+        datetime.strptime(published_at, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:  # the right shape, but no such moment (month 13, 25 o'clock)
+        return None
+    if encode_cursor(published_at, item_id) != value:
         return None
     return published_at, item_id
 

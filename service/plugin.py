@@ -1,15 +1,26 @@
 """The qsite Datasette plugin: the /api/v1 JSON routes, and a read-only instance.
 
 Every path under /api/v1 is a plugin route (``register_routes``) answered by
-:class:`service.api.Api`. Responses are built once per data version and kept
+:class:`service.api.Api`, on threads and connections of its own
+(:mod:`service.reader`). Responses are built once per data version and kept
 as bytes; the ASGI wrapper below serves anonymous repeats of a built response
 before Datasette's router runs, since a repeat needs no routing, no actor
-and no SQL. The same wrapper refuses every method but GET, HEAD and OPTIONS
-anywhere in the instance (405, ``Allow: GET, HEAD``): nothing is written
-through the service, and Datasette 0.65's own POST handling (a POST to a
-canned query page answers an HTML 500) is never reached. It is registered
-``tryfirst`` so it sits innermost: middleware such as the rate limiter
-(``service/ratelimit.py``) wraps around it, so refused requests still count.
+and no SQL.
+
+The same wrapper, for the whole instance: caps the request target and header
+fields and takes apart the request-target forms Datasette does not route
+(:mod:`service.targets`); refuses every method but GET, HEAD and OPTIONS
+(405, ``Allow: GET, HEAD``): nothing is written through the service, and
+Datasette 0.65's own POST handling (a POST to a canned query page answers an
+HTML 500) is never reached; runs arbitrary SQL one query per client at a
+time (:mod:`service.sql_budget`); and lets browser scripts anywhere read
+Datasette's JSON and CSV (CORS). It is registered ``tryfirst`` so it sits
+innermost: middleware such as the rate limiter (``service/ratelimit.py``)
+wraps around it, so refused requests still count.
+
+Datasette's errors are answered by :mod:`service.errors` (never a 5xx for
+what a client asked), and its introspection pages without local paths or
+plugin settings by :mod:`service.public`.
 """
 
 from __future__ import annotations
@@ -23,18 +34,23 @@ from datasette import hookimpl
 
 from config import ConfigError, parse_rate_limit
 
+from . import public
 from .api import Api
 from .data_versions import DataVersions
 from .docs import DocsPage
 from .endpoints import index_document
+from .errors import handle_exception  # noqa: F401  (a hook: registered with this module)
 from .follow import describe
 from .i18n import Catalogs
 from .metadata import MetadataError, canned_sql
 from .openapi import build_documents
 from .parameters import echo
-from .problems import ALLOWED_METHODS, API_PREFIX, send_problem, send_response
+from .problems import ALLOWED_METHODS, API_PREFIX, CORS_HEADERS, send_problem, send_response
+from .reader import Reader
 from .settings import qsite_config
 from .snapshot_api import is_snapshot_file, send_snapshot_file
+from .sql_budget import SqlBudget, runs_arbitrary_sql
+from .targets import check_target, raw_target
 
 log = logging.getLogger("qsite.service")
 
@@ -48,12 +64,8 @@ READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _UNRESERVED_ESCAPE = re.compile(rb"%(2[dDeE]|3[0-9]|[46][1-9a-fA-F]|[57][0-9aA]|5[fF]|7[eE])")
 
 
-def raw_path(scope) -> bytes:
-    """The path as the client sent it (percent-encoded), as Datasette routes on it."""
-    raw = scope.get("raw_path")
-    if raw is None:
-        raw = scope["path"].encode("utf-8")
-    return raw.partition(b"?")[0]
+#: The path as the client sent it, as Datasette routes on it.
+raw_path = raw_target
 
 
 def decode_unreserved(path: bytes) -> bytes:
@@ -92,6 +104,7 @@ def get_api(datasette) -> Api:
     broken = None
     execute_fn = versions = sql = rate_limit = None
     max_age = 0
+    reader = None
     try:
         config = qsite_config(datasette)
         max_age = config.api.cache_max_age
@@ -102,8 +115,9 @@ def get_api(datasette) -> Api:
         if database is None:
             raise ConfigError(f"database {name!r} ({config.database_path}) is not served by this Datasette")
         sql = canned_sql(datasette, name)
-        execute_fn = database.execute_fn
-        versions = DataVersions(database.path)
+        reader = Reader(database.path)
+        execute_fn = reader.run
+        versions = DataVersions(reader.run)
     except (ConfigError, MetadataError, OSError) as exc:
         broken = str(exc)
         log.error("/api/v1 cannot serve data: %s", broken)
@@ -113,7 +127,7 @@ def get_api(datasette) -> Api:
     if follower is not None and follower.serving is not None:
         documents["snapshot"] = describe(follower.serving)
     docs_page = DocsPage(datasette, catalogs, rate_limit, max_age)
-    api = Api(execute_fn, versions, sql, max_age, documents, docs_page=docs_page, broken=broken)
+    api = Api(execute_fn, versions, sql, max_age, documents, docs_page=docs_page, broken=broken, reader=reader)
     datasette._qsite_api = api
     return api
 
@@ -134,7 +148,26 @@ async def api_view(datasette, request, scope, send):
 
 @hookimpl
 def register_routes(datasette):
-    return [(ROUTE, api_view)]
+    return [(ROUTE, api_view), *public.routes(datasette)]
+
+
+def sql_budget(datasette) -> SqlBudget:
+    """The instance's :class:`SqlBudget`; also sets Datasette's time limit from ``api.sql_time_limit_ms``."""
+    budget = getattr(datasette, "_qsite_sql_budget", None)
+    if budget is None:
+        try:
+            api = qsite_config(datasette).api
+            time_limit, trusted_proxies = api.sql_time_limit_ms, api.trusted_proxies
+        except ConfigError:  # logged by get_api; Datasette's own setting stands
+            time_limit, trusted_proxies = datasette.setting("sql_time_limit_ms"), 0
+        # Datasette reads the limit from this attribute for every query; the
+        # settings dict is what /-/settings.json shows. The config is where
+        # qsite's operators set it, for `qsite serve` and a plain `datasette`
+        # run with this plugin alike.
+        datasette.sql_time_limit_ms = time_limit
+        datasette._settings["sql_time_limit_ms"] = time_limit
+        budget = datasette._qsite_sql_budget = SqlBudget(time_limit, trusted_proxies)
+    return budget
 
 
 @hookimpl
@@ -142,6 +175,7 @@ def startup(datasette):
     async def load():
         if getattr(datasette, "_qsite_follower", None) is None:  # a follower has no database until its first snapshot
             get_api(datasette)
+        sql_budget(datasette)
 
     return load
 
@@ -151,12 +185,33 @@ def api_scope(scope, path: bytes) -> dict:
     return {**scope, "raw_path": path, "path": unquote_to_bytes(path).decode("utf-8", "replace")}
 
 
+def with_cors(send):
+    """``send`` adding the API's CORS headers to a response that has none (Datasette's JSON, CSV and pages).
+
+    The data is public and read-only, and no credentials are honoured
+    cross-origin (``*`` forbids them), so any origin may read it.
+    """
+
+    async def send_with_cors(message):
+        if message["type"] == "http.response.start":
+            headers = message.get("headers", [])
+            if not any(name.lower() == b"access-control-allow-origin" for name, _ in headers):
+                message = {**message, "headers": [*headers, *CORS_HEADERS]}
+        await send(message)
+
+    return send_with_cors
+
+
 @hookimpl(tryfirst=True)
 def asgi_wrapper(datasette):
     def wrap(app):
         async def read_only_and_fast_path(scope, receive, send):
             if scope["type"] != "http":
                 return await app(scope, receive, send)
+            scope, answer = check_target(scope)
+            if answer is not None:
+                status, headers, body = answer
+                return await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
             path = raw_path(scope)
             if b"%" in path:
                 decoded = decode_unreserved(path)
@@ -174,7 +229,7 @@ def asgi_wrapper(datasette):
                         headers=[(b"allow", ALLOWED_METHODS.encode())],
                     )
                 return
-            if path.startswith(_PREFIX):
+            if is_api_path(path):
                 api = getattr(datasette, "_qsite_api", None)
                 if api is not None:
                     answer = api.fast(method, (path, scope.get("query_string", b"")), scope["headers"])
@@ -183,6 +238,10 @@ def asgi_wrapper(datasette):
                         await send({"type": "http.response.start", "status": status, "headers": headers})
                         await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
                         return
+                return await app(scope, receive, send)
+            send = with_cors(send)
+            if runs_arbitrary_sql(scope.get("query_string", b"")):
+                return await sql_budget(datasette)(app, scope, receive, send)
             await app(scope, receive, send)
 
         return read_only_and_fast_path

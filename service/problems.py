@@ -44,9 +44,13 @@ PREFLIGHT_HEADERS: tuple[tuple[bytes, bytes], ...] = CORS_HEADERS + (
 #: name -> (status, title) of every problem type the service sends.
 PROBLEMS = {
     "invalid-parameters": (400, "Invalid query parameters"),
+    "bad-request": (400, "Bad request"),
     "not-found": (404, "Not found"),
     "method-not-allowed": (405, "Method not allowed"),
+    "uri-too-long": (414, "Request target too long"),
     "rate-limited": (429, "Too many requests"),
+    "query-running": (429, "Too many queries waiting"),
+    "header-fields-too-large": (431, "Header fields too large"),
     "internal-error": (500, "Internal error"),
     "no-data": (503, "No data yet"),
     "unavailable": (503, "Service unavailable"),

@@ -6,6 +6,12 @@ cache is invalidated: it polls ``data_versions``
 (:class:`~service.data_versions.DataVersions`) and drops just the entries
 built from a dataset that changed. An entry built from a snapshot older than
 the versions now known is served but never stored.
+
+Memory is bounded by bytes, not by counts alone: every byte the cache keeps
+is counted against :data:`MAX_BYTES`, entries (body, header bytes, canonical
+key, object overhead) and aliases (the raw path and query string a client
+sent, and their overhead) alike, with at most :data:`ALIAS_SHARE` of it in
+aliases, so that endless distinct or long query strings cannot grow it.
 """
 
 from __future__ import annotations
@@ -17,10 +23,22 @@ from typing import Awaitable, Callable, Hashable
 from .data_versions import DataVersions, Versions
 from .responses import Entry
 
-#: Bounds, so that endless distinct query strings cannot exhaust memory.
-MAX_ENTRIES = 2048
+#: Bounds, so that endless distinct query strings cannot exhaust memory: all the
+#: bytes the cache keeps, and how many entries and aliases at most.
 MAX_BYTES = 32 * 1024 * 1024
+MAX_ENTRIES = 2048
 MAX_ALIASES = 8192
+#: The part of ``MAX_BYTES`` aliases may take; entries get the rest.
+ALIAS_SHARE = 0.25
+#: Bytes Python spends on one alias besides the path and query bytes (two bytes
+#: objects, a tuple and an ordered-dict slot), measured with tracemalloc, rounded up.
+ALIAS_OVERHEAD = 256
+
+
+def alias_size(raw_key: tuple[bytes, bytes]) -> int:
+    """Bytes one alias of ``raw_key`` (``(path, query string)``) keeps."""
+    path, query = raw_key
+    return len(path) + len(query) + ALIAS_OVERHEAD
 
 
 class ResponseCache:
@@ -31,6 +49,7 @@ class ResponseCache:
 
     :param versions: the ``data_versions`` the entries follow; ``None`` when
         there is no database to follow (only documents are served then).
+    :param max_bytes: all the bytes entries and aliases may keep together.
     """
 
     def __init__(
@@ -44,9 +63,12 @@ class ResponseCache:
         self.entries: OrderedDict[Hashable, Entry] = OrderedDict()
         self.aliases: OrderedDict[Hashable, Entry] = OrderedDict()
         self.max_entries = max_entries
-        self.max_bytes = max_bytes
         self.max_aliases = max_aliases
+        self.max_alias_bytes = int(max_bytes * ALIAS_SHARE)
+        self.max_entry_bytes = max_bytes - self.max_alias_bytes
+        #: Bytes kept by entries, and by aliases.
         self.size = 0
+        self.alias_bytes = 0
         self._building: dict[Hashable, asyncio.Future] = {}
 
     def __len__(self) -> int:
@@ -54,10 +76,14 @@ class ResponseCache:
 
     # -- following the data ------------------------------------------------------
 
-    def refresh(self, force: bool = False) -> None:
-        """Poll ``data_versions`` (at most once per interval unless ``force``) and drop what changed."""
+    def fresh(self) -> bool:
+        """Whether the versions are recent enough to answer from an entry without asking the database."""
+        return self.versions is None or self.versions.fresh()
+
+    async def refresh(self, force: bool = False) -> None:
+        """Poll ``data_versions`` (when due, or now if ``force``) and drop what changed."""
         if self.versions is not None:
-            changed = self.versions.poll(force)
+            changed = await self.versions.poll(force)
             if changed:
                 self.drop(changed)
 
@@ -67,11 +93,11 @@ class ResponseCache:
             self.size -= self.entries.pop(key).size
         self._prune_aliases()
 
-    def storable(self, seen: Versions, datasets: tuple[str, ...]) -> bool:
+    async def storable(self, seen: Versions, datasets: tuple[str, ...]) -> bool:
         """Whether a response built from the versions ``seen`` is current (else it is stale already)."""
         if self._current(seen, datasets):
             return True
-        self.refresh(force=True)  # the build may simply have seen a change before the poll did
+        await self.refresh(force=True)  # the build may simply have seen a change before the poll did
         return self._current(seen, datasets)
 
     def _current(self, seen: Versions, datasets: tuple[str, ...]) -> bool:
@@ -89,26 +115,30 @@ class ResponseCache:
     def alias(self, raw_key: Hashable) -> Entry | None:
         return self.aliases.get(raw_key)
 
-    def add_alias(self, raw_key: Hashable, entry: Entry) -> None:
+    def add_alias(self, raw_key: tuple[bytes, bytes], entry: Entry) -> None:
         if self.entries.get(entry.key) is not entry:
             return  # not stored (stale or too big): a later request must rebuild
+        size = alias_size(raw_key)
+        if self.aliases.pop(raw_key, None) is not None:
+            self.alias_bytes -= size
         self.aliases[raw_key] = entry
-        self.aliases.move_to_end(raw_key)
-        while len(self.aliases) > self.max_aliases:
-            self.aliases.popitem(last=False)
+        self.alias_bytes += size
+        while len(self.aliases) > self.max_aliases or self.alias_bytes > self.max_alias_bytes:
+            dropped, _ = self.aliases.popitem(last=False)
+            self.alias_bytes -= alias_size(dropped)
 
     def put(self, entry: Entry) -> None:
         old = self.entries.pop(entry.key, None)
         if old is not None:
             self.size -= old.size
-        if entry.size > self.max_bytes // 4:
+        if entry.size > self.max_entry_bytes // 4:
             if old is not None:
                 self._prune_aliases()
             return
         self.entries[entry.key] = entry
         self.size += entry.size
         evicted = old is not None
-        while len(self.entries) > self.max_entries or self.size > self.max_bytes:
+        while len(self.entries) > self.max_entries or self.size > self.max_entry_bytes:
             _, dropped = self.entries.popitem(last=False)
             self.size -= dropped.size
             evicted = True
@@ -119,6 +149,7 @@ class ResponseCache:
         entries = self.entries
         for raw_key in [k for k, entry in self.aliases.items() if entries.get(entry.key) is not entry]:
             del self.aliases[raw_key]
+            self.alias_bytes -= alias_size(raw_key)
 
     async def get_or_build(self, key: Hashable, build: Callable[[], Awaitable[tuple[Entry, Versions]]]) -> Entry:
         """The entry for ``key``, building it once however many requests ask at once.
@@ -141,7 +172,7 @@ class ResponseCache:
             future.exception()  # retrieved: waiters re-raise it, nobody logs it twice
             raise
         else:
-            if self.storable(seen, entry.datasets):
+            if await self.storable(seen, entry.datasets):
                 self.put(entry)
             future.set_result(entry)
             return entry

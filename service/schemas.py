@@ -185,7 +185,6 @@ def schemas() -> dict:
         "Problem": {
             "type": "object",
             "description": "RFC 9457 problem details.",
-            "additionalProperties": False,
             "required": ["type", "title", "status", "detail"],
             "properties": {
                 "type": {

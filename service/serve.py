@@ -168,7 +168,13 @@ def logging_config(level: int) -> dict:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"qsite": {"format": LOG_FORMAT}},
-        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "qsite", "stream": "ext://sys.stderr"}},
+        # no credential of a configured URL in any log line (db/redact.py)
+        "filters": {"redact": {"()": "db.redact.RedactingFilter"}},
+        "handlers": {
+            "stderr": {
+                "class": "logging.StreamHandler", "formatter": "qsite", "stream": "ext://sys.stderr", "filters": ["redact"],
+            }
+        },
         "root": {"handlers": ["stderr"], "level": name},
         "loggers": {
             "_granian": {"handlers": ["stderr"], "level": name, "propagate": False},

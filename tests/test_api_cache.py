@@ -11,7 +11,7 @@ import pytest
 from pipeline.store import bump_version, open_database, transaction
 from service.endpoints import ENDPOINTS
 from service.parameters import parse_params
-from service.response_cache import ResponseCache
+from service.response_cache import ALIAS_SHARE, ResponseCache, alias_size
 from service.responses import Entry
 from service.routing import cache_key
 from service.plugin import get_api
@@ -81,6 +81,26 @@ def test_repeats_run_no_sql(clients):
         ("/api/v1/glossary?q=%20QUBIT%20", "/api/v1/glossary?q=qubit"),
     ]:
         assert client.get(path).content == before[same_as].content
+
+
+def test_repeats_wait_for_no_thread_while_the_api_threads_are_busy(clients):
+    """Cached answers need no SQL and no thread: they come while every API thread is stuck."""
+    client = clients()
+    before = {path: client.get(path).content for path in PATHS}
+    api = get_api(client.datasette)
+    stuck = asyncio.Event()  # never set
+    client.run(api.cache.refresh(force=True))  # versions just read: the repeats below may be answered from memory
+
+    async def busy(fn):
+        await stuck.wait()
+
+    api.execute_fn = api.cache.versions.run = busy
+
+    async def repeats():
+        return {path: (await client.datasette.client.get(path)).content for path in PATHS}
+
+    # a hang (a repeat waiting for a thread) fails here instead of blocking the suite
+    assert client.run(asyncio.wait_for(repeats(), timeout=30)) == before
 
 
 def test_cookie_requests_get_the_same_bytes_through_datasettes_router(clients):
@@ -168,12 +188,12 @@ def test_a_build_from_an_older_snapshot_is_served_but_not_kept(clients, tmp_path
     api = get_api(client.datasette)
     current = dict(api.cache.versions.current)
     older = {**current, "news": (current["news"][0] - 1, current["news"][1])}
-    assert api.cache.storable(current, ("totals", "news"))
-    assert not api.cache.storable(older, ("totals", "news"))
+    assert client.run(api.cache.storable(current, ("totals", "news")))
+    assert not client.run(api.cache.storable(older, ("totals", "news")))
 
 
 def test_cache_is_bounded():
-    cache = ResponseCache(max_entries=3, max_bytes=10_000, max_aliases=4)
+    cache = ResponseCache(max_entries=3, max_bytes=100_000, max_aliases=4)
     entries = [Entry(("e", i), b"x" * 100, ("news",), None, 60) for i in range(5)]
     for i, entry in enumerate(entries):
         cache.put(entry)
@@ -181,15 +201,32 @@ def test_cache_is_bounded():
     assert len(cache) == 3
     assert [key for key in cache.entries] == [("e", 2), ("e", 3), ("e", 4)]
     assert len(cache.aliases) == 3  # aliases of evicted entries go too
+    assert cache.alias_bytes == sum(alias_size(key) for key in cache.aliases)
     cache.drop({"news"})
-    assert len(cache) == 0 and cache.size == 0 and not cache.aliases
+    assert len(cache) == 0 and cache.size == 0 and not cache.aliases and cache.alias_bytes == 0
 
-    by_bytes = ResponseCache(max_entries=100, max_bytes=2500)  # each entry counts 100 + 512 bytes
+    one = Entry(("e", 0), b"x" * 100, ("news",), None, 60).size
+    by_bytes = ResponseCache(max_entries=100, max_bytes=int(4.5 * one / (1 - ALIAS_SHARE)))  # room for 4 entries
     for i in range(6):
         by_bytes.put(Entry(("e", i), b"x" * 100, ("news",), None, 60))
-    assert len(by_bytes) == 4 and by_bytes.size <= 2500
-    by_bytes.put(Entry(("big",), b"y" * 200, ("news",), None, 60))  # over a quarter of the budget: not kept
+    assert len(by_bytes) == 4 and by_bytes.size <= by_bytes.max_entry_bytes
+    big = Entry(("big",), b"y" * (2 * one), ("news",), None, 60)  # over a quarter of the budget: not kept
+    by_bytes.put(big)
     assert by_bytes.get(("big",)) is None and len(by_bytes) == 4
+
+
+def test_every_byte_of_keys_and_aliases_counts():
+    """A long key costs its length; long raw query strings fill the alias budget, not memory."""
+    short = Entry(("news", None, 20, None, None), b"{}", ("news",), None, 60)
+    long = Entry(("news", None, 20, None, "x" * 5000), b"{}", ("news",), None, 60)
+    assert long.size - short.size >= 5000
+    cache = ResponseCache(max_bytes=400_000)
+    cache.put(short)
+    for n in range(1000):  # the attack of issue 13: ever more "&", all one entry
+        cache.add_alias((b"/api/v1/stats", b"&" * (n * 8)), short)
+    assert cache.alias_bytes <= cache.max_alias_bytes == 100_000
+    assert cache.alias_bytes == sum(alias_size(key) for key in cache.aliases)
+    assert len(cache.aliases) < 100 and cache.alias((b"/api/v1/stats", b"&" * 7992)) is short  # the newest stay
 
 
 def test_many_distinct_query_strings_stay_bounded(clients):
@@ -212,7 +249,7 @@ def test_glossary_change_drops_only_glossary(clients, tmp_path):
     with transaction(db):
         db.execute("UPDATE glossary SET definition = 'Changed.' WHERE id = 'qubit'")
         bump_version(db, "glossary", "2026-11-22T00:00:00Z")
-    api.cache.refresh(force=True)
+    client.run(api.cache.refresh(force=True))
     assert ("glossary", None) not in api.cache.entries
     news_key = cache_key(ENDPOINTS["news"], None, parse_params(ENDPOINTS["news"].params, b"")[0])
     assert news_key in api.cache.entries

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from service.serve import FD_RESERVE, HEADER_TIMEOUT, FdWatch, connections_per_worker, open_fds
-from tests.support.processes import qsite_serve, stop, wait_until
+from tests.support.processes import qsite_serve, stop, wait_until, worker_pids
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 #: Idle sockets opened against a server limited to 1024 descriptors.
@@ -49,13 +49,6 @@ def closed_by_server(sock: socket.socket) -> bool:
         return True
     assert data == b"", f"the server answered an incomplete request head: {data[:200]!r}"
     return True
-
-
-def worker_pids(pid: int) -> list[int]:
-    children = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        children += [int(child) for child in (task / "children").read_text().split()]
-    return children
 
 
 def test_slowloris_and_silent_sockets_are_closed_while_others_are_served(served_config, tmp_path):

@@ -12,7 +12,7 @@ from pipeline.store import open_database
 from service.metadata import METADATA_PATH, QUERY_NAMES, QUERY_PREFIX, load_metadata
 from service.plugin import get_api
 from tests.support.api_client import ApiClient, datasette_for_config
-from tests.support.known_data import seeded_database
+from tests.support.known_data import news_id, seeded_database
 from tests.support.snapshot import snapshot
 
 
@@ -73,7 +73,7 @@ def test_news_opens_with_facets_on_tag_and_source(client):
     assert tags == {"Science": 15, "Industry": 15, "Investing": 15}
 
 
-@pytest.mark.parametrize("table, term, expected", [("news", "Headline 7", "item-007"), ("glossary", "sphere", "bloch-sphere")])
+@pytest.mark.parametrize("table, term, expected", [("news", "Headline 7", news_id(7)), ("glossary", "sphere", "bloch-sphere")])
 def test_full_text_search_on_news_and_glossary(client, table, term, expected):
     rows = client.get(f"/site/{table}.json", params={"_search": f'"{term}"', "_shape": "array"}).json()
     assert expected in [row["id"] for row in rows]

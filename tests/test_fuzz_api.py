@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from pathlib import Path
 
 import httpx
@@ -35,6 +34,7 @@ from tests.support.openapi_check import OpenAPICheck
 from tests.support.paths import FEEDS
 from tests.support.processes import qsite_serve, run_qsite
 from tests.support.snapshot import snapshot
+from tests.support.raw_http import raw_request
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 EXAMPLES = 400 if SOAK else 40
@@ -177,17 +177,7 @@ def hostile_requests():
 
 
 def raw_get(served, target: str, method: str = "GET") -> tuple[int, dict, bytes]:
-    """Send exactly ``target`` (no client-side normalising) and read the whole response."""
-    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
-        sock.sendall(f"{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode("latin-1"))
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:] if ":" in line)}
-    return status, headers, body
+    return raw_request(served.port, target, method)
 
 
 def test_injection_huge_repeated_and_odd_requests_get_4xx_problems(served):

@@ -137,7 +137,7 @@ def test_the_page_follows_the_data_and_answers_conditionally(client, tmp_path):
     seed_news(db, [{**news_items(1, prefix="fresh")[0], "title": "A brand-new headline"}], changed_at="2026-11-21T00:00:00Z")
     db.close()
     get_api = __import__("service.plugin", fromlist=["get_api"]).get_api
-    get_api(client.datasette).cache.refresh(force=True)
+    client.run(get_api(client.datasette).cache.refresh(force=True))
     second = client.get("/api/v1/docs?lang=de")
     assert second.headers["etag"] != first.headers["etag"] and "A brand-new headline" in second.text
 

@@ -151,7 +151,7 @@ def test_the_cursor_keeps_working_while_items_arrive(client, tmp_path):
         item["source"] = COMMA
     seed_news(db, newer, changed_at="2026-11-21T00:00:00Z")
     db.close()
-    __import__("service.plugin", fromlist=["get_api"]).get_api(client.datasette).cache.refresh(force=True)
+    client.run(__import__("service.plugin", fromlist=["get_api"]).get_api(client.datasette).cache.refresh(force=True))
     rest, url = [], first["next"]
     while url:
         page = client.get(url).json()

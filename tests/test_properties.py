@@ -223,9 +223,17 @@ def test_since_parameter_never_raises_on_garbage(text):
 
 
 @bounded
-@given(st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2100, 1, 1)), st.text(max_size=40), st.text(max_size=60))
-def test_cursor_round_trips_and_garbage_is_refused(moment, item, garbage):
+@given(
+    st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2100, 1, 1)),
+    st.binary(min_size=16, max_size=16),
+    st.text(max_size=40),
+    st.text(max_size=60),
+)
+def test_cursor_round_trips_and_garbage_is_refused(moment, digest, item, garbage):
     stamp = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-    assert decode_cursor(encode_cursor(stamp, item)) == (stamp, item)
+    real_id = digest.hex()  # the shape the pipeline gives ids
+    assert decode_cursor(encode_cursor(stamp, real_id)) == (stamp, real_id)
+    # an id of any other shape is refused, as is anything not written by encode_cursor
+    assert decode_cursor(encode_cursor(stamp, item)) is None or re.fullmatch("[0-9a-f]{32}", item)
     decoded = decode_cursor(garbage)
-    assert decoded is None or RFC3339_Z.match(decoded[0])
+    assert decoded is None or (RFC3339_Z.match(decoded[0]) and encode_cursor(*decoded) == garbage)

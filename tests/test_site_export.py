@@ -130,7 +130,7 @@ def test_sample_lands_in_order_with_counts_and_totals(setup, sample_export):
     }
     assert versions(db) == {"catalog": 1, "glossary": 1, "totals": 1}
     [run] = runs(db)
-    assert (run["kind"], run["source"], run["status"], run["error"]) == ("site", str(SITE_EXPORT), "ok", None)
+    assert (run["kind"], run["source"], run["status"], run["error"]) == ("site", SITE_EXPORT.name, "ok", None)
     assert json.loads(run["counts"]) == report.counts and run["started_at"] <= run["finished_at"]
 
 

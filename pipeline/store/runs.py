@@ -11,6 +11,7 @@ import json
 import sqlite_utils
 
 from db.model import utc_now
+from db.redact import redact_text
 
 
 def bump_version(db: sqlite_utils.Database, dataset: str, changed_at: str | None = None) -> None:
@@ -48,8 +49,8 @@ def start_run(db: sqlite_utils.Database, kind: str, source: str, started_at: str
 def finish_run(
     db: sqlite_utils.Database, run_id: int, status: str, counts: dict | None = None, error: str | None = None
 ) -> None:
-    """Close the ``ingest_runs`` row ``run_id`` with its outcome."""
+    """Close the ``ingest_runs`` row ``run_id`` with its outcome; ``error`` is stored redacted (:func:`db.redact.redact_text`)."""
     db.execute(
         "UPDATE ingest_runs SET finished_at = ?, status = ?, counts = ?, error = ? WHERE id = ?",
-        [utc_now(), status, json.dumps(counts or {}, sort_keys=True), error, run_id],
+        [utc_now(), status, json.dumps(counts or {}, sort_keys=True), error and redact_text(error), run_id],
     )

@@ -1,12 +1,17 @@
 """Each news source's state in ``sources``: validators, last outcome, failures and backoff.
 
 What the values should be is decided in :mod:`pipeline.news_policy`; these
-functions only read and write them.
+functions only read and write them. Every row is public through Datasette:
+``url`` is given in its public form (``SourceConfig.public_url``), and error
+text is stored redacted (:func:`db.redact.redact_text`: no credentials in
+URLs, no local paths).
 """
 
 from __future__ import annotations
 
 import sqlite_utils
+
+from db.redact import redact_text
 
 
 def stored_sources(db: sqlite_utils.Database) -> dict[str, dict]:
@@ -50,7 +55,7 @@ def record_fetch(
     db.execute(
         """UPDATE sources SET etag = ?, last_modified = ?, content_hash = ?, last_fetch_at = ?,
            last_status = ?, last_error = ?, consecutive_failures = 0, next_fetch_at = NULL WHERE name = ?""",
-        [etag, last_modified, content_hash, fetched_at, status, warning, name],
+        [etag, last_modified, content_hash, fetched_at, status, warning and redact_text(warning), name],
     )
 
 
@@ -68,5 +73,5 @@ def record_failure(
     db.execute(
         """UPDATE sources SET last_fetch_at = ?, last_status = 'failed', last_error = ?, consecutive_failures = ?,
            next_fetch_at = ?, disabled = ? WHERE name = ?""",
-        [tried_at, error, consecutive_failures, next_fetch_at, int(disabled), name],
+        [tried_at, redact_text(error), consecutive_failures, next_fetch_at, int(disabled), name],
     )

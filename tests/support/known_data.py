@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from db.model import TAGS
+from pipeline.normalise import item_id
 from pipeline.store import bump_version, open_database
 
 CATALOG_AT = "2026-11-20T08:00:00Z"
@@ -55,6 +56,11 @@ TOTALS = {"id": 1, "site_name": "Academy", "site_base_url": "https://academy.exa
           "courses": 2, "slides": 20, "quizzes": 3, "question_bank_size": 42, "glossary_terms": 5}
 
 
+def news_id(i: int, prefix: str = "item") -> str:
+    """The id of item ``i`` of :func:`news_items`: made from its URL, as the pipeline makes ids."""
+    return item_id(f"https://news.example/{prefix}/{i}")
+
+
 def news_items(count: int, start: datetime = NEWS_START, prefix: str = "item") -> list[dict]:
     """``count`` items an hour apart, newest first, tags in turn; items 3 and 4 share a time."""
     items = []
@@ -63,7 +69,7 @@ def news_items(count: int, start: datetime = NEWS_START, prefix: str = "item") -
         tag = TAGS[i % 3]
         items.append(
             {
-                "id": f"{prefix}-{i:03d}",
+                "id": news_id(i, prefix),
                 "url": f"https://news.example/{prefix}/{i}",
                 "title": f"Headline {i} é",
                 "summary": f"Summary of {prefix} {i}",

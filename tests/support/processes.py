@@ -117,3 +117,11 @@ def qsite_serve(
         yield served
     finally:
         stop(process)
+
+
+def worker_pids(pid: int) -> list[int]:
+    """The child processes of ``pid`` (the workers of a ``qsite serve``), from ``/proc``."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children += [int(child) for child in (task / "children").read_text().split()]
+    return children

@@ -1,0 +1,74 @@
+"""Text as it may be logged or shown: no credentials of a URL in it, and for the public no local paths.
+
+:func:`db.urls.public_location` is the one rule for a configured location
+(no userinfo, credential-like query values ``REDACTED``, a file by its name).
+This module applies it where locations are not alone but inside text:
+
+- :func:`redact_url`: one URL of any scheme (a ``redis://`` storage in a
+  config error loses its userinfo too);
+- :func:`redact_urls`: every URL inside free text, for logs (which operators
+  read: local paths stay), and :class:`RedactingFilter`, which does that to
+  every log record;
+- :func:`redact_text`: that, and every absolute path cut to its file name,
+  for error messages stored where Datasette shows them.
+
+Dependency-free (the standard library), as everything in ``db/`` is, so the
+config, the pipeline, the service and the migration that cleans rows stored
+before all use the one rule.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from urllib.parse import urlsplit, urlunsplit
+
+from db.urls import public_location
+
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+#: An absolute POSIX path (at least two segments) in free text, not part of a URL.
+_PATH = re.compile(r"(?<![\w.:/~-])(/[^\s'\"/<>]+)+/([^\s'\"/<>]+)")
+
+
+def redact_url(url: str) -> str:
+    """``url`` without credentials: :func:`~db.urls.public_location` for http(s), userinfo removed for others."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unbalanced [ in the host: not a URL anyone can fetch
+        return url
+    if not parts.scheme or not parts.netloc:
+        return url
+    if parts.scheme.lower() in ("http", "https"):
+        return public_location(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with every URL in it redacted (paths kept: for logs, which operators read)."""
+    return _URL.sub(lambda match: redact_url(match.group(0)), text)
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every URL in it redacted and every absolute path cut to its file name (for what is public)."""
+    return _PATH.sub(lambda match: match.group(2), redact_urls(text))
+
+
+class RedactingFilter(logging.Filter):
+    """A handler filter: every record's message and traceback with its URLs redacted (:func:`redact_urls`).
+
+    On the handlers, not a logger, so that it sees every library's records
+    (httpx logs each request's URL, query string included).
+    """
+
+    _formatter = logging.Formatter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = redact_urls(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self._formatter.formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact_urls(record.exc_text)
+        return True
