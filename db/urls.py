@@ -17,11 +17,21 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 REDACTED = "REDACTED"
 
-#: Query parameter names whose values are secrets: key, apikey, api_key, token, access_token,
-#: secret, client_secret, password, passwd, pwd, signature, sig, auth, authorization, credential(s), session.
-CREDENTIAL_PARAMETER = re.compile(
-    r"key|token|secret|passw|pwd|signature|^sig$|auth|credential|session", re.IGNORECASE
+#: The words of a query parameter's name that make its value a secret: ``key``, ``api_key``,
+#: ``apiKey``, ``access_token``, ``client_secret``, ``X-Amz-Signature``, ``auth``, ``session_id``...
+#: Whole words only, so that ``author``, ``keyword`` or ``monkey`` stay as published.
+CREDENTIAL_WORDS = frozenset(
+    {"key", "apikey", "token", "secret", "password", "passwd", "pwd", "signature", "sig", "auth",
+     "authorization", "credential", "credentials", "session", "sessionid"}
 )
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_NOT_ALNUM = re.compile(r"[^a-z0-9]+")
+
+
+def is_credential_parameter(name: str) -> bool:
+    """Whether a query parameter called ``name`` carries a secret (see :data:`CREDENTIAL_WORDS`)."""
+    words = _NOT_ALNUM.split(_CAMEL_BOUNDARY.sub("_", name).lower())
+    return any(word in CREDENTIAL_WORDS for word in words) or "".join(words) in CREDENTIAL_WORDS
 
 
 def _redact_query(query: str) -> str:
@@ -29,7 +39,7 @@ def _redact_query(query: str) -> str:
     parts = []
     for part in query.split("&"):
         name, equals, _value = part.partition("=")
-        if CREDENTIAL_PARAMETER.search(unquote(name.replace("+", " "))):
+        if is_credential_parameter(unquote(name.replace("+", " "))):
             part = f"{name}={REDACTED}" if equals else name
         parts.append(part)
     return "&".join(parts)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from db.urls import REDACTED, public_location
+from db.urls import REDACTED, is_credential_parameter, public_location
 
 
 @pytest.mark.parametrize(
@@ -38,3 +38,17 @@ def test_public_location(location, shown):
 def test_no_credential_survives(user, secret, name):
     shown = public_location(f"https://{user}:{secret}@feeds.example/rss?{name}={secret}&page=1")
     assert shown == f"https://feeds.example/rss?{name}={REDACTED}&page=1"
+
+
+@pytest.mark.parametrize(
+    "name, secret",
+    [
+        ("api_key", True), ("apiKey", True), ("apikey", True), ("access_token", True), ("accessToken", True),
+        ("client_secret", True), ("X-Amz-Signature", True), ("sig", True), ("auth", True), ("session_id", True),
+        ("PASSWORD", True), ("author", False), ("keyword", False), ("monkey", False), ("id", False), ("p", False),
+    ],
+)
+def test_only_whole_credential_words_are_secrets(name, secret):
+    assert is_credential_parameter(name) is secret
+    shown = public_location(f"https://example.org/feed?{name}=v1&page=2")
+    assert shown == (f"https://example.org/feed?{name}=REDACTED&page=2" if secret else f"https://example.org/feed?{name}=v1&page=2")
