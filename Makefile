@@ -53,14 +53,16 @@ test: dev tools
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q
 
-# Benchmark: API vs raw ASGI and Datasette, ingestion vs feedparser, memory (see bench/run.py);
+# Benchmark: API vs raw ASGI and Datasette, ingestion vs feedparser, memory, and the uncached
+# path at a million news items (see bench/run.py; `bench/run.sh --skip uncached` for a quick run);
 # with the test extra, which has httptools for the uvicorn-httptools server.
 bench: dev
 	bench/run.sh
 
-# Profiles of serving and of an ingest with py-spy (bench/profile.sh).
+# Profiles of serving and of an ingest with py-spy (bench/profile.sh); with the test extra, as
+# `make bench`: its raw ASGI ceiling under uvicorn-httptools needs httptools.
 profile: $(UV)
-	$(SYNC) --extra profile
+	$(SYNC) --extra test --extra profile
 	bench/profile.sh
 
 # Longer reliability run: 200 kills, 5-minute load, more fuzzing and hostile input (tests/test_crash.py etc.).

@@ -30,7 +30,8 @@ from xml.sax.saxutils import escape
 TAGS = ("Science", "Industry", "Investing")
 FORMATS = ("rss2", "atom", "rss1")
 
-_SUBJECTS = [
+#: What the feeds (and bench/newsdb.py's million items) are about.
+SUBJECTS = [
     "superconducting qubits", "trapped-ion processors", "neutral-atom arrays", "photonic chips",
     "topological qubits", "spin qubits in silicon", "quantum error correction", "logical qubits",
     "surface codes", "quantum annealers", "quantum networking", "post-quantum cryptography",
@@ -42,7 +43,7 @@ _VERBS = [
     "Consortium standardises", "Chipmaker scales", "Physicists extend", "Engineers cut noise in",
     "Investors back", "Fund raises capital for", "Company files IPO on the strength of",
 ]
-_DETAILS = [
+DETAILS = [
     "with a two-qubit gate fidelity above 99.9 percent",
     "using a modular architecture that links several cryostats",
     "in a peer-reviewed paper published this week",
@@ -52,7 +53,7 @@ _DETAILS = [
     "on hardware that runs at higher temperatures than before",
     "in partnership with a major cloud provider",
 ]
-_SENTENCES = [
+SENTENCES = [
     "The result brings fault-tolerant machines a step closer, the authors say.",
     "Independent experts cautioned that the benchmark is narrow and hard to compare.",
     "The company plans to offer access through its cloud platform next year.",
@@ -79,15 +80,15 @@ def make_items(feed_no: int, count: int, now: datetime, rng: random.Random) -> l
     items = []
     moment = now - timedelta(minutes=rng.randint(5, 600))
     for item_no in range(count):
-        subject = rng.choice(_SUBJECTS)
-        title = f"{rng.choice(_VERBS)} {subject} {rng.choice(_DETAILS)}"
-        paragraphs = rng.sample(_SENTENCES, rng.randint(2, 5))
+        subject = rng.choice(SUBJECTS)
+        title = f"{rng.choice(_VERBS)} {subject} {rng.choice(DETAILS)}"
+        paragraphs = rng.sample(SENTENCES, rng.randint(2, 5))
         summary_html = (
             f"<p><strong>{escape(title)}</strong> &mdash; {escape(paragraphs[0])}</p>"
             f"<p>{' '.join(escape(s) for s in paragraphs[1:])} "
             f'<a href="https://example.org/related/{feed_no}/{item_no}">Read the <em>background</em></a>.</p>'
         )
-        content_html = summary_html + "".join(f"<p>{escape(s)}</p>" for s in rng.sample(_SENTENCES, 4))
+        content_html = summary_html + "".join(f"<p>{escape(s)}</p>" for s in rng.sample(SENTENCES, 4))
         slug = hashlib.sha1(f"{feed_no}-{item_no}-{title}".encode()).hexdigest()[:12]
         link = (
             f"https://news{feed_no % 17}.example.com/{moment:%Y/%m}/{slug}"

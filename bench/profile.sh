@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Profile before optimising: py-spy samples `qsite serve` under wrk load (news,
-# news 304, Datasette's news JSON) and a full + unchanged news ingest, then
+# news 304, Datasette's news JSON, distinct uncached pages at a million items)
+# and a full + unchanged news ingest, then
 # prints the hottest functions. Collapsed stacks land in bench/results/profile-*.txt
 # (feed them to flamegraph.pl or speedscope for a picture).
 # Arguments go to bench/run.py, e.g. bench/profile.sh --skip ingest

@@ -92,10 +92,16 @@ def _frame(frame: str) -> str:
     return f"{name} ({where})" if where else name
 
 
-def profile_serving(args, server_pid: int, targets: list[dict], out: Path) -> dict:
+def profile_serving(args, server_pid: int, targets: list[dict], out: Path,
+                    names: tuple[str, ...] = ("news", "news 304", "datasette news")) -> dict:
+    """py-spy on the serving process while wrk drives each of ``targets`` named in ``names``.
+
+    A target with a ``walk`` (``(file, first line)``) walks its list of distinct
+    requests (:func:`bench.servers.run_wrk`); the profile's ``walked_to`` says where it stopped.
+    """
     profiles = {}
     for target in targets:
-        if target["name"] not in ("news", "news 304", "datasette news"):
+        if target["name"] not in names:
             continue
         raw = out / f"profile-serve-{target['name'].replace(' ', '-')}.txt"
         spy = subprocess.Popen(
@@ -104,11 +110,9 @@ def profile_serving(args, server_pid: int, targets: list[dict], out: Path) -> di
             stderr=subprocess.PIPE,
         )
         time.sleep(0.5)
-        run_wrk(args, target["url"], args.duration, target.get("headers"))
+        load = run_wrk(args, target["url"], args.duration, target.get("headers"), walk=target.get("walk"))
         _, err = spy.communicate(timeout=60)
         if spy.returncode != 0 or not raw.exists():
             raise SystemExit(f"bench: py-spy failed: {err.decode()[-2000:]}")
-        profiles[target["name"]] = {"raw": shown(raw), **summarise_profile(raw)}
+        profiles[target["name"]] = {"raw": shown(raw), "walked_to": load.get("walked_to"), **summarise_profile(raw)}
     return profiles
-
-

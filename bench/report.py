@@ -16,6 +16,9 @@ TARGETS = [
     ("unchanged ingest vs feedparser alone", "unchanged_vs_feedparser", "<=", 0.1),
     ("serving process peak RSS (MB)", "peak_rss_mb", "<", 150.0),
     ("new ingest visible through the API (s)", "visible_s", "<=", 2.0),
+    ("uncached distinct pages, 1M items: p99 (ms)", "uncached_p99_ms", "<=", 50.0),
+    ("uncached distinct pages, 1M items: vs Datasette JSON", "uncached_vs_datasette", ">=", 10.0),
+    ("serving process peak RSS, 1M items (MB)", "uncached_peak_rss_mb", "<", 150.0),
 ]
 
 #: The servers the raw ASGI ceiling runs under (bench/servers.py), the first being ``qsite serve``'s.
@@ -88,6 +91,12 @@ def verdicts(results: dict) -> list[dict]:
         values["peak_rss_mb"] = results["memory"]["serve_peak_mb"]
     if "visibility" in results:
         values["visible_s"] = results["visibility"]["max_visible_after_commit_s"]
+    if "uncached" in results:
+        uncached = results["uncached"]
+        values["uncached_p99_ms"] = uncached["targets"]["uncached"]["p99_ms"]
+        if uncached["vs_datasette"]["uncached"] is not None:
+            values["uncached_vs_datasette"] = uncached["vs_datasette"]["uncached"]
+        values["uncached_peak_rss_mb"] = uncached["memory"]["peak_mb"]
     rows = []
     for label, key, op, bound in TARGETS:
         if key in values:
@@ -147,6 +156,8 @@ def table(results: dict) -> str:
     if "visibility" in results:
         trials = ", ".join(f"{t['visible_after_commit_s'] * 1000:.0f} ms" for t in results["visibility"]["trials"])
         lines.append(f"new item visible through the API after its ingest committed: {trials}")
+    if "uncached" in results:
+        lines += ["", *uncached_table(results["uncached"])]
     lines.append("")
     profiles = dict(results.get("profile_serve", {}))
     if "profile_ingest" in results:
@@ -165,3 +176,24 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
+
+
+def uncached_table(uncached: dict) -> list[str]:
+    db = uncached["database"]
+    requests = uncached["requests"]
+    lines = [
+        f"uncached: {db['items']:,} news items {db['news_by_tag']} ({db['db_mb']:.0f} MB), built in {db['seconds']:.0f} s; "
+        f"{requests['pages']:,} distinct page requests ({uncached['share_glossary']:.0%} glossary searches), "
+        f"{requests['search']:,} news searches",
+        f"{'target':<30} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>8} {'errors':>6} {'walked':>7}",
+    ]
+    for name, row in uncached["targets"].items():
+        lines.append(
+            f"{name:<30} {row['rps']:>8.1f} {row['p50_ms']:>7.2f} {row['p99_ms']:>8.2f} {row['errors']:>6} {row['requests_walked']:>7}"
+        )
+    memory = uncached["memory"]
+    for name, ratio in uncached["vs_datasette"].items():
+        shown = f"{ratio:.1f}x" if ratio is not None else "n/a (Datasette answered nothing in any round)"
+        lines.append(f"{name} vs Datasette's table JSON (median of ratios within rounds): {shown}")
+    lines.append(f"serving process at {db['items']:,} items: peak RSS (VmHWM) {memory['peak_mb']:.1f} MB, RSS {memory['rss_mb']:.1f} MB")
+    return lines

@@ -18,7 +18,11 @@ One run on this machine, in this order:
    thread) on core 1 drives each target in turn, round after round, so drift
    on the machine hits every target alike;
 5. peak memory (``VmHWM``) of the serving process, and how long a new ingest
-   takes to show through the API.
+   takes to show through the API;
+6. the uncached path at a million items (:mod:`bench.uncached`, ``--skip
+   uncached`` leaves it out): distinct requests that each miss the response
+   cache, against Datasette's own table JSON for the same queries, and the
+   serving process's memory at that size.
 
 Prints a table (:mod:`bench.report`) and writes ``bench/results/bench-<time>.json``
 (and ``latest.json``). ``--profile`` adds py-spy profiles of the serving
@@ -32,8 +36,6 @@ import json
 import os
 import platform
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,130 +45,36 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import httpx
-import yaml
 
 from bench.feeds import write_feeds
+from bench.harness import Processes, free_port, memory_kb, news_config, qsite, start_qsite, wait_http
 from bench.profiling import profile_serving, py_spy_record, shown, summarise_profile
 from bench.report import RAW_SERVERS, ratios, table, verdicts
 from bench.servers import bench_api, log, pinned, raw_server_command, record_responses
+from bench.uncached import bench_uncached
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 RESULTS = BENCH / "results"
-BIN = Path(sys.executable).parent
-SAMPLE_EXPORT = ROOT / "pipeline" / "samples" / "site-export.json"
 
 NEWS = "/api/v1/news?tag=Science&limit=30"
 COURSES = "/api/v1/courses"
 STATS = "/api/v1/stats"
 
-#: wrk is one client sending thousands of requests a second: the fair-use limiter
-#: runs on every request (its cost is part of what is measured) but never trips.
-BENCH_RATE_LIMIT = "100000000/second"
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
-class Processes:
-    """The processes this run started; all of them, and only them, are stopped at the end."""
-
-    def __init__(self):
-        self.started: list[subprocess.Popen] = []
-
-    def start(self, args: list[str], log_path: Path, **kwargs) -> subprocess.Popen:
-        handle = open(log_path, "wb")
-        process = subprocess.Popen(args, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True, **kwargs)
-        process.log_path = log_path
-        self.started.append(process)
-        return process
-
-    def stop(self, process: subprocess.Popen) -> None:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-
-    def stop_all(self) -> None:
-        for process in reversed(self.started):
-            self.stop(process)
 
 
-def wait_http(url: str, process: subprocess.Popen, timeout: float = 60.0) -> float:
-    """Wait until ``url`` answers at all; return how long it took."""
-    started = time.perf_counter()
-    while time.perf_counter() - started < timeout:
-        if process.poll() is not None:
-            raise SystemExit(f"bench: server exited with {process.returncode}; see {process.log_path}")
-        try:
-            httpx.get(url, timeout=2)
-            return time.perf_counter() - started
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise SystemExit(f"bench: {url} did not answer within {timeout:g} s; see {process.log_path}")
 
 
-def process_tree(pid: int) -> list[int]:
-    pids, queue = [], [pid]
-    while queue:
-        current = queue.pop()
-        pids.append(current)
-        for task in Path(f"/proc/{current}/task").glob("*"):
-            try:
-                queue += [int(child) for child in (task / "children").read_text().split()]
-            except OSError:
-                pass
-    return pids
 
 
-def memory_kb(pid: int) -> dict:
-    """``VmHWM`` (peak resident) and ``VmRSS`` of ``pid`` and its children, in kB, per process."""
-    result = {}
-    for current in process_tree(pid):
-        try:
-            status = Path(f"/proc/{current}/status").read_text()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        result[current] = {
-            "name": fields.get("Name", "").strip(),
-            "hwm_kb": int(fields.get("VmHWM", "0 kB").split()[0]),
-            "rss_kb": int(fields.get("VmRSS", "0 kB").split()[0]),
-        }
-    return result
+
 
 
 # -- ingestion ---------------------------------------------------------------
 
 
-def news_config(path: Path, db: Path, sources: list[dict], rate_limit: str = BENCH_RATE_LIMIT) -> Path:
-    """A qsite config listing ``sources`` (name, url, tag), with a classification rule like a real one."""
-    data = {
-        "database": str(db),
-        "site_export": {"source": str(SAMPLE_EXPORT), "every": "1h"},
-        "news": {
-            "every": "15m",
-            "retention_days": None,
-            "sources": [
-                {
-                    "name": s["name"],
-                    "url": s["url"],
-                    "tag": s["tag"],
-                    # Matches the two money headlines of bench/feeds.py (about one item in six).
-                    "rules": [{"match": r"(?i)\b(raises|ipo)\b", "tag": "Investing"}],
-                }
-                for s in sources
-            ],
-        },
-        "api": {"cache_max_age": 300, "rate_limit": rate_limit},
-    }
-    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return path
 
 
 def worker(*args: str, profile: Path | None = None) -> dict:
@@ -218,11 +126,6 @@ def bench_ingestion(args, work: Path, feed_base: str, feeds: list[dict]) -> dict
     }
 
 
-def qsite(*args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([str(BIN / "qsite"), *args], cwd=ROOT, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"bench: qsite {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}")
-    return done
 
 
 def build_news_db(work: Path, feed_base: str, feeds: list[dict]) -> tuple[Path, Path, dict]:
@@ -246,17 +149,6 @@ def build_news_db(work: Path, feed_base: str, feeds: list[dict]) -> tuple[Path, 
 # -- serving -----------------------------------------------------------------
 
 
-def start_qsite(args, procs: Processes, work: Path, name: str, config: Path, workers: int, core: int | None):
-    """``qsite serve --workers N`` on a free port, pinned to ``core``; returns (process, base URL)."""
-    port = free_port()
-    process = procs.start(
-        pinned(core, [str(BIN / "qsite"), "serve", "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
-                      "--workers", str(workers)]),
-        work / f"serve-{name}.log",
-        cwd=ROOT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    return process, base, wait_http(base + "/api/v1/stats", process)
 
 
 def bench_serving(args, procs: Processes, work: Path, db: Path, config: Path, results: dict) -> None:
@@ -391,14 +283,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--visibility-trials", type=int, default=3)
     parser.add_argument("--server-core", type=int, default=0, help="core the servers are pinned to (-1: none)")
     parser.add_argument("--client-core", type=int, default=1, help="core wrk is pinned to (-1: none)")
-    parser.add_argument("--skip", action="append", default=[], choices=["ingest", "api"], help="leave a part out")
+    parser.add_argument("--uncached-items", type=int, default=1_000_000, help="news items in the uncached benchmark's database")
+    parser.add_argument("--uncached-requests", type=int, default=200_000, help="distinct requests written for it")
+    parser.add_argument("--skip", action="append", default=[], choices=["ingest", "api", "uncached"],
+                        help="leave a part out (--skip uncached: no million-item database, a quick run)")
     parser.add_argument("--profile", action="store_true", help="also profile serving and ingestion with py-spy")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (databases, feeds, logs)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     args.server_core = None if args.server_core < 0 else args.server_core
     args.client_core = None if args.client_core < 0 else args.client_core
-    if "api" not in args.skip and not shutil.which("wrk"):
+    if {"api", "uncached"} - set(args.skip) and not shutil.which("wrk"):
         raise SystemExit("bench: wrk is not installed; run bench/run.sh (make bench), which installs it")
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -435,6 +330,12 @@ def main(argv: list[str] | None = None) -> None:
             log(f"building the {args.news_items}-item database through qsite ingest site / news")
             db, config, results["news_db"] = build_news_db(work, feed_base, db_feeds)
             bench_serving(args, procs, work, db, config, results)
+        if "uncached" not in args.skip:
+            try:
+                bench_uncached(args, procs, work, results)
+            except (Exception, SystemExit) as exc:  # the figures so far are kept and shown, and the run fails
+                results["failed"] = f"uncached: {exc!r}"
+                log(f"the uncached benchmark failed: {exc!r}")
         results["targets"] = verdicts(results)
         results["elapsed_s"] = time.perf_counter() - started
     finally:
@@ -449,6 +350,8 @@ def main(argv: list[str] | None = None) -> None:
     (args.out / "latest.json").write_text(text, encoding="utf-8")
     print(table(results))
     print(f"\nresults: {shown(path)} ({results['elapsed_s']:.0f} s)")
+    if "failed" in results:
+        raise SystemExit(f"bench: {results['failed']}")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import httpx
 BENCH = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 LUA = BENCH / "wrk_report.lua"
+WALK_LUA = BENCH / "wrk_walk.lua"
 RAW_APP = "bench.raw_asgi:app"
 
 
@@ -62,11 +63,22 @@ def record_responses(base: str, targets: dict[str, str], path: Path) -> dict:
     return recorded
 
 
-def run_wrk(args, url: str, seconds: float, headers: dict | None = None) -> dict:
-    command = ["wrk", "-t", str(args.threads), "-c", str(args.connections), "-d", f"{seconds:g}s", "--timeout", "5s", "-s", str(LUA)]
+def run_wrk(args, url: str, seconds: float, headers: dict | None = None, walk: tuple[Path, int] | None = None,
+            timeout: float = 5) -> dict:
+    """One wrk run at ``url``: req/s, latency percentiles, errors.
+
+    :param walk: ``(file of paths, first line)``: request each path of the file
+        once, in order, from that line (:file:`bench/wrk_walk.lua`, one wrk thread);
+        the result then says where the walk stopped (``walked_to``) and if it ran out.
+    """
+    script, threads, rest = LUA, args.threads, []
+    if walk is not None:
+        script, threads, rest = WALK_LUA, 1, ["--", str(walk[0]), str(walk[1])]
+    command = ["wrk", "-t", str(threads), "-c", str(args.connections), "-d", f"{seconds:g}s", "--timeout", f"{timeout:g}s",
+               "-s", str(script)]
     for name, value in (headers or {}).items():
         command += ["-H", f"{name}: {value}"]
-    command = pinned(args.client_core, command + [url])
+    command = pinned(args.client_core, command + [url] + rest)
     done = subprocess.run(command, capture_output=True, text=True)
     line = next((l for l in done.stdout.splitlines() if l.startswith("WRK_JSON ")), None)
     if done.returncode != 0 or line is None:
@@ -74,7 +86,7 @@ def run_wrk(args, url: str, seconds: float, headers: dict | None = None) -> dict
     result = json.loads(line.removeprefix("WRK_JSON "))
     seconds = result["duration_us"] / 1e6
     errors = sum(result["errors"].values())
-    return {
+    summary = {
         "rps": result["requests"] / seconds,
         "p50_ms": result["latency_us"]["p50"] / 1000,
         "p99_ms": result["latency_us"]["p99"] / 1000,
@@ -83,6 +95,9 @@ def run_wrk(args, url: str, seconds: float, headers: dict | None = None) -> dict
         "errors": errors,
         "error_kinds": {k: v for k, v in result["errors"].items() if v},
     }
+    if walk is not None:
+        summary["walked_to"], summary["ran_out"] = result["walked_to"], bool(result["ran_out"])
+    return summary
 
 
 def check(url: str, headers: dict | None, status: int, rows: int | None = None) -> int:

@@ -222,3 +222,90 @@ def m004_redact_locations(db):
             "INSERT OR REPLACE INTO export_state (source, etag, last_modified, content_hash, fetched_at) VALUES (?, ?, ?, ?, ?)",
             [public_location(source), *rest],
         )
+
+
+#: Fills ``news_counts`` from ``news`` (when the table is created, and after a bulk insert).
+COUNT_NEWS = """
+    INSERT INTO news_counts (span, period, tag, source, items)
+    SELECT 'month', substr(published_at, 1, 7), tag, source, count(*) FROM news GROUP BY 2, 3, 4
+    UNION ALL
+    SELECT 'day', substr(published_at, 1, 10), tag, source, count(*) FROM news GROUP BY 2, 3, 4
+"""
+
+
+def _count_changes(sign: str, row: str) -> str:
+    """The statements of a trigger that count ``row`` (``new`` or ``old``) in or out (``+`` or ``-``)."""
+    statements = []
+    for span, length in (("month", 7), ("day", 10)):
+        key = f"span = '{span}' AND period = substr({row}.published_at, 1, {length}) AND tag = {row}.tag AND source = {row}.source"
+        if sign == "+":
+            statements.append(
+                f"INSERT INTO news_counts (span, period, tag, source, items) "
+                f"VALUES ('{span}', substr({row}.published_at, 1, {length}), {row}.tag, {row}.source, 1) "
+                f"ON CONFLICT DO UPDATE SET items = items + 1;"
+            )
+        else:
+            statements.append(f"UPDATE news_counts SET items = items - 1 WHERE {key};")
+            statements.append(f"DELETE FROM news_counts WHERE {key} AND items = 0;")
+    return "\n            ".join(statements)
+
+
+@migrations()
+def m005_news_counts_and_indexes(db):
+    """Counts kept by triggers and an index for every way into ``news``, so no API query reads it whole.
+
+    ``news_counts``: how many items each month and each day, tag and source has.
+
+    Counting the items that match a tag and a time range is a range count over
+    an index, as long as the range is long: a million items are a million index
+    entries. With these counts the API's ``count`` adds up from here the months
+    wholly in the range (at most months x tags x sources rows) and the days
+    wholly in the range in the month it starts in (at most 31 x tags x sources),
+    and range-counts ``news`` only in the day it starts in: one day's items at
+    most, whatever the size of the table (see ``api_news_count`` in metadata.yml).
+    The triggers keep the counts in the same transaction as every insert,
+    delete and change of date, tag or source, whoever writes.
+
+    The indexes are the ways ``api_news`` reads a page: newest first overall
+    (``news_newest``, which now also holds tag and source, so the count of a
+    day's range reads no rows), by tag (``news_tag_newest``, as it was), and
+    each named source's newest, with or without a tag. ``news_source`` is
+    replaced by the first of those (a foreign key lookup by source uses it too).
+    """
+    db.executescript(
+        f"""
+        CREATE TABLE news_counts (
+            span TEXT NOT NULL CHECK (span IN ('month', 'day')),
+            period TEXT NOT NULL,      -- the start of published_at: YYYY-MM for a month, YYYY-MM-DD for a day
+            tag TEXT NOT NULL,
+            source TEXT NOT NULL,
+            items INTEGER NOT NULL CHECK (items >= 0),  -- a row at 0 is deleted at once
+            PRIMARY KEY (span, period, tag, source)
+        ) WITHOUT ROWID;
+
+        CREATE TRIGGER news_counts_insert AFTER INSERT ON news BEGIN
+            {_count_changes("+", "new")}
+        END;
+
+        CREATE TRIGGER news_counts_delete AFTER DELETE ON news BEGIN
+            {_count_changes("-", "old")}
+        END;
+
+        CREATE INDEX news_counts_source ON news_counts(source, span, items);
+
+        DROP INDEX news_newest;
+        CREATE INDEX news_newest ON news(published_at DESC, id DESC, tag, source);
+        DROP INDEX news_source;
+        CREATE INDEX news_source_newest ON news(source, published_at DESC, id DESC);
+        CREATE INDEX news_source_tag_newest ON news(source, tag, published_at DESC, id DESC);
+
+        -- The pipeline changes an item's tag when a rule or the feed's tag changes.
+        CREATE TRIGGER news_counts_update AFTER UPDATE OF published_at, tag, source ON news
+        WHEN old.published_at IS NOT new.published_at OR old.tag IS NOT new.tag OR old.source IS NOT new.source
+        BEGIN
+            {_count_changes("-", "old")}
+            {_count_changes("+", "new")}
+        END;
+        """
+    )
+    db.execute(COUNT_NEWS)

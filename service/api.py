@@ -75,8 +75,12 @@ class Api:
     """Answers /api/v1 requests for one database.
 
     :param execute_fn: runs a sync ``fn(conn)`` on a read connection of the
-        database and returns its result (:meth:`service.reader.Reader.run`:
-        the API's own threads and connections, never Datasette's shared pool).
+        database and returns its result (:meth:`service.reader.Reader.inline`:
+        the API's own connection, never Datasette's shared pool), for the
+        canned queries that read only what they answer with.
+    :param execute_costly: the same for a build whose cost grows with the data (a
+        :class:`~service.parameters.Param` that is ``costly`` was given):
+        :meth:`service.reader.Reader.run`, the API's own threads; ``execute_fn`` when not given.
     :param versions: the :class:`~service.data_versions.DataVersions` of that database.
     :param sql: ``{name: sql}`` of the canned queries (:func:`service.metadata.canned_sql`).
     :param documents: ``{"index": dict, "openapi": {language code: dict}}`` and, on a
@@ -97,8 +101,10 @@ class Api:
         docs_page: DocsPage | None = None,
         broken: str | None = None,
         reader=None,
+        execute_costly=None,
     ):
         self.execute_fn = execute_fn
+        self.execute_costly = execute_costly or execute_fn
         self.sql = sql or {}
         self.max_age = max_age
         self.documents = documents
@@ -115,14 +121,14 @@ class Api:
         if self.reader is not None:
             self.reader.close()
 
-    def fast(self, method: str, raw_key: tuple[bytes, bytes], headers) -> tuple | None:
+    def fast(self, method: str, raw_key: tuple[bytes, bytes], conditions) -> tuple | None:
         """The answer to an anonymous GET/HEAD from an already built response, else None.
 
         No parsing, SQL, thread or serialisation: an alias lookup and the
         conditional check. The ``data_versions`` poll it may start runs on
-        its own, on the API's threads; this answer never waits for it. When
-        the versions are not recent (no request came for a while), None: the
-        routed path waits for a poll rather than serve what may have changed.
+        its own; this answer never waits for it. When the versions are not
+        recent (no request came for a while), None: :meth:`handle` waits for a
+        poll rather than serve what may have changed.
         """
         if method != "GET" and method != "HEAD":
             return None
@@ -132,10 +138,26 @@ class Api:
         entry = self.cache.alias(raw_key)
         if entry is None:
             return None
+        return entry.answer(conditions)
+
+    async def anonymous(self, method: str, raw_key: tuple[bytes, bytes], headers, scheme: str = "http") -> tuple | None:
+        """The answer to a request without credentials, for the ASGI wrapper to send; else None.
+
+        A repeat of a built response is :meth:`fast`; anything else is
+        :meth:`handle`. Neither needs Datasette's CSRF middleware and router:
+        for a request without a cookie or ``Authorization`` they would only
+        add ``Vary``, which every answer carries already, and cost an uncached
+        request more than its SQL (a CSRF token of 16 random characters made
+        for every request, routing, a request object). Requests with
+        credentials get ``None``: the router applies Datasette's privacy rule.
+        """
         conditions = read_conditions(headers)
         if conditions.credentialed:
-            return None  # Datasette's router decides how those are cached
-        return entry.answer(conditions)
+            return None
+        answer = self.fast(method, raw_key, conditions)
+        if answer is not None:
+            return answer
+        return await self.handle(method, raw_key[0].decode("latin-1"), raw_key[1], headers, scheme=scheme)
 
     async def handle(
         self, method: str, path: str, query: bytes, headers, scheme: str = "http"
@@ -259,6 +281,8 @@ class Api:
                 raise NoData()
             return endpoint.build(Build(endpoint, values, arg, conn, self.sql, versions))
 
-        versions, (payload, extra_headers) = await self.execute_fn(lambda conn: in_snapshot(conn, build))
+        costly = any(param.costly and values[param.name] is not None for param in endpoint.params)
+        execute = self.execute_costly if costly else self.execute_fn
+        versions, (payload, extra_headers) = await execute(lambda conn: in_snapshot(conn, build))
         modified = updated_at(versions, endpoint.datasets)
         return Entry(key, dumps(payload), endpoint.datasets, modified, self.max_age, extra_headers), versions

@@ -1,11 +1,14 @@
 """The qsite Datasette plugin: the /api/v1 JSON routes, and a read-only instance.
 
 Every path under /api/v1 is a plugin route (``register_routes``) answered by
-:class:`service.api.Api`, on threads and connections of its own
+:class:`service.api.Api`, on connections and threads of its own
 (:mod:`service.reader`). Responses are built once per data version and kept
-as bytes; the ASGI wrapper below serves anonymous repeats of a built response
-before Datasette's router runs, since a repeat needs no routing, no actor
-and no SQL.
+as bytes. The ASGI wrapper below answers requests without credentials itself,
+before Datasette's CSRF middleware and router run (:meth:`Api.anonymous
+<service.api.Api.anonymous>`): a repeat of a built response needs no routing,
+no actor and no SQL, and a new one nothing of them either; requests with a
+cookie or ``Authorization`` go through the route, where Datasette's privacy
+rule applies.
 
 The same wrapper, for the whole instance: caps the request target and header
 fields and takes apart the request-target forms Datasette does not route
@@ -102,7 +105,7 @@ def get_api(datasette) -> Api:
     if found is not None:
         return found
     broken = None
-    execute_fn = versions = sql = rate_limit = None
+    execute_fn = execute_costly = versions = sql = rate_limit = None
     max_age = 0
     reader = None
     try:
@@ -115,9 +118,10 @@ def get_api(datasette) -> Api:
         if database is None:
             raise ConfigError(f"database {name!r} ({config.database_path}) is not served by this Datasette")
         sql = canned_sql(datasette, name)
-        reader = Reader(database.path)
-        execute_fn = reader.run
-        versions = DataVersions(reader.run)
+        reader = Reader(database.path, time_limit_ms=config.api.sql_time_limit_ms)
+        execute_fn, execute_costly = reader.inline, reader.run
+        # data_versions (four rows) inline too: never queued behind a news search on the threads
+        versions = DataVersions(reader.inline)
     except (ConfigError, MetadataError, OSError) as exc:
         broken = str(exc)
         log.error("/api/v1 cannot serve data: %s", broken)
@@ -127,9 +131,17 @@ def get_api(datasette) -> Api:
     if follower is not None and follower.serving is not None:
         documents["snapshot"] = describe(follower.serving)
     docs_page = DocsPage(datasette, catalogs, rate_limit, max_age)
-    api = Api(execute_fn, versions, sql, max_age, documents, docs_page=docs_page, broken=broken, reader=reader)
+    api = Api(
+        execute_fn, versions, sql, max_age, documents, docs_page=docs_page, broken=broken, reader=reader,
+        execute_costly=execute_costly,
+    )
     datasette._qsite_api = api
     return api
+
+
+def client_scheme(datasette, scope) -> str:
+    """``http`` or ``https`` as the client sees it: Datasette's force_https_urls is for instances behind a TLS proxy."""
+    return "https" if datasette.setting("force_https_urls") else scope.get("scheme", "http")
 
 
 async def api_view(datasette, request, scope, send):
@@ -138,10 +150,8 @@ async def api_view(datasette, request, scope, send):
     if is_snapshot_file(path):  # a file, streamed rather than built as bytes
         return await send_snapshot_file(datasette, scope, path, send)
     api = get_api(datasette)
-    # as the client sees it: Datasette's force_https_urls is for instances behind a TLS proxy
-    scheme = "https" if datasette.setting("force_https_urls") else scope.get("scheme", "http")
     status, headers, body = await api.handle(
-        scope["method"], path, scope.get("query_string", b""), scope["headers"], scheme=scheme
+        scope["method"], path, scope.get("query_string", b""), scope["headers"], scheme=client_scheme(datasette, scope)
     )
     await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
 
@@ -231,8 +241,10 @@ def asgi_wrapper(datasette):
                 return
             if is_api_path(path):
                 api = getattr(datasette, "_qsite_api", None)
-                if api is not None:
-                    answer = api.fast(method, (path, scope.get("query_string", b"")), scope["headers"])
+                if api is not None and not is_snapshot_file(path.decode("latin-1")):
+                    answer = await api.anonymous(
+                        method, (path, scope.get("query_string", b"")), scope["headers"], client_scheme(datasette, scope)
+                    )
                     if answer is not None:
                         status, headers, body = answer
                         await send({"type": "http.response.start", "status": status, "headers": headers})

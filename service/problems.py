@@ -28,6 +28,12 @@ CORS_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"access-control-expose-headers", EXPOSE_HEADERS.encode()),
 )
 
+#: On every /api/v1 answer: the same URL may be answered differently to a credentialed
+#: request (Datasette's privacy rule), so shared caches must tell the two apart.
+#: Datasette's router adds it too; with it on every answer, an answer sent
+#: without the router (service/plugin.py) is the same as one sent through it.
+VARY = (b"vary", b"Cookie, Authorization")
+
 #: Errors must never be stored by a cache: the next request may succeed.
 NO_STORE = (b"cache-control", b"no-store")
 
@@ -39,6 +45,7 @@ PREFLIGHT_HEADERS: tuple[tuple[bytes, bytes], ...] = CORS_HEADERS + (
     (b"access-control-allow-methods", b"GET, HEAD, OPTIONS"),
     (b"access-control-allow-headers", b"*"),
     (b"access-control-max-age", b"86400"),
+    VARY,
 )
 
 #: name -> (status, title) of every problem type the service sends.
@@ -86,6 +93,7 @@ def problem_response(
         (b"content-length", str(len(data)).encode()),
         NO_STORE,
         *CORS_HEADERS,
+        VARY,
         *headers,
     ]
     return body["status"], all_headers, data

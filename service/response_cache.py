@@ -69,6 +69,9 @@ class ResponseCache:
         #: Bytes kept by entries, and by aliases.
         self.size = 0
         self.alias_bytes = 0
+        #: entry key -> the raw keys aliasing it, so dropping an entry drops its
+        #: aliases without a walk over all of them (every uncached request evicts one).
+        self._aliases_of: dict[Hashable, set] = {}
         self._building: dict[Hashable, asyncio.Future] = {}
 
     def __len__(self) -> int:
@@ -90,8 +93,7 @@ class ResponseCache:
     def drop(self, datasets: set[str]) -> None:
         """Forget every entry built from any of ``datasets``."""
         for key in [key for key, entry in self.entries.items() if datasets.intersection(entry.datasets)]:
-            self.size -= self.entries.pop(key).size
-        self._prune_aliases()
+            self._remove(key)
 
     async def storable(self, seen: Versions, datasets: tuple[str, ...]) -> bool:
         """Whether a response built from the versions ``seen`` is current (else it is stale already)."""
@@ -118,38 +120,41 @@ class ResponseCache:
     def add_alias(self, raw_key: tuple[bytes, bytes], entry: Entry) -> None:
         if self.entries.get(entry.key) is not entry:
             return  # not stored (stale or too big): a later request must rebuild
-        size = alias_size(raw_key)
-        if self.aliases.pop(raw_key, None) is not None:
-            self.alias_bytes -= size
+        previous = self.aliases.pop(raw_key, None)
+        if previous is not None:
+            self._unlink(raw_key, previous.key)
         self.aliases[raw_key] = entry
-        self.alias_bytes += size
+        self.alias_bytes += alias_size(raw_key)
+        self._aliases_of.setdefault(entry.key, set()).add(raw_key)
         while len(self.aliases) > self.max_aliases or self.alias_bytes > self.max_alias_bytes:
-            dropped, _ = self.aliases.popitem(last=False)
-            self.alias_bytes -= alias_size(dropped)
+            oldest, dropped = self.aliases.popitem(last=False)
+            self._unlink(oldest, dropped.key)
 
     def put(self, entry: Entry) -> None:
-        old = self.entries.pop(entry.key, None)
-        if old is not None:
-            self.size -= old.size
+        if entry.key in self.entries:
+            self._remove(entry.key)
         if entry.size > self.max_entry_bytes // 4:
-            if old is not None:
-                self._prune_aliases()
             return
         self.entries[entry.key] = entry
         self.size += entry.size
-        evicted = old is not None
         while len(self.entries) > self.max_entries or self.size > self.max_entry_bytes:
-            _, dropped = self.entries.popitem(last=False)
-            self.size -= dropped.size
-            evicted = True
-        if evicted:
-            self._prune_aliases()
+            self._remove(next(iter(self.entries)))
 
-    def _prune_aliases(self) -> None:
-        entries = self.entries
-        for raw_key in [k for k, entry in self.aliases.items() if entries.get(entry.key) is not entry]:
+    def _remove(self, key: Hashable) -> None:
+        """Forget the entry ``key`` and every alias of it."""
+        self.size -= self.entries.pop(key).size
+        for raw_key in self._aliases_of.pop(key, ()):
             del self.aliases[raw_key]
             self.alias_bytes -= alias_size(raw_key)
+
+    def _unlink(self, raw_key: tuple[bytes, bytes], key: Hashable) -> None:
+        """``raw_key`` has left :attr:`aliases`: its bytes and its link to the entry ``key`` go."""
+        self.alias_bytes -= alias_size(raw_key)
+        aliases = self._aliases_of.get(key)
+        if aliases is not None:
+            aliases.discard(raw_key)
+            if not aliases:
+                del self._aliases_of[key]
 
     async def get_or_build(self, key: Hashable, build: Callable[[], Awaitable[tuple[Entry, Versions]]]) -> Entry:
         """The entry for ``key``, building it once however many requests ask at once.

@@ -1,4 +1,4 @@
-"""Property-based tests (hypothesis) of what makes a news item: its URL, its text and its date.
+"""Property-based tests (hypothesis) of what makes a news item (its URL, its text and its date) and of response JSON.
 
 Examples are bounded for ``make test``; ``make soak`` raises them through
 ``QSITE_SOAK`` (see :data:`EXAMPLES`).
@@ -6,6 +6,7 @@ Examples are bounded for ``make test``; ``make soak`` raises them through
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -21,6 +22,7 @@ from pipeline.text import html_to_text as plain_text
 from pipeline.text import shorten
 from pipeline.urls import canonical_url
 from service.parameters import decode_cursor, encode_cursor, parse_since
+from service.responses import dumps
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 EXAMPLES = 3000 if SOAK else 150
@@ -237,3 +239,20 @@ def test_cursor_round_trips_and_garbage_is_refused(moment, digest, item, garbage
     assert decode_cursor(encode_cursor(stamp, item)) is None or re.fullmatch("[0-9a-f]{32}", item)
     decoded = decode_cursor(garbage)
     assert decoded is None or (RFC3339_Z.match(decoded[0]) and encode_cursor(*decoded) == garbage)
+
+
+# -- response bodies -----------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**63 - 1) | st.text(st.characters(exclude_categories=["Cs"])),
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5),
+    max_leaves=30,
+)
+
+
+@bounded
+@given(json_values)
+@example({"t": "\x00\x1f\x7f\u2028\u2029\u00e9\"\\/\U0001f600", "n": [2**63 - 1, -(2**63), None, True]})
+def test_response_json_is_the_standard_encoders_bytes(payload):
+    """orjson, for speed, writes what ``json.dumps`` wrote before it: control characters, U+2028 and all."""
+    assert dumps(payload) == json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

@@ -1,0 +1,183 @@
+"""The processes a ``make bench`` run starts, and what it reads of them.
+
+:class:`Processes` starts them (each in its own session, with its own log) and
+stops all of them, and only them, at the end; :func:`news_config` writes a qsite
+config; :func:`start_qsite` runs ``qsite serve`` on a free port, pinned to a
+core; :func:`memory_kb` reads a process tree's resident memory and
+:func:`wait_idle` waits until it stops using the CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import yaml
+
+from bench.servers import pinned
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+SAMPLE_EXPORT = ROOT / "pipeline" / "samples" / "site-export.json"
+
+#: wrk is one client sending thousands of requests a second: the fair-use limiter
+#: runs on every request (its cost is part of what is measured) but never trips.
+BENCH_RATE_LIMIT = "100000000/second"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Processes:
+    """The processes this run started; all of them, and only them, are stopped at the end."""
+
+    def __init__(self):
+        self.started: list[subprocess.Popen] = []
+
+    def start(self, args: list[str], log_path: Path, **kwargs) -> subprocess.Popen:
+        handle = open(log_path, "wb")
+        process = subprocess.Popen(args, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True, **kwargs)
+        process.log_path = log_path
+        self.started.append(process)
+        return process
+
+    def stop(self, process: subprocess.Popen) -> None:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+    def stop_all(self) -> None:
+        for process in reversed(self.started):
+            self.stop(process)
+
+
+def wait_http(url: str, process: subprocess.Popen, timeout: float = 60.0) -> float:
+    """Wait until ``url`` answers at all; return how long it took."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout:
+        if process.poll() is not None:
+            raise SystemExit(f"bench: server exited with {process.returncode}; see {process.log_path}")
+        try:
+            httpx.get(url, timeout=2)
+            return time.perf_counter() - started
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise SystemExit(f"bench: {url} did not answer within {timeout:g} s; see {process.log_path}")
+
+
+def process_tree(pid: int) -> list[int]:
+    pids, queue = [], [pid]
+    while queue:
+        current = queue.pop()
+        pids.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            try:
+                queue += [int(child) for child in (task / "children").read_text().split()]
+            except OSError:
+                pass
+    return pids
+
+
+def memory_kb(pid: int) -> dict:
+    """``VmHWM`` (peak resident) and ``VmRSS`` of ``pid`` and its children, in kB, per process."""
+    result = {}
+    for current in process_tree(pid):
+        try:
+            status = Path(f"/proc/{current}/status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        result[current] = {
+            "name": fields.get("Name", "").strip(),
+            "hwm_kb": int(fields.get("VmHWM", "0 kB").split()[0]),
+            "rss_kb": int(fields.get("VmRSS", "0 kB").split()[0]),
+        }
+    return result
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of ``pid`` and its children so far."""
+    total = 0.0
+    for current in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def wait_idle(pid: int, timeout: float = 120.0, busy: float = 0.05) -> float:
+    """Wait until ``pid`` (and children) use under ``busy`` of a core; return how long that took.
+
+    A server keeps working on requests a load generator sent before it stopped
+    (Datasette does not cancel a query when its client leaves); the next
+    target must not share the core with that work.
+    """
+    started = time.perf_counter()
+    last = cpu_seconds(pid)
+    while time.perf_counter() - started < timeout:
+        time.sleep(0.5)
+        now = cpu_seconds(pid)
+        if now - last < busy * 0.5:
+            break
+        last = now
+    return time.perf_counter() - started
+
+
+def news_config(path: Path, db: Path, sources: list[dict], rate_limit: str = BENCH_RATE_LIMIT) -> Path:
+    """A qsite config listing ``sources`` (name, url, tag), with a classification rule like a real one."""
+    data = {
+        "database": str(db),
+        "site_export": {"source": str(SAMPLE_EXPORT), "every": "1h"},
+        "news": {
+            "every": "15m",
+            "retention_days": None,
+            "sources": [
+                {
+                    "name": s["name"],
+                    "url": s["url"],
+                    "tag": s["tag"],
+                    # Matches the two money headlines of bench/feeds.py (about one item in six).
+                    "rules": [{"match": r"(?i)\b(raises|ipo)\b", "tag": "Investing"}],
+                }
+                for s in sources
+            ],
+        },
+        "api": {"cache_max_age": 300, "rate_limit": rate_limit},
+    }
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def qsite(*args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run([str(BIN / "qsite"), *args], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"bench: qsite {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}")
+    return done
+
+
+def start_qsite(args, procs: Processes, work: Path, name: str, config: Path, workers: int, core: int | None):
+    """``qsite serve --workers N`` on a free port, pinned to ``core``; returns (process, base URL)."""
+    port = free_port()
+    process = procs.start(
+        pinned(core, [str(BIN / "qsite"), "serve", "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
+                      "--workers", str(workers)]),
+        work / f"serve-{name}.log",
+        cwd=ROOT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    return process, base, wait_http(base + "/api/v1/stats", process)

@@ -1,0 +1,267 @@
+"""The uncached path at a million items: distinct requests, each a miss of the response cache.
+
+1. the database: a million news items (:mod:`bench.newsdb`, through the
+   storage layer's bulk insert) and the bundled catalog (``qsite ingest site``);
+2. the requests, written up front (:func:`write_requests`), every one once in
+   its canonical form, so none can be answered from the cache, in two mixes:
+   random combinations of ``tag``, ``since``, ``until``, ``source`` and
+   ``cursor`` on /api/v1/news with glossary searches (``q``) among them; and
+   news searches (``q`` with the same filters), which read every match (see
+   ``api_news`` in metadata.yml). Each also as the same query to Datasette's
+   own table JSON (``/<db>/news.json?tag=...&published_at__gt=...&_sort_desc=published_at&_size=20&_next=...``);
+3. ``qsite serve`` on that database (one worker, limiter on, pinned like the
+   cached benchmark's) and ``wrk`` walking each list with
+   :file:`bench/wrk_walk.lua`: every run starts where the last one stopped, the
+   four targets in turn, round after round;
+4. the serving process's memory (``VmHWM``, ``VmRSS``) after all of it, and a
+   check that the counts the API answered are the table's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sqlite3
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlencode
+
+import httpx
+from datasette.utils import tilde_encode
+
+from bench import newsdb
+from bench.harness import Processes, memory_kb, news_config, qsite, start_qsite, wait_idle
+from bench.profiling import profile_serving
+from bench.servers import log, run_wrk
+from db.model import TAGS
+from service.parameters import encode_cursor
+
+#: Items per page, in both: the API's default limit and Datasette's ``_size``.
+PAGE = 20
+#: Share of the requests that are glossary searches; the rest are news pages.
+GLOSSARY_SHARE = 0.1
+#: Datasette's table JSON takes a good part of a second per request at a million
+#: items (its count and facets read every match), so 32 connections would wait
+#: longer than a round for their first answers. It is driven with fewer
+#: connections, for longer: its throughput is what it can do on one core either way.
+DATASETTE_CONNECTIONS = 4
+DATASETTE_SECONDS = 15
+#: Seconds a request may take before wrk counts it as a timeout.
+TIMEOUT = {"qsite": 5, "datasette": 30}
+#: The two mixes of requests: news pages (tag, since, until, source, cursor) and glossary
+#: searches; and news searches (q, with the same filters at random), which read every match.
+MIXES = ("pages", "search")
+
+
+@dataclass(frozen=True)
+class NewsRequest:
+    """One /api/v1/news query; ``None`` is a parameter not given."""
+
+    tag: str | None = None
+    since: str | None = None
+    until: str | None = None
+    sources: tuple[str, ...] = ()
+    cursor: tuple[str, str] | None = None
+    q: str | None = None
+
+    def api_path(self) -> str:
+        query = [("tag", self.tag), ("since", self.since), ("until", self.until)]
+        query += [("source", name) for name in self.sources]
+        query += [("cursor", self.cursor and encode_cursor(*self.cursor)), ("q", self.q)]
+        return "/api/v1/news?" + urlencode([(k, v) for k, v in query if v is not None])
+
+    def datasette_path(self, db_name: str) -> str:
+        """The same query as Datasette's table JSON: same filters, page size and position."""
+        query = [("tag", self.tag), ("published_at__gt", self.since), ("published_at__lt", self.until)]
+        if self.sources:
+            query.append(("source__in", json.dumps(list(self.sources))))
+        if self.q:
+            query.append(("_search", self.q))
+        query += [("_sort_desc", "published_at"), ("_size", str(PAGE))]
+        if self.cursor:
+            query.append(("_next", f"{tilde_encode(self.cursor[0])},{tilde_encode(self.cursor[1])}"))
+        return f"/{db_name}/news.json?" + urlencode([(k, v) for k, v in query if v is not None])
+
+
+@dataclass(frozen=True)
+class GlossaryRequest:
+    q: str
+
+    def api_path(self) -> str:
+        return "/api/v1/glossary?" + urlencode({"q": self.q})
+
+    def datasette_path(self, db_name: str) -> str:
+        return f"/{db_name}/glossary.json?" + urlencode({"_search": self.q, "_sort": "term"})
+
+
+class Sample:
+    """What random requests are made of, read from the database once."""
+
+    def __init__(self, db: Path, count: int, rng: random.Random):
+        with sqlite3.connect(db) as conn:
+            low, high, last = conn.execute(
+                "SELECT strftime('%s', min(published_at)), strftime('%s', max(published_at)), max(rowid) FROM news"
+            ).fetchone()
+            picks = json.dumps(rng.sample(range(1, last + 1), min(last, count)))
+            self.items = conn.execute(
+                "SELECT published_at, id, title || ' ' || summary FROM news WHERE rowid IN (SELECT value FROM json_each(?))",
+                [picks],
+            ).fetchall()
+            self.sources = [name for (name,) in conn.execute("SELECT name FROM sources ORDER BY name")]
+            glossary = " ".join(t + " " + d for t, d in conn.execute("SELECT term, definition FROM glossary"))
+        self.span = (int(low), int(high) + 1)
+        self.glossary_words = sorted({w.lower() for w in glossary.split() if w.isalpha() and len(w) > 3})
+        words = {w.lower().strip(".,;:") for *_, text in self.items[:2000] for w in text.split()}
+        self.news_words = sorted(w for w in words if w.isalpha() and len(w) > 3)
+
+    def time(self, rng: random.Random) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(rng.randrange(*self.span)))
+
+    def news(self, rng: random.Random, search: bool) -> NewsRequest:
+        since, until = sorted((self.time(rng), self.time(rng)))
+        q = None
+        if search:  # a word of a random item (common words often) or of the vocabulary (rare ones too)
+            item_words = [w.lower().strip(".,;:") for w in rng.choice(self.items)[2].split()]
+            words = [w for w in item_words if w.isalpha() and len(w) > 3] or self.news_words
+            q = rng.choice(words if rng.random() < 0.5 else self.news_words)
+        return NewsRequest(
+            tag=rng.choice((None, *TAGS)),
+            since=since if rng.random() < 0.5 else None,
+            until=until if rng.random() < 0.25 else None,
+            sources=tuple(rng.sample(self.sources, rng.choice((1, 2)))) if rng.random() < 0.25 else (),
+            cursor=rng.choice(self.items)[:2] if rng.random() < 0.5 else None,
+            q=q,
+        )
+
+    def glossary(self, rng: random.Random) -> GlossaryRequest:
+        return GlossaryRequest(" ".join(rng.sample(self.glossary_words, rng.choice((1, 1, 2)))))
+
+
+def write_requests(db: Path, count: int, work: Path, db_name: str, mix: str, seed: int = 15) -> tuple[Path, Path, list]:
+    """``count`` distinct requests of ``mix`` (:data:`MIXES`), as /api/v1 paths and as Datasette paths, one file each.
+
+    Times are uniform over the items' span; cursors are the positions of items
+    picked at random, as a client paging from them would send; sources are one
+    or two publishers; glossary searches are one or two words of the glossary's
+    own text, news searches a word of an item's title or summary.
+    """
+    rng = random.Random(f"{seed}-{mix}")
+    sample = Sample(db, count, rng)
+    requests: dict = {}
+    while len(requests) < count:
+        if mix == "pages" and rng.random() < GLOSSARY_SHARE:
+            request = sample.glossary(rng)
+        else:
+            request = sample.news(rng, search=mix == "search")
+        requests.setdefault(request, None)
+    ordered = list(requests)
+    api, datasette = work / f"uncached-{mix}-api.txt", work / f"uncached-{mix}-datasette.txt"
+    api.write_text("\n".join(r.api_path() for r in ordered) + "\n", encoding="utf-8")
+    datasette.write_text("\n".join(r.datasette_path(db_name) for r in ordered) + "\n", encoding="utf-8")
+    return api, datasette, ordered
+
+
+def check_counts(base: str, db: Path, requests: list, checks: int = 6) -> list[dict]:
+    """The API's ``count`` for a few news requests against ``count(*)`` over the table itself."""
+    checked = []
+    with sqlite3.connect(db) as conn, httpx.Client(base_url=base, timeout=60) as client:
+        for request in [r for r in requests if isinstance(r, NewsRequest)][:checks]:
+            expected = conn.execute(
+                """SELECT count(*) FROM news WHERE (:tag IS NULL OR tag = :tag) AND published_at > coalesce(:since, '')
+                   AND (:until IS NULL OR published_at < :until)
+                   AND (:sources = '[]' OR source IN (SELECT value FROM json_each(:sources)))
+                   AND (:q IS NULL OR rowid IN (SELECT rowid FROM news_fts WHERE news_fts MATCH '"' || :q || '"'))""",
+                {"tag": request.tag, "since": request.since, "until": request.until,
+                 "sources": json.dumps(list(request.sources)), "q": request.q},
+            ).fetchone()[0]
+            answered = client.get(request.api_path()).json()["count"]
+            if answered != expected:
+                raise SystemExit(f"bench: {request.api_path()} counted {answered}, the table has {expected}")
+            checked.append({"path": request.api_path(), "count": answered})
+    return checked
+
+
+def ratio(ours: list[dict], theirs: list[dict]) -> float | None:
+    """Median over rounds of our req/s over theirs; rounds where they answered nothing are left out."""
+    found = [a["rps"] / b["rps"] for a, b in zip(ours, theirs) if b["rps"] > 0]
+    return statistics.median(found) if found else None
+
+
+def bench_uncached(args, procs: Processes, work: Path, results: dict) -> None:
+    """Build the database, start ``qsite serve`` on it, and walk the request lists round after round."""
+    db = work / "million.db"
+    log(f"uncached: building a {args.uncached_items:,}-item database through the storage layer's bulk insert")
+    built = newsdb.build(db, args.uncached_items)
+    config = news_config(work / "million.yml", db, [])
+    started = time.perf_counter()
+    qsite("ingest", "site", "--config", str(config))
+    built["ingest_site_s"] = time.perf_counter() - started
+    built["db_mb"] = db.stat().st_size / 1e6
+    log(f"uncached: built in {built['seconds']:.0f} s ({built['db_mb']:.0f} MB); writing {args.uncached_requests:,} requests")
+    server, base, _ = start_qsite(args, procs, work, "million", config, 1, args.server_core)
+    db_name = next(iter(httpx.get(base + "/-/databases.json", timeout=30).json()))["name"]
+    targets, requests = {}, {}
+    for mix, name in zip(MIXES, ("uncached", "uncached search")):
+        count = args.uncached_requests if mix == "pages" else args.uncached_requests // 4
+        api_file, datasette_file, requests[mix] = write_requests(db, count, work, db_name, mix)
+        targets[name] = api_file
+        targets[f"datasette {name}"] = datasette_file
+    for name, file in targets.items():
+        first = httpx.get(base + file.open(encoding="utf-8").readline().strip(), timeout=60)
+        if first.status_code != 200:
+            raise SystemExit(f"bench: {name} answered {first.status_code}: {first.text[:300]}")
+    position = {name: 1 for name in targets}
+    runs: dict[str, list] = {name: [] for name in targets}
+
+    def walk(name: str, seconds: float) -> dict:
+        load = args
+        if name.startswith("datasette"):
+            load = argparse.Namespace(**{**vars(args), "connections": DATASETTE_CONNECTIONS})
+            seconds = max(seconds, DATASETTE_SECONDS)
+        timeout = TIMEOUT["datasette" if name.startswith("datasette") else "qsite"]
+        result = run_wrk(load, base, seconds, walk=(targets[name], position[name]), timeout=timeout)
+        if result["ran_out"]:
+            raise SystemExit(f"bench: {name} used up its distinct requests; raise --uncached-requests")
+        position[name] = result["walked_to"]
+        result["idle_after_s"] = wait_idle(server.pid)  # Datasette works on for seconds after wrk stops
+        return result
+
+    for name in targets:
+        walk(name, args.warmup)
+    for round_no in range(args.rounds):
+        for name in targets:
+            runs[name].append(walk(name, args.duration))
+        log(f"uncached round {round_no + 1}/{args.rounds}: " + ", ".join(f"{n} {r[-1]['rps']:.0f}/s" for n, r in runs.items()))
+    summary = {
+        name: {
+            "rps": statistics.median(r["rps"] for r in rounds),
+            "p50_ms": statistics.median(r["p50_ms"] for r in rounds),
+            "p99_ms": statistics.median(r["p99_ms"] for r in rounds),
+            "errors": sum(r["errors"] for r in rounds),
+            "requests_walked": position[name] - 1,
+            "rounds": rounds,
+        }
+        for name, rounds in runs.items()
+    }
+    if args.profile:
+        log("profiling the uncached path with py-spy")
+        profiled = [{"name": "uncached", "url": base, "walk": (targets["uncached"], position["uncached"])}]
+        results["profile_serve"] = results.get("profile_serve", {}) | profile_serving(args, server.pid, profiled, args.out, ("uncached",))
+    mem = memory_kb(server.pid)
+    results["uncached"] = {
+        "database": built,
+        "requests": {mix: len(listed) for mix, listed in requests.items()},
+        "share_glossary": GLOSSARY_SHARE,
+        "targets": summary,
+        "vs_datasette": {name: ratio(runs[name], runs[f"datasette {name}"]) for name in ("uncached", "uncached search")},
+        "counts_checked": check_counts(base, db, requests["pages"]) + check_counts(base, db, requests["search"], 2),
+        "memory": {
+            "processes": mem,
+            "peak_mb": max(m["hwm_kb"] for m in mem.values()) / 1024,
+            "rss_mb": max(m["rss_kb"] for m in mem.values()) / 1024,
+        },
+    }
+    procs.stop(server)

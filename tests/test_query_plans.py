@@ -1,0 +1,182 @@
+"""The canned queries read only what they answer with, however many news items there are.
+
+Not timed. Every canned query in ``metadata.yml`` runs with every combination
+of its parameters set and unset, on real databases, and two things are checked:
+
+- its plan (EXPLAIN QUERY PLAN): ``news`` and ``news_counts`` are only ever
+  SEARCHed through an index, never SCANned (a scan reads every row, or every
+  entry of an index), and a full-text search goes through the FTS index;
+- its work (SQLite virtual machine steps, counted by a progress handler) on a
+  database of four times the news over four times the days, at the same
+  density, with its times as far from the newest item, or from the oldest
+  (which is four times as far from the newest): a query that reads only what
+  it answers with does about the same work on both. A search (``q``) is the one exception ``metadata.yml`` states:
+  it reads every match, so it is checked by its plan only.
+
+A query whose parameter has no test values here fails, so a new filter cannot
+arrive unchecked.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from db.model import TAGS, format_time
+from pipeline.normalise import Item
+from pipeline.store import open_database, transaction
+from pipeline.store import news as news_store
+from service.metadata import QUERY_PREFIX, read_metadata_file
+from tests.support.known_data import SOURCES, seed_catalog
+
+NEWEST = datetime(2026, 11, 20, 9, 0, tzinfo=timezone.utc)
+#: One item every this often, so both databases hold the same number of items a day.
+EVERY = timedelta(minutes=37)
+SMALL = 1500
+
+
+def newer(**delta):
+    """A time that far before the newest item."""
+    return lambda oldest: format_time(NEWEST - timedelta(**delta))
+
+
+def older(**delta):
+    """A time that far after the oldest item: four times as far from the newest in the big database."""
+    return lambda oldest: format_time(oldest + timedelta(**delta))
+
+
+#: Test values of each canned-query parameter: unset ('' in every canned query) and set; times
+#: near the newest items and near the oldest (a callable of the oldest item's time).
+#: Parameters that only make sense together are one entry.
+VALUES = {
+    ("tag",): [("",), ("Science",)],
+    ("since",): [("",), (newer(days=9, minutes=5),), (older(days=2, minutes=5),)],
+    ("until",): [("",), (newer(days=2, minutes=11),), (older(days=6, minutes=11),)],
+    ("sources",): [("",), (f'["{SOURCES["Science"]}", "{SOURCES["Investing"]}"]',)],
+    ("before", "before_id"): [("", ""), (newer(days=5), "item-zzz"), (older(days=4), "item-zzz")],
+    ("limit",): [("",), (21,)],
+    ("q",): [("",), ('"qubit"',)],
+    ("id",): [("",), ("qubit",)],
+    ("course",): [("",), ("quantum-basics",)],
+}
+#: The tables that grow with the news: never read whole.
+BIG = ("news", "news_counts")
+SCAN = re.compile(rf"^SCAN ({'|'.join(BIG)})\b")
+SEARCH = re.compile(rf"^SEARCH ({'|'.join(BIG)})\b")
+#: The plan step of an FTS5 MATCH.
+FTS_MATCH = re.compile(r"^SCAN \w+_fts VIRTUAL TABLE INDEX \d+:M")
+
+QUERIES = {
+    name.removeprefix(QUERY_PREFIX): query["sql"]
+    for name, query in next(iter(read_metadata_file()["databases"].values()))["queries"].items()
+}
+
+
+def news_database(path, count: int):
+    """The known catalog and ``count`` items, one every :data:`EVERY` back from :data:`NEWEST`."""
+    db = open_database(path)
+    seed_catalog(db)
+    by_source: dict[str, list[tuple[str, Item]]] = {}
+    for n in range(count):
+        tag = TAGS[n % 3] if n % 7 else "Investing"
+        source = SOURCES[TAGS[n % 3]]
+        words = "qubit" if n % 5 == 0 else "photon"
+        url = f"https://news.example/{n}"
+        item = Item(f"key-{n:05d}", url, f"Headline {n}", f"About a {words}", tag, format_time(NEWEST - n * EVERY), True)
+        by_source.setdefault(source, []).append((f"item-{n:05d}", item))
+    with transaction(db):
+        db["sources"].insert_all([{"name": name, "url": f"https://{tag}.example/feed", "tag": tag} for tag, name in SOURCES.items()])
+        for source, items in by_source.items():
+            news_store.insert_items(db, source, items, format_time(NEWEST))
+    return db
+
+
+@pytest.fixture(scope="module")
+def databases(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("plans")
+    small, big = news_database(folder / "small.db", SMALL), news_database(folder / "big.db", 4 * SMALL)
+    yield small.conn, big.conn
+    small.close()
+    big.close()
+
+
+def parameters(sql: str) -> list[tuple[str, ...]]:
+    named = set(re.findall(r"(?<!:):(\w+)", sql))
+    groups = [group for group in VALUES if named.intersection(group)]
+    missing = named.difference(itertools.chain.from_iterable(groups))
+    assert not missing, f"no test values for {sorted(missing)}: add them to VALUES"
+    return groups
+
+
+def combinations(sql: str):
+    """Every combination of test values, as a function of the oldest item's time."""
+    groups = parameters(sql)
+    for values in itertools.product(*(VALUES[group] for group in groups)):
+        yield lambda oldest, values=values: {
+            name: value(oldest) if callable(value) else value
+            for group, chosen in zip(groups, values)
+            for name, value in zip(group, chosen)
+        }
+
+
+def oldest(conn) -> datetime:
+    (first,) = conn.execute("SELECT min(published_at) FROM news").fetchone()
+    return datetime.fromisoformat(first.replace("Z", "+00:00"))
+
+
+def plan(conn, sql: str, params: dict) -> list[str]:
+    return [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+
+
+def steps(conn, sql: str, params: dict) -> tuple[int, list]:
+    """Virtual machine steps (in hundreds) that running ``sql`` takes, and its rows."""
+    counted = [0]
+
+    def count() -> int:
+        counted[0] += 1
+        return 0
+
+    conn.set_progress_handler(count, 100)
+    try:
+        rows = conn.execute(sql, params).fetchall()
+    finally:
+        conn.set_progress_handler(None, 100)
+    return counted[0], rows
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_no_canned_query_scans_a_growing_table(databases, name):
+    conn, _ = databases
+    sql = QUERIES[name]
+    for make in combinations(sql):
+        params = make(oldest(conn))
+        found = plan(conn, sql, params)
+        if re.search(rf"\b({'|'.join(BIG)})\b", sql):
+            assert not [step for step in found if SCAN.search(step)], f"api_{name} with {params} scans: {found}"
+            assert any(SEARCH.search(step) for step in found), found
+        if params.get("q"):
+            assert any(FTS_MATCH.search(step) for step in found), f"api_{name} with {params} skips FTS: {found}"
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_canned_queries_do_the_same_work_on_four_times_the_news(databases, name):
+    small, big = databases
+    sql = QUERIES[name]
+    for make in combinations(sql):
+        params, big_params = make(oldest(small)), make(oldest(big))
+        if params.get("q"):
+            continue  # a search reads its matches (the module docstring)
+        (on_small, rows), (on_big, _) = steps(small, sql, params), steps(big, sql, big_params)
+        assert rows or name == "news", f"api_{name} with {params} answered nothing: no test at all"
+        assert on_big <= 1.5 * on_small + 20, f"api_{name} with {params}: {on_small}00 steps, then {on_big}00"
+
+
+def test_the_checks_would_catch_a_scan(databases):
+    """What an OR of an empty parameter does: the reason the news queries avoid it."""
+    small, big = databases
+    sql = "select count(*) from news where (:tag = '' or tag = :tag)"
+    assert any(SCAN.search(step) for step in plan(small, sql, {"tag": "Science"}))
+    assert steps(big, sql, {"tag": "Science"})[0] > 3 * steps(small, sql, {"tag": "Science"})[0]
