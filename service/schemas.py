@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from db.model import TAGS
 
+from .bodies import SEARCH_COUNT_MAX
 from .endpoints import ENDPOINTS, LIMIT_MAX, LIMIT_MIN, SQLITE
 from .i18n import LANGUAGES
 from .parameters import ECHO_MAX, MAX_ERRORS
@@ -96,6 +97,11 @@ def schemas() -> dict:
                 "count": {
                     **count,
                     "description": "All items matching the filters (tag, source, since, until, q), not just this page.",
+                },
+                "count_exact": {
+                    "type": "boolean",
+                    "description": f"false when a search (q) matches more than {SEARCH_COUNT_MAX:,} items: count is then "
+                    f"{SEARCH_COUNT_MAX:,}, a lower bound. Otherwise true.",
                 },
                 "tag": {"type": ["string", "null"], "enum": [*TAGS, None], "description": "null: all tags."},
                 "limit": {"type": "integer", "minimum": LIMIT_MIN, "maximum": LIMIT_MAX},

@@ -80,7 +80,7 @@ def assert_counts_match(db) -> None:
     sources = ("", json.dumps(["Lab Notes"]), json.dumps(["Lab Notes", "Capital Brief"]), json.dumps(["Nobody"]))
     for since in values:
         for until in ["", *rng.sample(values, 3)]:
-            params = {"tag": rng.choice(("", *TAGS)), "since": since, "until": until, "sources": rng.choice(sources), "q": ""}
+            params = {"tag": rng.choice(("", *TAGS)), "since": since, "until": until, "sources": rng.choice(sources), "q": "", "count_limit": 1}
             expected = db.execute(
                 """SELECT count(*) FROM news WHERE (:tag = '' OR tag = :tag) AND published_at > :since
                    AND (:until = '' OR published_at < :until)
@@ -120,7 +120,7 @@ def test_counts_follow_inserts_retags_and_deletions(db):
     with transaction(db):
         db.execute("DELETE FROM news")
     assert db.execute("SELECT count(*) FROM news_counts").fetchone()[0] == 0
-    assert db.execute(SQL["api_news_count"], {"tag": "", "since": "", "until": "", "sources": "", "q": ""}).fetchone()[0] == 0
+    assert db.execute(SQL["api_news_count"], {"tag": "", "since": "", "until": "", "sources": "", "q": "", "count_limit": 1}).fetchone()[0] == 0
 
 
 def schema(db) -> list[tuple]:
@@ -155,7 +155,7 @@ def test_migration_counts_the_items_already_stored(tmp_path):
     """A database holding news before migration 4 gets its counts (and indexes) when it is opened."""
     path = tmp_path / "old.db"
     old = sqlite_utils.Database(path)
-    migrations.apply(old, stop_before="m004_news_counts_and_indexes")
+    migrations.apply(old, stop_before="m005_news_counts_and_indexes")
     old["sources"].insert_all([{"name": name, "url": "https://x.example/feed", "tag": "Science"} for name in SOURCES])
     old["news"].insert_all(
         {"id": id_, "entry_key": item.key, "url": item.url, "title": item.title, "summary": item.summary, "source": source,

@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 
 import sqlite_utils
 
-from db.migrations import COUNT_NEWS
+from db.migrations import COUNT_NEWS, INDEX_NEWS_SEARCH
 
 from ..news_policy import Known, StoredItem
 from ..normalise import Item, item_id
@@ -86,6 +86,11 @@ def delete_published_before(db: sqlite_utils.Database, cutoff: str) -> int:
 _INSERT_TRIGGERS = {
     "news_ai": lambda db: db["news"].rebuild_fts(),
     "news_counts_insert": lambda db: (db.execute("DELETE FROM news_counts"), db.execute(COUNT_NEWS)),
+    "news_search_insert": lambda db: (
+        db.execute("INSERT INTO news_search (news_search) VALUES ('delete-all')"),
+        db.execute(INDEX_NEWS_SEARCH),
+        db.execute("INSERT INTO news_search (news_search) VALUES ('optimize')"),  # one segment: fewer pages a search reads
+    ),
 }
 
 #: Page cache during a bulk insert, in KiB: the primary key and URL indexes of a
@@ -103,7 +108,7 @@ def bulk_insert_items(
     by row, the secondary indexes, the full-text index and the monthly counts
     cost more than the rows themselves, so they are set aside and built once
     at the end: the news indexes and insert triggers are dropped, and after
-    the rows are in, ``news_fts`` is rebuilt and ``news_counts`` counted from
+    the rows are in, ``news_fts`` and ``news_search`` are rebuilt and ``news_counts`` counted from
     the table, and the indexes and triggers are created again from their own
     stored SQL. Schema changes are transactional in SQLite, so no other
     connection ever sees the table without them. All of it reads the whole
