@@ -17,8 +17,10 @@ request's time, and the tail of its latency under load), so they run on a
 connection of the event loop's own. It never waits: a read that would wait
 for a lock (in WAL mode, only while a checkpoint resets the log or the file
 is replaced) goes to the threads instead, and one that runs past the time
-limit is interrupted. A news search reads every match, so it runs on the
-threads (:attr:`service.parameters.Param.costly`).
+limit is interrupted. A news search reads only its page too, but the
+full-text index intersects its terms' match lists (milliseconds for a rare
+word and a common tag at a million items), so it runs on the threads
+(:attr:`service.parameters.Param.costly`).
 """
 
 from __future__ import annotations

@@ -100,8 +100,8 @@ def schemas() -> dict:
                 },
                 "count_exact": {
                     "type": "boolean",
-                    "description": f"false when a search (q) matches more than {SEARCH_COUNT_MAX:,} items: count is then "
-                    f"{SEARCH_COUNT_MAX:,}, a lower bound. Otherwise true.",
+                    "description": f"false when a search (q) matches more than {SEARCH_COUNT_MAX} items: count is then "
+                    f"{SEARCH_COUNT_MAX}, a lower bound. Otherwise true.",
                 },
                 "tag": {"type": ["string", "null"], "enum": [*TAGS, None], "description": "null: all tags."},
                 "limit": {"type": "integer", "minimum": LIMIT_MIN, "maximum": LIMIT_MAX},

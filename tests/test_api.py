@@ -158,8 +158,8 @@ def test_stats(api):
 def test_news_defaults_newest_first(api):
     response = api.get("/api/v1/news")
     body = response.json()
-    assert list(body) == ["count", "tag", "limit", "next", "updated_at", "results"]
-    assert body["count"] == 45 and body["tag"] is None and body["limit"] == 20
+    assert list(body) == ["count", "count_exact", "tag", "limit", "next", "updated_at", "results"]
+    assert body["count"] == 45 and body["count_exact"] is True and body["tag"] is None and body["limit"] == 20
     assert body["updated_at"] == NEWS_AT
     assert body["results"] == all_news()[:20]
     # items 3 and 4 were published at the same time: id breaks the tie, descending

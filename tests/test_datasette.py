@@ -33,9 +33,10 @@ def test_instance_metadata_has_title_and_usage_terms(client):
 def test_every_table_and_column_is_described(tmp_path):
     db = open_database(tmp_path / "schema.db")
     described = yaml.safe_load(METADATA_PATH.read_text(encoding="utf-8"))["databases"]["site"]["tables"]
-    fts_shadow = ("_fts", "_fts_data", "_fts_idx", "_fts_docsize", "_fts_config")
+    fts = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'")]
+    fts_shadow = {f"{name}_{part}" for name in fts for part in ("data", "idx", "docsize", "config", "content")}
     for table in db.table_names():
-        if table.endswith(fts_shadow) or table == "sqlite_sequence":
+        if table.endswith("_fts") or table in fts_shadow or table == "sqlite_sequence":
             continue
         assert table in described, f"metadata.yml does not describe table {table}"
         if described[table].get("hidden"):

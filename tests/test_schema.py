@@ -37,7 +37,7 @@ def test_foreign_keys_are_enforced(db):
     with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
         db.execute(
             """INSERT INTO news (id, url, title, summary, source, tag, published_at, first_seen_at, updated_at)
-               VALUES ('n', 'https://x.example/n', 'T', 'S', 'No Such Source', 'Science', 'a', 'a', 'a')"""
+               VALUES ('n', 'https://x.example/n', 'T', 'S', 'No Such Source', 'Science', '2026-11-20T08:00:00Z', 'a', 'a')"""
         )
     assert db.execute("SELECT count(*) FROM sections").fetchone()[0] == 0
 
