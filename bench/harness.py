@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import yaml
 
+from bench.cpu import cpu_seconds, process_tree
 from bench.servers import pinned
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,19 +79,6 @@ def wait_http(url: str, process: subprocess.Popen, timeout: float = 60.0) -> flo
     raise SystemExit(f"bench: {url} did not answer within {timeout:g} s; see {process.log_path}")
 
 
-def process_tree(pid: int) -> list[int]:
-    pids, queue = [], [pid]
-    while queue:
-        current = queue.pop()
-        pids.append(current)
-        for task in Path(f"/proc/{current}/task").glob("*"):
-            try:
-                queue += [int(child) for child in (task / "children").read_text().split()]
-            except OSError:
-                pass
-    return pids
-
-
 def memory_kb(pid: int) -> dict:
     """``VmHWM`` (peak resident) and ``VmRSS`` of ``pid`` and its children, in kB, per process."""
     result = {}
@@ -106,18 +94,6 @@ def memory_kb(pid: int) -> dict:
             "rss_kb": int(fields.get("VmRSS", "0 kB").split()[0]),
         }
     return result
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU time of ``pid`` and its children so far."""
-    total = 0.0
-    for current in process_tree(pid):
-        try:
-            fields = Path(f"/proc/{current}/stat").read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
 
 
 def wait_idle(pid: int, timeout: float = 120.0, busy: float = 0.05) -> float:

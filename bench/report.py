@@ -66,10 +66,36 @@ def ratios(api: dict) -> dict:
         out["limiter_on_vs_off"] = ratio(api, "news", "news, no limiter")
     if "news, 2 workers" in api and "news, 1 worker, any core" in api:
         out["workers_2_vs_1"] = ratio(api, "news, 2 workers", "news, 1 worker, any core")
+        if "cpu" in api["news, 2 workers"]:
+            out["workers_2_cpu_ceiling"] = cpu_ceiling(api["news, 2 workers"]["rounds"], api["news, 1 worker, any core"]["rounds"])
     for server in RAW_SERVERS[1:]:
         if f"{server} raw news" in api and "granian raw news" in api:
             out[f"{server}_vs_granian"] = ratio(api, f"{server} raw news", "granian raw news")
     return out
+
+
+def cpu_ceiling(two: list[dict], one: list[dict]) -> float:
+    """The most 2 workers could reach over 1 on this machine's cores, median over rounds.
+
+    Every core busy with the server and wrk alone, at the CPU a request cost
+    them in the 2-worker run (server plus wrk microseconds), over the 1-worker
+    req/s of the same round. A ratio near this ceiling says the second worker
+    is short of cores, not waiting on the first.
+    """
+    ceilings = []
+    for a, b in zip(two, one):
+        cost = a["cpu"]["server_us_per_request"] + a["cpu"]["wrk_us_per_request"]
+        ceilings.append(a["cpu"]["cores"] * 1e6 / cost / b["rps"])
+    return statistics.median(ceilings)
+
+
+def cpu_line(name: str, row: dict) -> str:
+    cpu = row["cpu"]
+    return (
+        f"  {name}: server {cpu['server_cores']:.2f} cores ({cpu['server_us_per_request']:.0f} us a request), "
+        f"wrk {cpu['wrk_cores']:.2f} ({cpu['wrk_us_per_request']:.0f} us), other work {cpu['other_cores']:.2f}, "
+        f"idle {cpu['idle_cores']:.2f} of {cpu['cores']}"
+    )
 
 
 def verdicts(results: dict) -> list[dict]:
@@ -137,9 +163,20 @@ def table(results: dict) -> str:
         if "limiter_on_vs_off" in rat:
             lines.append(f"cached news, fair-use limiter on vs off: {rat['limiter_on_vs_off']:.2f}x")
         if "workers_2_vs_1" in rat:
+            wrk = api["news, 2 workers"].get("wrk", {})
             lines.append(
-                f"cached news, 2 workers vs 1 (limiter off, neither pinned; wrk on core 1 shares the cores): {rat['workers_2_vs_1']:.2f}x"
+                f"cached news, 2 workers vs 1 (limiter off, neither pinned; wrk, {wrk.get('threads', '?')} threads, "
+                f"{'not pinned' if wrk.get('core') is None else 'on core ' + str(wrk['core'])}, shares the cores): "
+                f"{rat['workers_2_vs_1']:.2f}x"
             )
+            for name in ("news, 1 worker, any core", "news, 2 workers"):
+                if "cpu" in api[name]:
+                    lines.append(cpu_line(name, api[name]))
+            if "workers_2_cpu_ceiling" in rat:
+                lines.append(
+                    f"  most the cores allow (all of them on the 2-worker server and wrk, at its CPU a request): "
+                    f"{rat['workers_2_cpu_ceiling']:.2f}x"
+                )
         lines.append("")
     ing = results.get("ingestion")
     if ing:

@@ -14,9 +14,11 @@ One run on this machine, in this order:
    limiter on) pinned to core 0; on the same core, ``bench/raw_asgi.py``
    replaying the bytes the real API returned under granian, uvicorn with h11
    and uvicorn with httptools and uvloop (:mod:`bench.servers`); the same
-   service with the limiter off, and on 2 workers (both cores); ``wrk`` (one
-   thread) on core 1 drives each target in turn, round after round, so drift
-   on the machine hits every target alike;
+   service with the limiter off; ``wrk`` (one thread) on core 1 drives each
+   target in turn, round after round, so drift on the machine hits every
+   target alike. Then the same service unpinned on 1 and on 2 workers, with
+   wrk on 2 threads and not pinned either (it shares both cores with the
+   workers), and where the CPU went meanwhile (:mod:`bench.cpu`);
 5. peak memory (``VmHWM``) of the serving process, and how long a new ingest
    takes to show through the API;
 6. the uncached path at a million items (:mod:`bench.uncached`, ``--skip
@@ -60,6 +62,8 @@ RESULTS = BENCH / "results"
 NEWS = "/api/v1/news?tag=Science&limit=30"
 COURSES = "/api/v1/courses"
 STATS = "/api/v1/stats"
+#: wrk for the 1 vs 2 workers comparison: as many threads as cores, on any core.
+WORKERS_WRK = {"wrk_threads": 2, "wrk_pinned": False}
 
 
 
@@ -159,8 +163,8 @@ def bench_serving(args, procs: Processes, work: Path, db: Path, config: Path, re
     unlimited_config = news_config(work / "serve-unlimited.yml", db, [], rate_limit="off")
     _, unlimited_base, _ = start_qsite(args, procs, work, "unlimited", unlimited_config, 1, args.server_core)
     # 1 and 2 workers, neither pinned: the same freedom to move between the cores
-    _, one_base, _ = start_qsite(args, procs, work, "one-worker", unlimited_config, 1, None)
-    _, two_base, _ = start_qsite(args, procs, work, "two-workers", unlimited_config, 2, None)
+    one, one_base, _ = start_qsite(args, procs, work, "one-worker", unlimited_config, 1, None)
+    two, two_base, _ = start_qsite(args, procs, work, "two-workers", unlimited_config, 2, None)
     db_name = next(iter(httpx.get(base + "/-/databases.json", timeout=10).json()))["name"]
     recorded = record_responses(base, {"news": NEWS, "courses": COURSES, "stats": STATS}, work / "responses.json")
     inm = {"If-None-Match": dict((k.lower(), v) for k, v in recorded[NEWS]["headers"])["etag"]}
@@ -186,8 +190,11 @@ def bench_serving(args, procs: Processes, work: Path, db: Path, config: Path, re
     targets += [
         {"name": "datasette news", "url": base + datasette_news, "status": 200, "rows": 30},
         {"name": "news, no limiter", "url": unlimited_base + NEWS, "status": 200},
-        {"name": "news, 1 worker, any core", "url": one_base + NEWS, "status": 200},
-        {"name": "news, 2 workers", "url": two_base + NEWS, "status": 200},
+        # wrk as free as the servers (2 threads, not pinned): pinned to core 1 it would crowd
+        # whichever worker thread the scheduler put there. Both runs account their CPU
+        # (bench/cpu.py): one granian worker already uses more than one core.
+        {"name": "news, 1 worker, any core", "url": one_base + NEWS, "status": 200, **WORKERS_WRK, "pid": one.pid},
+        {"name": "news, 2 workers", "url": two_base + NEWS, "status": 200, **WORKERS_WRK, "pid": two.pid},
     ]
     log(f"load: {len(targets)} targets x {args.rounds} rounds x {args.duration:g} s, {args.connections} connections")
     results["api"], results["load_average_per_round"] = bench_api(args, targets)
@@ -275,7 +282,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=float, default=1, help="seconds of load per target before round 1")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds over all targets (medians are kept)")
     parser.add_argument("--connections", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=1, help="wrk threads (default 1: wrk gets one core)")
+    parser.add_argument("--threads", type=int, default=1, help="wrk threads (default 1: wrk gets one core; the 1 vs 2 workers runs use 2)")
     parser.add_argument("--feeds", type=int, default=100)
     parser.add_argument("--items", type=int, default=50)
     parser.add_argument("--news-items", type=int, default=20_000, help="news items in the served database")

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import httpx
 
+from bench.cpu import CpuMeter
+
 BENCH = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 LUA = BENCH / "wrk_report.lua"
@@ -64,21 +66,26 @@ def record_responses(base: str, targets: dict[str, str], path: Path) -> dict:
 
 
 def run_wrk(args, url: str, seconds: float, headers: dict | None = None, walk: tuple[Path, int] | None = None,
-            timeout: float = 5) -> dict:
+            timeout: float = 5, threads: int | None = None, pin: bool = True, cpu_of: int | None = None) -> dict:
     """One wrk run at ``url``: req/s, latency percentiles, errors.
 
     :param walk: ``(file of paths, first line)``: request each path of the file
         once, in order, from that line (:file:`bench/wrk_walk.lua`, one wrk thread);
         the result then says where the walk stopped (``walked_to``) and if it ran out.
+    :param threads: wrk threads instead of ``args.threads``.
+    :param pin: run wrk on ``args.client_core``; ``False``: wherever the scheduler puts it.
+    :param cpu_of: the server's pid: the result then says, under ``cpu``, the cores the
+        server, wrk and the machine's other work used meanwhile (:class:`bench.cpu.CpuMeter`).
     """
-    script, threads, rest = LUA, args.threads, []
+    script, threads, rest = LUA, threads or args.threads, []
     if walk is not None:
         script, threads, rest = WALK_LUA, 1, ["--", str(walk[0]), str(walk[1])]
     command = ["wrk", "-t", str(threads), "-c", str(args.connections), "-d", f"{seconds:g}s", "--timeout", f"{timeout:g}s",
                "-s", str(script)]
     for name, value in (headers or {}).items():
         command += ["-H", f"{name}: {value}"]
-    command = pinned(args.client_core, command + [url] + rest)
+    command = pinned(args.client_core if pin else None, command + [url] + rest)
+    meter = CpuMeter(cpu_of) if cpu_of is not None else None
     done = subprocess.run(command, capture_output=True, text=True)
     line = next((l for l in done.stdout.splitlines() if l.startswith("WRK_JSON ")), None)
     if done.returncode != 0 or line is None:
@@ -97,6 +104,8 @@ def run_wrk(args, url: str, seconds: float, headers: dict | None = None, walk: t
     }
     if walk is not None:
         summary["walked_to"], summary["ran_out"] = result["walked_to"], bool(result["ran_out"])
+    if meter is not None:
+        summary["cpu"] = meter.read(result["requests"])
     return summary
 
 
@@ -113,17 +122,22 @@ def check(url: str, headers: dict | None, status: int, rows: int | None = None) 
     return len(response.content)
 
 
+def wrk_options(target: dict) -> dict:
+    """A target's own wrk settings (``wrk_threads``, ``wrk_pinned``, ``pid`` to account CPU to) for :func:`run_wrk`."""
+    return {"threads": target.get("wrk_threads"), "pin": target.get("wrk_pinned", True), "cpu_of": target.get("pid")}
+
+
 def bench_api(args, targets: list[dict]) -> tuple[dict, list[float]]:
     """Every target, ``args.rounds`` times, interleaved; medians per target, and the load average per round."""
     for target in targets:
         target["body_bytes"] = check(target["url"], target.get("headers"), target["status"], target.get("rows"))
-        run_wrk(args, target["url"], args.warmup, target.get("headers"))
+        run_wrk(args, target["url"], args.warmup, target.get("headers"), **wrk_options(target))
     results = {t["name"]: [] for t in targets}
     loads = []
     for round_no in range(args.rounds):
         loads.append(os.getloadavg()[0])
         for target in targets:
-            result = run_wrk(args, target["url"], args.duration, target.get("headers"))
+            result = run_wrk(args, target["url"], args.duration, target.get("headers"), **wrk_options(target))
             results[target["name"]].append(result)
         log(
             f"round {round_no + 1}/{args.rounds}: "
@@ -141,8 +155,12 @@ def bench_api(args, targets: list[dict]) -> tuple[dict, list[float]]:
             "p50_ms": statistics.median(r["p50_ms"] for r in runs),
             "p99_ms": statistics.median(r["p99_ms"] for r in runs),
             "errors": sum(r["errors"] for r in runs),
+            "wrk": {"threads": target.get("wrk_threads") or args.threads,
+                    "core": args.client_core if target.get("wrk_pinned", True) else None},
             "rounds": runs,
         }
+        if "cpu" in runs[0]:
+            summary[target["name"]]["cpu"] = {key: statistics.median(r["cpu"][key] for r in runs) for key in runs[0]["cpu"]}
     return summary, loads
 
 
