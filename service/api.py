@@ -76,11 +76,8 @@ class Api:
 
     :param execute_fn: runs a sync ``fn(conn)`` on a read connection of the
         database and returns its result (:meth:`service.reader.Reader.inline`:
-        the API's own connection, never Datasette's shared pool), for the
-        canned queries that read only what they answer with.
-    :param execute_costly: the same for a build whose cost grows with the data (a
-        :class:`~service.parameters.Param` that is ``costly`` was given):
-        :meth:`service.reader.Reader.run`, the API's own threads; ``execute_fn`` when not given.
+        the API's own connection, never Datasette's shared pool): every canned
+        query reads only what it answers with.
     :param versions: the :class:`~service.data_versions.DataVersions` of that database.
     :param sql: ``{name: sql}`` of the canned queries (:func:`service.metadata.canned_sql`).
     :param documents: ``{"index": dict, "openapi": {language code: dict}}`` and, on a
@@ -101,10 +98,8 @@ class Api:
         docs_page: DocsPage | None = None,
         broken: str | None = None,
         reader=None,
-        execute_costly=None,
     ):
         self.execute_fn = execute_fn
-        self.execute_costly = execute_costly or execute_fn
         self.sql = sql or {}
         self.max_age = max_age
         self.documents = documents
@@ -281,8 +276,6 @@ class Api:
                 raise NoData()
             return endpoint.build(Build(endpoint, values, arg, conn, self.sql, versions))
 
-        costly = any(param.costly and values[param.name] is not None for param in endpoint.params)
-        execute = self.execute_costly if costly else self.execute_fn
-        versions, (payload, extra_headers) = await execute(lambda conn: in_snapshot(conn, build))
+        versions, (payload, extra_headers) = await self.execute_fn(lambda conn: in_snapshot(conn, build))
         modified = updated_at(versions, endpoint.datasets)
         return Entry(key, dumps(payload), endpoint.datasets, modified, self.max_age, extra_headers), versions

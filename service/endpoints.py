@@ -94,7 +94,6 @@ PARAMETERS = (
         Words(Q_MAX),
         on=("news",),
         component="newsQ",
-        costly=True,  # the FTS index intersects its terms' match lists: milliseconds, see api_news in metadata.yml
         description="Full-text search of title and summary; words are matched as words, "
         "all of them must occur. Empty: no filter.",
     ),

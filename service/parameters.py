@@ -231,9 +231,6 @@ class Param:
     :param component: its key under ``components/parameters`` in the OpenAPI document, by
         default its name; two parameters of one name (on different endpoints) need two.
     :param repeat: how many times it may be given (its values form a set); 0: once.
-    :param costly: given, the canned queries may take milliseconds (a search's
-        full-text index intersects its terms' match lists): the build runs on
-        the API's threads, not on the event loop (:mod:`service.reader`).
     """
 
     name: str
@@ -245,7 +242,6 @@ class Param:
     where: str = "query"
     component: str = ""
     repeat: int = 0
-    costly: bool = False
 
     @property
     def ref(self) -> str:

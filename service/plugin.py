@@ -105,7 +105,7 @@ def get_api(datasette) -> Api:
     if found is not None:
         return found
     broken = None
-    execute_fn = execute_costly = versions = sql = rate_limit = None
+    execute_fn = versions = sql = rate_limit = None
     max_age = 0
     reader = None
     try:
@@ -119,7 +119,7 @@ def get_api(datasette) -> Api:
             raise ConfigError(f"database {name!r} ({config.database_path}) is not served by this Datasette")
         sql = canned_sql(datasette, name)
         reader = Reader(database.path, time_limit_ms=config.api.sql_time_limit_ms)
-        execute_fn, execute_costly = reader.inline, reader.run
+        execute_fn = reader.inline
         # data_versions (four rows) inline too: never queued behind a news search on the threads
         versions = DataVersions(reader.inline)
     except (ConfigError, MetadataError, OSError) as exc:
@@ -133,7 +133,6 @@ def get_api(datasette) -> Api:
     docs_page = DocsPage(datasette, catalogs, rate_limit, max_age)
     api = Api(
         execute_fn, versions, sql, max_age, documents, docs_page=docs_page, broken=broken, reader=reader,
-        execute_costly=execute_costly,
     )
     datasette._qsite_api = api
     return api

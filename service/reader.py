@@ -17,10 +17,10 @@ request's time, and the tail of its latency under load), so they run on a
 connection of the event loop's own. It never waits: a read that would wait
 for a lock (in WAL mode, only while a checkpoint resets the log or the file
 is replaced) goes to the threads instead, and one that runs past the time
-limit is interrupted. A news search reads only its page too, but the
-full-text index intersects its terms' match lists (milliseconds for a rare
-word and a common tag at a million items), so it runs on the threads
-(:attr:`service.parameters.Param.costly`).
+limit is interrupted. A news search too: it reads its page from
+``news_search`` and stops (its median 0.3 ms, its 99th percentile 1.4 ms at
+a million items). On the threads, its GIL hand-offs with a busy event loop
+had put a search's p99 under load at 80 ms; inline, 45.
 """
 
 from __future__ import annotations
