@@ -17,15 +17,14 @@ import random
 from datetime import datetime, timedelta, timezone
 
 import pytest
-import sqlite_utils
 
-from db.migrations import migrations
 from db.model import TAGS, format_time
 from pipeline.normalise import Item
 from pipeline.store import open_database, transaction
 from pipeline.store import news as news_store
 from pipeline.store import sources as sources_store
 from service.metadata import read_metadata_file
+from tests.support.known_data import database_before
 
 SQL = {name: q["sql"] for name, q in next(iter(read_metadata_file()["databases"].values()))["queries"].items()}
 SOURCES = ("Lab Notes", "Industry Wire", "Capital Brief")
@@ -152,17 +151,9 @@ def test_bulk_insert_gives_what_row_by_row_inserts_give(db, tmp_path):
 
 
 def test_migration_counts_the_items_already_stored(tmp_path):
-    """A database holding news before migration 4 gets its counts (and indexes) when it is opened."""
+    """A database holding news before migration 5 gets its counts (and indexes) when it is opened."""
     path = tmp_path / "old.db"
-    old = sqlite_utils.Database(path)
-    migrations.apply(old, stop_before="m005_news_counts_and_indexes")
-    old["sources"].insert_all([{"name": name, "url": "https://x.example/feed", "tag": "Science"} for name in SOURCES])
-    old["news"].insert_all(
-        {"id": id_, "entry_key": item.key, "url": item.url, "title": item.title, "summary": item.summary, "source": source,
-         "tag": item.tag, "published_at": item.published_at, "first_seen_at": "x", "updated_at": "x"}
-        for source, id_, item in items(80, seed=4)
-    )
-    old.close()
+    database_before(path, "m005_news_counts_and_indexes", SOURCES, items(80, seed=4))
     db = open_database(path)
     db["site_totals"].insert({"id": 1, "courses": 1, "slides": 2, "quizzes": 0, "question_bank_size": 0, "glossary_terms": 0})
     assert_counts_match(db)

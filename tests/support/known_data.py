@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import sqlite_utils
+
+from db.migrations import migrations
 from db.model import TAGS
 from pipeline.normalise import item_id
 from pipeline.store import bump_version, open_database
@@ -112,3 +115,20 @@ def seeded_database(path, news: int = 45):
     seed_catalog(db)
     seed_news(db, news_items(news))
     return db
+
+
+def database_before(path, migration: str, sources, rows) -> None:
+    """Write a database at ``path`` as an older qsite left it: the migrations before ``migration``, then ``rows``.
+
+    ``sources`` are publisher names; ``rows`` are ``(source, id, Item)`` news
+    items, inserted as plain rows (no trigger of a later migration sees them).
+    """
+    old = sqlite_utils.Database(path)
+    migrations.apply(old, stop_before=migration)
+    old["sources"].insert_all([{"name": name, "url": "https://x.example/feed", "tag": "Science"} for name in sources])
+    old["news"].insert_all(
+        {"id": id_, "entry_key": item.key, "url": item.url, "title": item.title, "summary": item.summary, "source": source,
+         "tag": item.tag, "published_at": item.published_at, "first_seen_at": "x", "updated_at": "x"}
+        for source, id_, item in rows
+    )
+    old.close()
