@@ -123,3 +123,29 @@ def test_serve_refuses_a_bad_config(tmp_path):
     result = run_qsite("serve", "--config", str(bad), "--port", str(free_port()), timeout=30)
     assert result.returncode == 2
     assert "api.cache_max_age" in result.stderr
+
+
+def test_a_worker_freezes_what_its_startup_made():
+    """Full collections then skip the worker's long-lived objects (service/serve.py freeze_after_startup)."""
+    import asyncio
+    import gc
+
+    from service.serve import freeze_after_startup
+
+    async def app(scope, receive, send):
+        await send({"type": "lifespan.startup.complete" if scope["type"] == "lifespan" else "http.response.start"})
+
+    sent = []
+
+    async def send(message):
+        sent.append(message["type"])
+
+    gc.unfreeze()
+    try:
+        asyncio.run(freeze_after_startup(app)({"type": "http"}, None, send))
+        assert gc.get_freeze_count() == 0  # a request freezes nothing
+        asyncio.run(freeze_after_startup(app)({"type": "lifespan"}, None, send))
+        assert gc.get_freeze_count() > 1000  # this test process's modules, at least
+        assert sent == ["http.response.start", "lifespan.startup.complete"]
+    finally:
+        gc.unfreeze()
