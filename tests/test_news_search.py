@@ -196,3 +196,15 @@ def test_the_api_says_when_a_search_count_stops(make_config, tmp_path):
         assert (narrowed["count"], narrowed["count_exact"]) == (100, True)
         everything = client.get("/api/v1/news").json()  # counts without a search are always exact
         assert (everything["count"], everything["count_exact"]) == (SEARCH_COUNT_MAX + 5, True)
+
+
+def test_the_canned_queries_use_the_key_layout_the_migration_writes():
+    """metadata.yml spells the key's mask, minute bound and bounds as literals (SQL has no constants): they must be these."""
+    from db.migrations import _MINUTE_MAX, SEARCH_ROWID_BITS
+
+    for name in ("api_news", "api_news_count"):
+        sql = SQL[name]
+        assert str(SEARCH_ROWID_MASK) in sql and f"<< {SEARCH_ROWID_BITS}" in sql, name
+        assert f"-{_MINUTE_MAX}, min({_MINUTE_MAX}," in sql, name
+        assert str(1 << 62) in sql, name  # beyond every key: (2**26 - 1) << 36 | mask < 2**62
+    assert str(SEARCH_ROWID_MASK + 1) in SQL["api_news"] and str(SEARCH_ROWID_MASK + 1) in SQL["api_news_count"]
