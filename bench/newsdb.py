@@ -23,7 +23,8 @@ from typing import Iterator
 
 from bench.feeds import DETAILS, SENTENCES, SUBJECTS
 from db.model import NEWS, format_time
-from pipeline.normalise import Item, entry_key, item_id
+from pipeline.news.normalise import entry_key
+from pipeline.store.records import Item, item_id
 from pipeline.store import bump_version, open_database, transaction
 from pipeline.store import news as news_store
 from pipeline.store import sources as sources_store

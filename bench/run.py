@@ -215,7 +215,7 @@ def bench_serving(args, procs: Processes, work: Path, db: Path, config: Path, re
 def visibility(args, base: str, db: Path, work: Path, trials: int) -> dict:
     """Ingest one new item while serving; time until ``/api/v1/news`` shows it."""
     from config import load_config
-    from pipeline.news import ingest_news
+    from pipeline.news.ingest import ingest_news
     from pipeline.store import open_database
 
     feed = work / "live.xml"

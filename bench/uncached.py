@@ -37,8 +37,8 @@ from bench.harness import Processes, memory_kb, news_config, qsite, start_qsite,
 from bench.profiling import profile_serving
 from bench.servers import log, run_wrk
 from db.model import TAGS
-from service.bodies import SEARCH_COUNT_MAX
-from service.parameters import encode_cursor
+from service.api.bodies import SEARCH_COUNT_MAX
+from service.api.parameters import encode_cursor
 
 #: Items per page, in both: the API's default limit and Datasette's ``_size``.
 PAGE = 20

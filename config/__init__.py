@@ -32,7 +32,7 @@ from db.model import TAGS
 from db.redact import redact_text, redact_url
 from db.urls import public_location
 
-from .environment import expand_environment
+from config.environment import expand_environment
 
 #: The bundled default config, pointing at the bundled samples.
 DEFAULT_CONFIG = Path(__file__).parent / "qsite.yml"

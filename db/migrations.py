@@ -153,10 +153,10 @@ def m003_news_entry_keys(db):
     are fragments of one page, or podcast episodes sharing one link, were
     merged into one. Now each item records its entry's identity within its
     source (``entry_key``: guid/id, else link plus enclosure, else link plus
-    title; see ``pipeline/normalise.py``), unique per source, and ``url`` is
+    title; see ``pipeline/news/normalise.py``), unique per source, and ``url`` is
     only indexed. Rows already stored keep their id, url, dates and rowid
     (which ``news_fts`` is keyed on); their ``entry_key`` stays null until
-    their feed is next read and an entry claims them (``pipeline/legacy.py``).
+    their feed is next read and an entry claims them (``pipeline/news/legacy.py``).
 
     SQLite cannot drop a column's UNIQUE constraint in place, so the table is
     rebuilt (the documented way: new table, copy, drop, rename) in this

@@ -7,19 +7,18 @@ This module applies it where locations are not alone but inside text:
 - :func:`redact_url`: one URL of any scheme (a ``redis://`` storage in a
   config error loses its userinfo too);
 - :func:`redact_urls`: every URL inside free text, for logs (which operators
-  read: local paths stay), and :class:`RedactingFilter`, which does that to
+  read: local paths stay), and :class:`config.logs.RedactingFilter`, which does that to
   every log record;
 - :func:`redact_text`: that, and every absolute path cut to its file name,
   for error messages stored where Datasette shows them.
 
-Dependency-free (the standard library), as everything in ``db/`` is, so the
+Standard library only, so the
 config, the pipeline, the service and the migration that cleans rows stored
 before all use the one rule.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 from urllib.parse import urlsplit, urlunsplit
 
@@ -51,24 +50,3 @@ def redact_urls(text: str) -> str:
 def redact_text(text: str) -> str:
     """``text`` with every URL in it redacted and every absolute path cut to its file name (for what is public)."""
     return _PATH.sub(lambda match: match.group(2), redact_urls(text))
-
-
-class RedactingFilter(logging.Filter):
-    """A handler filter: every record's message and traceback with its URLs redacted (:func:`redact_urls`).
-
-    On the handlers, not a logger, so that it sees every library's records
-    (httpx logs each request's URL, query string included).
-    """
-
-    _formatter = logging.Formatter()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        redacted = redact_urls(message)
-        if redacted != message:
-            record.msg, record.args = redacted, None
-        if record.exc_info and not record.exc_text:
-            record.exc_text = self._formatter.formatException(record.exc_info)
-        if record.exc_text:
-            record.exc_text = redact_urls(record.exc_text)
-        return True

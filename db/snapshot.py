@@ -1,7 +1,7 @@
 """What a published snapshot is: its name, the ``latest.json`` pointer, and the checks a copy must pass.
 
-Shared by the writer, which publishes snapshots (:mod:`pipeline.publish`), and
-the replicas, which follow them (:mod:`service.follow`); both check a file with
+Shared by the writer, which publishes snapshots (:mod:`pipeline.ops.publish`), and
+the replicas, which follow them (:mod:`service.replica.follow`); both check a file with
 :func:`check_file` before they trust it, so "a snapshot that checks out" means
 the same on both sides. Standard library only (and the schema's migration list).
 

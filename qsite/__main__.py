@@ -1,6 +1,6 @@
 """``python -m qsite``: the ``qsite`` command, for child processes started without the console script."""
 
-from .cli import cli
+from qsite.cli import cli
 
 if __name__ == "__main__":
     cli(prog_name="qsite")

@@ -18,11 +18,11 @@ import click
 
 from config import ConfigError, load_config
 from db.model import VERSION
-from db.redact import RedactingFilter
-from pipeline.ingest import ALL, NEWS, SITE, run_ingest
-from pipeline.lock import DEFAULT_WAIT, WriterLockTimeout
-from pipeline.schedule import DEFAULT_GRACE, Scheduler, run_forever, run_up
-from pipeline.status import collect_status, format_status
+from config.logs import RedactingFilter
+from pipeline.ops.ingest import ALL, NEWS, SITE, run_ingest
+from pipeline.store.lock import DEFAULT_WAIT, WriterLockTimeout
+from pipeline.ops.schedule import DEFAULT_GRACE, Scheduler, run_forever, run_up
+from pipeline.ops.status import collect_status, format_status
 from pipeline.store import StoreError, open_database
 
 log = logging.getLogger("qsite")
@@ -104,10 +104,10 @@ def exit_on_write_error(config):
 
 
 def single_writer(command):
-    """Options and errors of a command that writes through :func:`pipeline.ingest.run_ingest`; adds ``--wait``.
+    """Options and errors of a command that writes through :func:`pipeline.ops.ingest.run_ingest`; adds ``--wait``.
 
     Goes below ``@common_options``; the command receives ``wait``. A second
-    writer waits up to ``--wait`` seconds for the lock (:mod:`pipeline.lock`),
+    writer waits up to ``--wait`` seconds for the lock (:mod:`pipeline.store.lock`),
     then ends with a message naming it and exit status 1; so does a database
     that cannot be opened or written.
     """
@@ -186,8 +186,8 @@ def ingest_all_command(config, wait, quiet, publish):
 
 
 def _publish(config, quiet: bool = False) -> bool:
-    """Publish a snapshot (pipeline/publish.py) and print its one line; False when it failed."""
-    from pipeline.publish import PublishError, publish
+    """Publish a snapshot (pipeline/ops/publish.py) and print its one line; False when it failed."""
+    from pipeline.ops.publish import PublishError, publish
 
     try:
         result = publish(config)
@@ -297,7 +297,7 @@ def serve_command(config, host, port, workers, follow, data_dir):
     sys.exit(serve(config, host=host, port=port, workers=workers, log_level=log_level, follow=data_dir))
 
 
-# --- Operations: the scheduler, status and `qsite up` (pipeline/schedule.py, pipeline/status.py) ---
+# --- Operations: the scheduler, status and `qsite up` (pipeline/ops/schedule.py, pipeline/ops/status.py) ---
 
 
 def _quiet_apscheduler() -> None:

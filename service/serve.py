@@ -40,8 +40,8 @@ from datasette.app import Datasette
 
 from config import Config
 
-from .metadata import load_metadata
-from .settings import PLUGIN_NAME
+from service.datasette.metadata import load_metadata
+from service.http.settings import PLUGIN_NAME
 
 log = logging.getLogger("qsite.serve")
 
@@ -149,13 +149,13 @@ def load_app(target: tuple[Config, Path | None]):
     """Granian's target loader, called once in each worker process after the fork, with its event loop set.
 
     ``target`` is ``(config, follow)``: with a ``follow`` folder, the worker serves the published
-    snapshots (service/follow.py), each worker following on its own into the shared folder.
+    snapshots (service/replica/follow.py), each worker following on its own into the shared folder.
     """
     config, follow = target
     datasette = make_datasette(config, files=None if follow is None else [])
     app = datasette.app()
     if follow is not None:
-        from .follow import Follower
+        from service.replica.follow import Follower
 
         app = Follower(datasette, config, follow).wrap(app)
     FdWatch(resource.getrlimit(resource.RLIMIT_NOFILE)[0]).every(FD_CHECK_EVERY, asyncio.get_event_loop())
@@ -195,7 +195,7 @@ def logging_config(level: int) -> dict:
         "disable_existing_loggers": False,
         "formatters": {"qsite": {"format": LOG_FORMAT}},
         # no credential of a configured URL in any log line (db/redact.py)
-        "filters": {"redact": {"()": "db.redact.RedactingFilter"}},
+        "filters": {"redact": {"()": "config.logs.RedactingFilter"}},
         "handlers": {
             "stderr": {
                 "class": "logging.StreamHandler", "formatter": "qsite", "stream": "ext://sys.stderr", "filters": ["redact"],
@@ -219,7 +219,7 @@ def serve(
 ) -> int:
     """Serve until stopped; returns the exit status (0 after Ctrl-C or SIGTERM, 1 if it could not start or a worker died).
 
-    :param follow: serve the published snapshots, kept in this folder, instead of the database (service/follow.py).
+    :param follow: serve the published snapshots, kept in this folder, instead of the database (service/replica/follow.py).
     """
     from granian.constants import HTTPModes, Interfaces, Loops
     from granian.http import HTTP1Settings

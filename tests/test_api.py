@@ -477,7 +477,7 @@ def test_openapi_checked_every_response(api):
 
 
 def test_database_errors_are_503_and_faults_500_without_internals(api):
-    from service.plugin import get_api
+    from service.datasette.plugin import get_api
     import sqlite3
 
     api.get("/api/v1")

@@ -9,12 +9,12 @@ from datetime import timedelta
 import pytest
 
 from pipeline.store import bump_version, open_database, transaction
-from service.endpoints import ENDPOINTS
-from service.parameters import parse_params
-from service.response_cache import ALIAS_SHARE, ResponseCache, alias_size
-from service.responses import Entry
-from service.routing import cache_key
-from service.plugin import get_api
+from service.api.endpoints import ENDPOINTS
+from service.api.parameters import parse_params
+from service.api.response_cache import ALIAS_SHARE, ResponseCache, alias_size
+from service.api.responses import Entry
+from service.api.routing import cache_key
+from service.datasette.plugin import get_api
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import NEWS_START, news_items, seed_news, seeded_database
 

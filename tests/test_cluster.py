@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from config import load_config
-from config.snapshot_store import SnapshotStore
+from db.snapshot_store import SnapshotStore
 from tests.support.feeds import growing_feed
 from tests.support.processes import qsite_serve, stop, wait_until
 
@@ -133,7 +133,8 @@ def test_replicas_follow_published_snapshots_through_nginx_without_a_failed_requ
     news = {"every": "2s", "sources": [{"name": "Lab", "url": http_server.url("/feed.xml"), "tag": "Science"}]}
     cluster = cluster_module.Cluster(tmp_path / "cluster", store=store_kind, config={"news": news})
     with cluster:
-        store = SnapshotStore(load_config(cluster.config))
+        config = load_config(cluster.config)
+        store = SnapshotStore(config.snapshot_store, config.snapshots.endpoint_url)
         replicas = [cluster.replica_url(n) for n in range(2)]
         has_news = lambda replica: httpx.get(replica + "/api/v1/news", timeout=5).status_code == 200  # noqa: E731
         assert wait_until(lambda: all(snapshot_of(replica) and has_news(replica) for replica in replicas), 60), "no snapshot served"

@@ -25,9 +25,9 @@ from pathlib import Path
 import httpx
 
 from config import load_config
-from pipeline.lock import writer_lock
-from pipeline.news import ingest_news
-from pipeline.site_export import ingest_site
+from pipeline.store.lock import writer_lock
+from pipeline.news.ingest import ingest_news
+from pipeline.site.ingest import ingest_site
 from pipeline.store import open_database
 from pipeline.store.runs import start_run
 from tests.support.feeds import growing_feed

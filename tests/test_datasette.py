@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from pipeline.store import open_database
-from service.metadata import METADATA_PATH, QUERY_NAMES, QUERY_PREFIX, load_metadata
-from service.plugin import get_api
+from service.datasette.metadata import METADATA_PATH, QUERY_NAMES, QUERY_PREFIX, load_metadata
+from service.datasette.plugin import get_api
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import news_id, seeded_database
 from tests.support.snapshot import snapshot

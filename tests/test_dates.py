@@ -4,7 +4,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from pipeline.dates import DateReader, agrees
+from pipeline.news.dates import DateReader, agrees
 
 
 def utc(*parts) -> datetime:

@@ -1,4 +1,4 @@
-"""The endpoint table (service/endpoints.py): consistent with itself, the data model and metadata.yml.
+"""The endpoint table (service/api/endpoints.py): consistent with itself, the data model and metadata.yml.
 
 Routing, validation, cache keys, next links, the index and the OpenAPI
 document are all derived from the table; these tests hold the table to what
@@ -15,11 +15,11 @@ import sqlite_utils
 
 from db.migrations import migrations
 from db.model import DATASETS, TAGS
-from service.endpoints import ENDPOINTS, HTML, LIMIT_DEFAULT, PARAMETERS, index_document
-from service.metadata import QUERY_NAMES, QUERY_PREFIX, read_metadata_file
-from service.parameters import parse_params
-from service.problems import API_PREFIX
-from service.routing import cache_key, resolve
+from service.api.endpoints import ENDPOINTS, HTML, LIMIT_DEFAULT, PARAMETERS, index_document
+from service.datasette.metadata import QUERY_NAMES, QUERY_PREFIX, read_metadata_file
+from service.api.parameters import parse_params
+from service.http.problems import API_PREFIX
+from service.api.routing import cache_key, resolve
 
 
 def test_every_parameter_names_endpoints_of_the_table():

@@ -2,8 +2,8 @@
 
 import pytest
 
-from pipeline.feeds import FeedError, FeedJob, parse, read_feed
-from pipeline.normalise import SUMMARY_LIMIT
+from pipeline.news.feeds import FeedError, FeedJob, parse, read_feed
+from pipeline.news.normalise import SUMMARY_LIMIT
 from tests.support.feeds import Entry, atom, rss
 from tests.support.paths import FEEDS
 

@@ -35,8 +35,8 @@ class Writer:
         self.store = tmp_path / "store"
 
     def publish(self, export: dict | None = None) -> Pointer:
-        from pipeline.ingest import SITE, run_ingest
-        from pipeline.publish import publish
+        from pipeline.ops.ingest import SITE, run_ingest
+        from pipeline.ops.publish import publish
 
         if export is not None:
             self.export.write_text(json.dumps(export))

@@ -17,9 +17,9 @@ import time
 import pytest
 
 from config import load_config
-from pipeline.news import ingest_news
-from pipeline.parse_pool import IN_PROCESS_MAX_BYTES
-from pipeline.normalise import SUMMARY_LIMIT
+from pipeline.news.ingest import ingest_news
+from pipeline.news.parse_pool import IN_PROCESS_MAX_BYTES
+from pipeline.news.normalise import SUMMARY_LIMIT
 from pipeline.store import open_database
 from tests.support.feeds import RSS_TYPE
 from tests.support.hostile_feeds import corpus, good_feed, gzip_bomb, slow_to_parse

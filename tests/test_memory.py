@@ -5,7 +5,7 @@ more ``&`` took the process from 247 MB to 1 GB (each spelling was kept as a
 response-cache alias, and aliases were capped by count, not bytes), and
 cursors carrying a made-up 11 KB item id were accepted and cached with their
 long keys. Now every byte the cache keeps is counted against its budget
-(:data:`service.response_cache.MAX_BYTES`), query strings are capped at
+(:data:`service.api.response_cache.MAX_BYTES`), query strings are capped at
 8 KiB, and a cursor must name an item id of the real shape.
 
 The test streams tens of thousands of distinct valid URLs (news pages at
@@ -25,8 +25,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from pipeline.store import open_database
-from service.parameters import encode_cursor
-from service.response_cache import MAX_BYTES
+from service.api.parameters import encode_cursor
+from service.api.response_cache import MAX_BYTES
 from tests.support.known_data import NEWS_START, news_items, seed_catalog, seed_news
 from tests.support.processes import qsite_serve, worker_pids
 

@@ -18,7 +18,7 @@ import sqlite_utils
 
 from config import load_config
 from db.migrations import migrations
-from pipeline.news import ingest_news
+from pipeline.news.ingest import ingest_news
 from pipeline.store import open_database
 from tests.support.goldens import FIRST_SEEN, REAL, load_golden
 from tests.support.paths import ROOT

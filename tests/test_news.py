@@ -8,8 +8,8 @@ import pytest
 
 from config import load_config
 from pipeline.fetch import FetchError, fetch_one
-from pipeline.news import ingest_news
-from pipeline.news_policy import MAX_BACKOFF, backoff_seconds
+from pipeline.news.ingest import ingest_news
+from pipeline.news.policy import MAX_BACKOFF, backoff_seconds
 from pipeline.store import open_database
 from tests.support.feeds import Entry, rss
 from tests.support.local_server import Reply

@@ -19,11 +19,11 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from db.model import TAGS, format_time
-from pipeline.normalise import Item
+from pipeline.store.records import Item
 from pipeline.store import open_database, transaction
 from pipeline.store import news as news_store
 from pipeline.store import sources as sources_store
-from service.metadata import read_metadata_file
+from service.datasette.metadata import read_metadata_file
 from tests.support.known_data import database_before
 
 SQL = {name: q["sql"] for name, q in next(iter(read_metadata_file()["databases"].values()))["queries"].items()}

@@ -7,7 +7,7 @@ from urllib.parse import parse_qsl, quote
 import pytest
 
 from pipeline.store import open_database
-from service.endpoints import SOURCE_MAX, SOURCES_MAX
+from service.api.endpoints import SOURCE_MAX, SOURCES_MAX
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import NEWS_START, SOURCES, news_items, seed_catalog, seed_news
 
@@ -151,7 +151,7 @@ def test_the_cursor_keeps_working_while_items_arrive(client, tmp_path):
         item["source"] = COMMA
     seed_news(db, newer, changed_at="2026-11-21T00:00:00Z")
     db.close()
-    client.run(__import__("service.plugin", fromlist=["get_api"]).get_api(client.datasette).cache.refresh(force=True))
+    client.run(__import__("service.datasette.plugin", fromlist=["get_api"]).get_api(client.datasette).cache.refresh(force=True))
     rest, url = [], first["next"]
     while url:
         page = client.get(url).json()

@@ -8,8 +8,8 @@ import pytest
 
 from config import SourceConfig
 from db.model import format_time
-from pipeline import news_policy as policy
-from pipeline.normalise import Item, item_id
+from pipeline.news import policy
+from pipeline.store.records import Item, item_id
 
 STARTED = datetime(2025, 3, 10, 12, 0, tzinfo=timezone.utc)
 NOW = format_time(STARTED)

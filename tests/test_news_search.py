@@ -22,12 +22,12 @@ import sqlite_utils
 
 from db.migrations import SEARCH_ROWID_MASK
 from db.model import NEWS, TAGS, format_time
-from pipeline.normalise import Item
+from pipeline.store.records import Item
 from pipeline.store import bump_version, open_database, transaction
 from pipeline.store import news as news_store
 from pipeline.store import sources as sources_store
-from service.bodies import SEARCH_COUNT_MAX, fts_query
-from service.metadata import read_metadata_file
+from service.api.bodies import SEARCH_COUNT_MAX, fts_query
+from service.datasette.metadata import read_metadata_file
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import database_before, seed_catalog
 

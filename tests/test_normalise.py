@@ -7,18 +7,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.normalise import (
+from pipeline.news.normalise import (
     SUMMARY_LIMIT,
     FeedContext,
     classify,
     entry_key,
     entry_link,
-    item_id,
     normalise_entry,
     published_at,
 )
 from pipeline.text import html_to_text, shorten, text_of
-from pipeline.urls import canonical_url
+from pipeline.news.urls import canonical_url
+from pipeline.store.records import item_id
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
 

@@ -11,9 +11,9 @@ import schemathesis
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from db.model import TAGS
-from service import endpoints
-from service.parameters import ECHO_MAX, MAX_ERRORS
-from service.problems import PROBLEMS
+from service.api import endpoints
+from service.api.parameters import ECHO_MAX, MAX_ERRORS
+from service.http.problems import PROBLEMS
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import seeded_database
 

@@ -16,13 +16,14 @@ from urllib.parse import parse_qsl, urlsplit
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from pipeline.dates import DateReader
-from pipeline.normalise import FUTURE_TOLERANCE, SUMMARY_LIMIT, FeedContext, item_id, normalise_entry, published_at
+from pipeline.news.dates import DateReader
+from pipeline.news.normalise import FUTURE_TOLERANCE, SUMMARY_LIMIT, FeedContext, normalise_entry, published_at
+from pipeline.store.records import item_id
 from pipeline.text import html_to_text as plain_text
 from pipeline.text import shorten
-from pipeline.urls import canonical_url
-from service.parameters import decode_cursor, encode_cursor, parse_since
-from service.responses import dumps
+from pipeline.news.urls import canonical_url
+from service.api.parameters import decode_cursor, encode_cursor, parse_since
+from service.api.responses import dumps
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 EXAMPLES = 3000 if SOAK else 150

@@ -147,7 +147,7 @@ def test_a_store_that_is_down_fails_the_publish_and_leaves_nothing_half_done(qsi
 
 
 def test_the_scheduler_publishes_after_ingests_that_changed_data(make_config, http_server, tmp_path):
-    from pipeline.schedule import Scheduler
+    from pipeline.ops.schedule import Scheduler
 
     http_server.routes["/feed.xml"] = growing_feed("Lab", step=1)
     config = load_config(
@@ -174,7 +174,7 @@ def test_the_scheduler_publishes_after_ingests_that_changed_data(make_config, ht
 
 
 def test_without_a_store_the_scheduler_publishes_nothing(make_config, tmp_path):
-    from pipeline.schedule import Scheduler
+    from pipeline.ops.schedule import Scheduler
 
     scheduler = Scheduler(load_config(make_config()))
     assert scheduler.publish is None
@@ -211,8 +211,8 @@ def test_store_urls(make_config, tmp_path):
 @pytest.fixture(scope="module")
 def published(tmp_path_factory) -> tuple[Path, Pointer]:
     """One published snapshot of the sample export (in-process: the checks below only read it)."""
-    from pipeline.ingest import SITE, run_ingest
-    from pipeline.publish import publish
+    from pipeline.ops.ingest import SITE, run_ingest
+    from pipeline.ops.publish import publish
 
     folder = tmp_path_factory.mktemp("published")
     config = load_config(None, database=str(folder / "site.db"))

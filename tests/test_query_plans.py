@@ -29,10 +29,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from db.model import TAGS, format_time
-from pipeline.normalise import Item
+from pipeline.store.records import Item
 from pipeline.store import open_database, transaction
 from pipeline.store import news as news_store
-from service.metadata import QUERY_PREFIX, read_metadata_file
+from service.datasette.metadata import QUERY_PREFIX, read_metadata_file
 from tests.support.known_data import SOURCES, seed_catalog
 
 NEWEST = datetime(2026, 11, 20, 9, 0, tzinfo=timezone.utc)

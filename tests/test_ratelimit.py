@@ -15,10 +15,10 @@ import httpx
 import pytest
 from datasette.app import Datasette
 
-import service.ratelimit
+import service.http.ratelimit
 from config import ConfigError, load_config
 from pipeline.store import open_database
-from service.openapi import build_document
+from service.describe.openapi import build_document
 from tests.support.openapi_check import OpenAPICheck
 from tests.support.problems import assert_problem
 from tests.support.processes import free_port, qsite_serve, stop as stop_process, wait_until
@@ -195,7 +195,7 @@ def test_forwarded_for_honoured_one_hop_from_the_right(datasette_for):
 def test_client_address(trusted, header, expected):
     headers = [(b"x-forwarded-for", header.encode())] if header else []
     scope = {"type": "http", "client": ("127.0.0.1", 5000), "headers": headers}
-    assert service.ratelimit.client_address(scope, trusted) == expected
+    assert service.http.ratelimit.client_address(scope, trusted) == expected
 
 
 @pytest.mark.parametrize("value", ["lots", "120/minute;10/second", "0/minute", ""])
@@ -268,7 +268,7 @@ def redis_server(tmp_path):
 
 def test_redis_down_mid_run_still_serves_and_counting_resumes(datasette_for, redis_server, caplog, monkeypatch):
     # try the storage on every request, to show the warning is still logged only once
-    monkeypatch.setattr(service.ratelimit, "STORAGE_RETRY_AFTER", 0.0)
+    monkeypatch.setattr(service.http.ratelimit, "STORAGE_RETRY_AFTER", 0.0)
     ds = datasette_for(rate_limit="2/minute", rate_limit_storage=redis_server.url)
 
     async def scenario():

@@ -1,4 +1,4 @@
-"""The API's reads (service/reader.py): inline on the event loop, never waiting there, never without end.
+"""The API's reads (service/api/reader.py): inline on the event loop, never waiting there, never without end.
 
 Real SQLite files, real locks, no mocks: a read that would wait for another
 connection's lock goes to the API's threads (which wait for it), a read past
@@ -14,8 +14,8 @@ import threading
 
 import pytest
 
-from service.plugin import get_api
-from service.reader import Reader
+from service.datasette.plugin import get_api
+from service.api.reader import Reader
 from tests.support.api_client import ApiClient, datasette_for_config
 
 

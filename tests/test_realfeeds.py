@@ -15,7 +15,7 @@ import json
 import pytest
 
 from config import load_config
-from pipeline.news import ingest_news
+from pipeline.news.ingest import ingest_news
 from pipeline.store import open_database
 from tests.support.goldens import FIRST_SEEN, HOMES, SUMMARY_CHARS, feed_files, item_record, load_golden, read_golden_of
 from tests.support.local_server import Reply

@@ -12,7 +12,7 @@ import time
 from contextlib import contextmanager
 
 from config import load_config
-from pipeline.schedule import JobSpec, Scheduler, run_forever
+from pipeline.ops.schedule import JobSpec, Scheduler, run_forever
 from pipeline.report import RunReport
 from tests.support.local_server import Reply
 from tests.support.processes import QSITE, stop, wait_until

@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from config import load_config
-from pipeline.catalog_rows import slugify
-from pipeline.site_export import ingest_site
+from pipeline.site.catalog_rows import slugify
+from pipeline.site.ingest import ingest_site
 from pipeline.store import open_database
 from tests.support.local_server import Reply
 from tests.support.paths import SITE_EXPORT

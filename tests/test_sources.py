@@ -6,7 +6,7 @@ import pytest
 
 from pipeline.store import open_database, transaction
 from pipeline.store.runs import finish_run, start_run
-from service.plugin import get_api
+from service.datasette.plugin import get_api
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import SOURCES, news_items, seed_catalog, seed_news
 

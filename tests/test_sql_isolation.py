@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 import httpx
 
-from service.sql_budget import MAX_WAITING
+from service.http.sql_budget import MAX_WAITING
 from tests.support.known_data import seeded_database
 from tests.support.processes import qsite_serve
 

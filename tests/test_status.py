@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from config import load_config
-from pipeline.status import collect_status, format_status
+from pipeline.ops.status import collect_status, format_status
 from pipeline.store import open_database
 from tests.support.feeds import RSS_TYPE, Entry, rss
 from tests.support.local_server import Reply
@@ -135,7 +135,7 @@ def test_status_without_a_database_says_so(qsite, make_config, tmp_path):
 
 
 def test_status_shows_a_running_ingest(qsite, known_db, tmp_path):
-    from pipeline.lock import writer_lock
+    from pipeline.store.lock import writer_lock
 
     with writer_lock(tmp_path / "site.db", 0):
         result = qsite("status", "--json", "--config", str(known_db))

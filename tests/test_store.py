@@ -22,8 +22,8 @@ import pytest
 
 from config import load_config
 from db.redact import redact_text
-from pipeline.news import ingest_news
-from pipeline.site_export import ingest_site
+from pipeline.news.ingest import ingest_news
+from pipeline.site.ingest import ingest_site
 from pipeline.store import open_database, transaction
 
 FEEDS = Path(__file__).resolve().parents[1] / "pipeline" / "samples" / "feeds"

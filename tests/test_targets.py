@@ -19,7 +19,7 @@ import pytest
 
 from tests.support.known_data import seeded_database
 from tests.support.processes import qsite_serve
-from service.targets import check_target
+from service.http.targets import check_target
 from tests.support.raw_http import raw_request
 
 OK_OR_CLIENT_ERROR = range(200, 500)

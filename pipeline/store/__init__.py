@@ -5,7 +5,7 @@ Each module here owns some tables and offers narrow functions over them:
 :mod:`.sources` (each feed's validators, failures and backoff), :mod:`.runs`
 (``ingest_runs`` and ``data_versions``), :mod:`.status` (the reads behind
 ``qsite status``) and :mod:`.snapshots` (the reads behind ``qsite publish``). Fetching, parsing, normalising and deciding
-(:mod:`pipeline.news_policy`) hold no SQL and need no database to be tested.
+(:mod:`pipeline.news.policy`) hold no SQL and need no database to be tested.
 
 This package itself opens the database and makes transactions. The database
 runs in WAL mode so that Datasette keeps reading while the pipeline writes;
@@ -26,8 +26,8 @@ import sqlite_utils
 
 from db.migrations import migrations
 
-from ..lock import WriterLockTimeout, writer_lock
-from .runs import bump_version
+from pipeline.store.lock import WriterLockTimeout, writer_lock
+from pipeline.store.runs import bump_version
 
 __all__ = ["StoreError", "bump_version", "open_database", "transaction"]
 
@@ -47,7 +47,7 @@ class StoreError(Exception):
 def open_database(path: str | Path) -> sqlite_utils.Database:
     """Open (creating if need be) the database at ``path`` and apply pending migrations.
 
-    Pending migrations are applied under the writer lock (:mod:`pipeline.lock`),
+    Pending migrations are applied under the writer lock (:mod:`pipeline.store.lock`),
     so processes opening a new file at once cannot both create its tables.
 
     :raises StoreError: when the file or its folder cannot be created, read or written,

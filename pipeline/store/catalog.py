@@ -1,6 +1,6 @@
 """The tables the site export fills (``courses``, ``sections``, ``glossary``, ``site_totals``) and ``export_state``.
 
-The rows come from :func:`pipeline.catalog_rows.build_rows` as dicts of
+The rows come from :func:`pipeline.site.catalog_rows.build_rows` as dicts of
 column values. The statements are sqlite-utils' own, parameterised, with
 the table names fixed here and the column names those of the rows.
 """

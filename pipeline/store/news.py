@@ -1,7 +1,7 @@
 """News items in ``news``: read what a feed's items may already be, insert, update, prune.
 
 Which items to insert or update is decided by
-:func:`pipeline.news_policy.merge_items`; a feed's items are looked up in
+:func:`pipeline.news.policy.merge_items`; a feed's items are looked up in
 three queries and written with one ``executemany`` per kind of change,
 because a big feed's thousands of single statements would dominate an ingest.
 """
@@ -16,14 +16,13 @@ import sqlite_utils
 
 from db.migrations import COUNT_NEWS, INDEX_NEWS_SEARCH
 
-from ..news_policy import Known, StoredItem
-from ..normalise import Item, item_id
+from pipeline.store.records import Item, Known, StoredItem, item_id
 
 _STORED = "id, source, entry_key, title, summary, tag, published_at, first_seen_at"
 
 
 def known_items(db: sqlite_utils.Database, source: str, items: Sequence[Item]) -> Known:
-    """What ``news`` holds that ``source``'s ``items`` may be (see :class:`pipeline.news_policy.Known`)."""
+    """What ``news`` holds that ``source``'s ``items`` may be (see :class:`pipeline.store.records.Known`)."""
     keys = json.dumps([item.key for item in items])
     ids = json.dumps([item.legacy_id for item in items if item.legacy_id] + [item_id(item.url) for item in items])
     urls = json.dumps([item.url for item in items])

@@ -28,7 +28,7 @@ def bump_version(db: sqlite_utils.Database, dataset: str, changed_at: str | None
 def close_interrupted_runs(db: sqlite_utils.Database) -> int:
     """Mark as failed the runs a killed process left ``running``; return how many.
 
-    Runs never overlap (the writer lock, :mod:`pipeline.lock`), so when a new
+    Runs never overlap (the writer lock, :mod:`pipeline.store.lock`), so when a new
     one starts, any row still ``running`` belongs to a process that died.
     """
     return db.execute(

@@ -1,4 +1,4 @@
-"""The reads behind ``qsite publish`` (:mod:`pipeline.publish`): the live data version and a consistent copy.
+"""The reads behind ``qsite publish`` (:mod:`pipeline.ops.publish`): the live data version and a consistent copy.
 
 Both open the database read-only: publishing never writes to the working
 database and never needs the writer lock. What a copy must pass is

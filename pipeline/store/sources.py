@@ -1,6 +1,6 @@
 """Each news source's state in ``sources``: validators, last outcome, failures and backoff.
 
-What the values should be is decided in :mod:`pipeline.news_policy`; these
+What the values should be is decided in :mod:`pipeline.news.policy`; these
 functions only read and write them. Every row is public through Datasette:
 ``url`` is given in its public form (``SourceConfig.public_url``), and error
 text is stored redacted (:func:`db.redact.redact_text`: no credentials in

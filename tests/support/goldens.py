@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.feeds import FeedJob, read_feed
+from pipeline.news.feeds import FeedJob, read_feed
 from tests.support.paths import ROOT
 
 REAL = ROOT / "tests" / "data" / "realfeeds"

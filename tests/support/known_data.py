@@ -13,7 +13,7 @@ import sqlite_utils
 
 from db.migrations import migrations
 from db.model import TAGS
-from pipeline.normalise import item_id
+from pipeline.store.records import item_id
 from pipeline.store import bump_version, open_database
 
 CATALOG_AT = "2026-11-20T08:00:00Z"

@@ -1,0 +1,119 @@
+"""The snapshot store: a folder or an S3-compatible bucket, through obstore.
+
+The writer (:mod:`pipeline.ops.publish`) and the replicas (:mod:`service.replica.follow`)
+both talk to the store configured under ``snapshots:``; this is the one place
+that turns that config into an obstore client and obstore's errors into one
+line a log can carry. Request signing, retries and multipart uploads are
+obstore's (the Rust ``object_store`` crate); credentials come from the
+standard ``AWS_*`` variables.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import urlsplit
+
+import obstore
+from obstore.store import LocalStore, from_url
+
+from db.snapshot import POINTER, Pointer, name_version
+
+
+#: A store that does not answer must not hold a replica's poll (or a publish) for minutes.
+CONNECT_TIMEOUT = timedelta(seconds=5)
+REQUEST_TIMEOUT = timedelta(minutes=10)
+RETRIES = {"max_retries": 2, "retry_timeout": timedelta(seconds=15)}
+#: Bytes per chunk of a streamed download.
+CHUNK = 1024 * 1024
+
+
+class StoreUnavailable(Exception):
+    """The store could not be read or written (down, refused the credentials, ...); one line."""
+
+
+def brief(exc: BaseException) -> str:
+    """obstore's message without its multi-line debug dump, cut to one readable line."""
+    text = str(exc).split("\n", 1)[0].strip() or type(exc).__name__
+    text = text.split(": <?xml", 1)[0]
+    return text if len(text) <= 300 else text[:300] + "…"
+
+
+class SnapshotStore:
+    """The store at ``url`` (``config.snapshot_store``), with the few operations snapshots need.
+
+    :param endpoint_url: an S3-compatible server's address (``snapshots.endpoint_url``), for S3 URLs.
+    """
+
+    def __init__(self, url: str, endpoint_url: str | None = None):
+        self.url = url
+        if self.url.startswith("file://"):
+            folder = Path(urlsplit(self.url).path)
+            self.where = str(folder)
+            self._store = LocalStore(folder, mkdir=True)
+        else:
+            self.where = self.url
+            options = {"connect_timeout": CONNECT_TIMEOUT, "timeout": REQUEST_TIMEOUT}
+            extra = {}
+            if endpoint_url:
+                extra["endpoint"] = endpoint_url
+                options["allow_http"] = endpoint_url.startswith("http://")
+            self._store = from_url(self.url, client_options=options, retry_config=RETRIES, **extra)
+
+    def _call(self, what: str, fn, *args, **kwargs):
+        try:
+            return fn(self._store, *args, **kwargs)
+        except FileNotFoundError:
+            raise
+        except Exception as exc:  # obstore raises its own error classes and OSErrors
+            raise StoreUnavailable(f"snapshot store {self.where}: cannot {what}: {brief(exc)}") from None
+
+    def read_pointer(self) -> Pointer | None:
+        """The current ``latest.json``, or None when nothing was ever published.
+
+        :raises StoreUnavailable: the store cannot be read.
+        :raises db.snapshot.SnapshotError: the pointer is not valid.
+        """
+        try:
+            result = self._call(f"read {POINTER}", obstore.get, POINTER)
+            raw = bytes(self._call(f"read {POINTER}", lambda _store: result.bytes()))
+        except FileNotFoundError:
+            return None
+        return Pointer.from_json(raw)
+
+    def write_pointer(self, pointer: Pointer) -> None:
+        self._call(f"write {POINTER}", obstore.put, POINTER, pointer.to_json())
+
+    def upload(self, name: str, path: Path) -> None:
+        self._call(f"upload {name}", obstore.put, name, path)
+
+    def snapshots(self) -> list[str]:
+        """Names of the published snapshots in the store's root, newest data version first."""
+        found = []
+        for batch in self._call("list snapshots", obstore.list, None):
+            for meta in batch:
+                name = meta["path"].rsplit("/", 1)[-1]
+                if name_version(name) is not None and "/" not in meta["path"]:
+                    found.append(name)
+        return sorted(found, key=lambda name: (name_version(name), name), reverse=True)
+
+    def delete(self, name: str) -> None:
+        self._call(f"delete {name}", obstore.delete, name)
+
+    def stream(self, name: str) -> Iterator[bytes]:
+        """The bytes of ``name``, a chunk at a time.
+
+        :raises FileNotFoundError: no such object.
+        :raises StoreUnavailable: the store failed before or during the download.
+        """
+        result = self._call(f"download {name}", obstore.get, name)
+        chunks = iter(result.stream(min_chunk_size=CHUNK))
+        while True:
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                return
+            except Exception as exc:
+                raise StoreUnavailable(f"snapshot store {self.where}: download of {name} failed: {brief(exc)}") from None
+            yield bytes(chunk)

@@ -1,0 +1,167 @@
+"""Parsing fetched feed bytes with feedparser, guarded, into normalised items.
+
+feedparser is only ever given bytes that :mod:`pipeline.fetch` already
+fetched (never a URL, and never a bare string it might take for a file
+name). Whatever it makes of them is judged here: an exception or a document
+that is not a feed is that source's error; a ``bozo`` (not well-formed) feed
+that still yields entries is a warning and its entries are kept.
+
+:func:`read_feed` is the unit of work a process pool runs: it takes plain
+data in and gives plain data back, so parsing can use every core.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+
+import feedparser
+from feedparser.exceptions import CharacterEncodingOverride, NonXMLContentType
+
+from pipeline.news.dates import DateReader
+from pipeline.news.encoding import check_encoding
+from pipeline.news.normalise import FeedContext, normalise_entry, parse_time
+from pipeline.store.records import Item
+from pipeline.news.tracking import providers
+from pipeline.news.urls import canonical_url, is_web_link
+
+
+#: bozo reasons that say nothing about whether the feed was read right: a charset header
+#: contradicting the XML declaration, or a server that sends no or a wrong Content-Type.
+HARMLESS = (CharacterEncodingOverride, NonXMLContentType)
+
+
+class FeedError(Exception):
+    """The bytes are not a feed we can read; the message says why."""
+
+
+@dataclass(frozen=True)
+class FeedJob:
+    """Everything needed to turn one fetched body into items."""
+
+    source: str
+    tag: str
+    rules: tuple[tuple[str, str], ...]
+    body: bytes
+    headers: dict[str, str]
+    location: str
+    #: When this run first saw the feed (RFC 3339); the date of undated entries.
+    seen_at: str
+    #: Whether the source still has items stored before migration 3, which its entries may claim
+    #: (then each item carries its :func:`pipeline.news.legacy.legacy_id`).
+    legacy: bool = True
+
+
+@dataclass
+class FeedResult:
+    """What :func:`read_feed` made of one body: items, or an error."""
+
+    items: list[Item] = field(default_factory=list)
+    #: Entries dropped because they had no usable link.
+    skipped: int = 0
+    warning: str | None = None
+    error: str | None = None
+
+
+def parse(body: bytes, headers: dict[str, str] | None = None):
+    """feedparser's reading of ``body``; raise :class:`FeedError` if it is not a usable feed.
+
+    ``headers`` are the HTTP response headers (for the declared charset, and a
+    ``Content-Location``). The URL the body came from is not given to
+    feedparser: relative links are resolved later, against it, by
+    :func:`pipeline.news.urls.canonical_url` (feedparser would resolve every URI
+    in the document, a fifth of its parse time). The result's
+    ``encoding_warning`` says when the document's own encoding had to win
+    (:mod:`pipeline.news.encoding`).
+    """
+    response_headers = {name.lower(): value for name, value in (headers or {}).items()}
+    parsed = _feedparser(body, response_headers)
+    check = check_encoding(body, parsed.get("encoding"))
+    if check.text is not None:
+        # Read again from the text as the document declares it; the HTTP charset is left out.
+        headers_without_type = {k: v for k, v in response_headers.items() if k != "content-type"}
+        parsed = _feedparser(check.text.encode("utf-8"), headers_without_type)
+    parsed["encoding_warning"] = check.warning
+    if parsed.entries:
+        return parsed
+    problem = _problem(parsed)
+    if not parsed.get("version"):
+        kind = response_headers.get("content-type", "").split(";")[0].strip()
+        details = [f"content type {kind}"] if kind else []
+        details += [f"{problem}"] if problem else []
+        raise FeedError("not an RSS or Atom feed" + (f" ({'; '.join(details)})" if details else ""))
+    if problem:
+        raise FeedError(f"not a readable feed: {problem}")
+    return parsed
+
+
+def _feedparser(body: bytes, response_headers: dict[str, str]):
+    try:
+        # HTML inside entries is made plain text later (pipeline.text), so feedparser's own
+        # (slow) sanitising and link rewriting of that HTML would be wasted work.
+        return feedparser.parse(
+            io.BytesIO(body), response_headers=response_headers, sanitize_html=False, resolve_relative_uris=False
+        )
+    except Exception as exc:  # feedparser's failure modes are not a documented set
+        raise FeedError(f"feed could not be parsed: {type(exc).__name__}: {exc}") from None
+
+
+def feed_context(parsed, job: FeedJob) -> FeedContext:
+    """What the entries of ``parsed`` are normalised with: the base for relative links, the feed's own URLs."""
+    base = parsed.get("headers", {}).get("content-location") or (job.location if is_web_link(job.location) else None)
+    channel = parsed.feed.get("link") or ""
+    selves = [link.get("href") for link in parsed.feed.get("links") or () if link.get("rel") == "self"]
+    if base is None:
+        # A feed read from a file (feedparser already applied any xml:base) has only its own
+        # channel link, else its rel="self" link, left to resolve relative item links against.
+        base = next((link for link in [channel, *selves] if is_web_link(link)), None)
+    own = {canonical_url(job.location)} if is_web_link(job.location) else set()
+    own |= {canonical_url(link, base) for link in selves}
+    own.discard(None)
+    channel_link = canonical_url(channel, base)
+    return FeedContext(
+        tag=job.tag,
+        rules=job.rules,
+        base=base,
+        first_seen=parse_time(job.seen_at),
+        channel_link=None if channel_link in own else channel_link,
+        own_urls=frozenset(own),
+        dates=DateReader(parsed.feed.get("language")),
+        legacy=job.legacy,
+    )
+
+
+def prepare() -> None:
+    """Load what every parse needs once (the tracking rules, about 0.2 s), so that forked workers inherit it."""
+    providers()
+
+
+def read_feed(job: FeedJob) -> FeedResult:
+    """Parse and normalise one fetched body; never raises, an unusable feed comes back as ``error``."""
+    try:
+        parsed = parse(job.body, job.headers)
+    except FeedError as exc:
+        return FeedResult(error=str(exc))
+    context = feed_context(parsed, job)
+    result = FeedResult()
+    for entry in parsed.entries:
+        item = normalise_entry(entry, context)
+        if item is None:
+            result.skipped += 1
+        else:
+            result.items.append(item)
+    problem = _problem(parsed)
+    if problem and not result.items:
+        # Broken XML whose "entries" hold no usable link is not a feed we can read: failing
+        # the source keeps it retried, instead of stored as unchanged and healthy.
+        return FeedResult(error=f"not a readable feed: {problem}; none of its {len(parsed.entries)} entries had a usable link")
+    warnings = [parsed["encoding_warning"]] if parsed.get("encoding_warning") else []
+    if problem:
+        warnings.append(f"feed is not well-formed ({problem}); read {len(parsed.entries)} entries anyway")
+    result.warning = "; ".join(warnings) or None
+    return result
+
+
+def _problem(parsed) -> Exception | None:
+    problem = parsed.get("bozo_exception") if parsed.get("bozo") else None
+    return None if isinstance(problem, HARMLESS) else problem

@@ -1,0 +1,294 @@
+"""News ingestion: configured feeds to rows in ``news``, one source at a time.
+
+The data flows one way: :mod:`pipeline.fetch` fetches every due source
+concurrently (one httpx client), :mod:`pipeline.news.parse_pool` has
+:mod:`pipeline.news.feeds` parse what changed (in worker processes when there is
+enough of it, or a body big enough that its parse needs a deadline) and
+:mod:`pipeline.news.normalise` makes each entry an item (and tags it).
+:mod:`pipeline.news.policy` decides what is due, what changed and how long a
+failing source waits; :mod:`pipeline.store` writes the outcome, each source
+in its own transaction. This module runs those steps in order.
+
+A source that fails (including a parse that runs past its deadline, whose
+worker is killed, or a database that refuses its outcome) never stops the
+others and never changes its earlier items; a failed fetch or parse backs off
+exponentially (capped at a day, never giving up) unless the publisher said
+410 Gone, which disables it. A 304, or a body whose hash is unchanged, costs
+one small update and no parse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable
+
+import sqlite_utils
+
+from config import Config, SourceConfig, is_url
+from db.model import NEWS, format_time
+
+from pipeline.news import policy
+from pipeline.news.feeds import FeedJob, FeedResult
+from pipeline.fetch import Fetched, FetchError, fetch, make_client, split_options
+from pipeline.news.parse_pool import PARSE_DEADLINE, ParsePool
+from pipeline.report import RunReport
+from pipeline.store import news as news_store
+from pipeline.store import runs as runs_store
+from pipeline.store import sources as sources_store
+from pipeline.store import transaction
+
+log = logging.getLogger("qsite.news")
+
+KIND = NEWS
+#: Fetches in flight at once. Below the client's connection limit, because httpcore
+#: rescans its whole queue of waiting requests on every change (quadratic in the queue).
+MAX_CONCURRENT_FETCHES = 16
+
+
+@dataclass
+class _Outcome:
+    """What happened to one due source before anything is written."""
+
+    fetched: Fetched | None = None
+    error: FetchError | None = None
+    content_hash: str | None = None
+    result: FeedResult | None = None
+
+    @property
+    def unchanged(self) -> bool:
+        return self.error is None and self.result is None
+
+
+def sync_sources(db: sqlite_utils.Database, config: Config) -> dict[str, dict]:
+    """Bring the ``sources`` table in line with the config and return each configured source's row.
+
+    A new source is inserted; a moved or retagged one is reset as
+    :func:`pipeline.news.policy.source_change` explains. Sources no longer
+    configured keep their row and items but are not fetched.
+    """
+    rows = sources_store.stored_sources(db)
+    changes = [(policy.source_change(source, rows.get(source.name)), source) for source in config.news.sources]
+    changes = [(change, source) for change, source in changes if change]
+    if changes:
+        with transaction(db):
+            for change, source in changes:
+                if change == policy.NEW:
+                    sources_store.add_source(db, source.name, source.public_url, source.tag)
+                elif change == policy.MOVED:
+                    sources_store.move_source(db, source.name, source.public_url, source.tag)
+                else:
+                    sources_store.retag_source(db, source.name, source.tag)
+        rows = sources_store.stored_sources(db)
+    return {source.name: rows[source.name] for source in config.news.sources}
+
+
+def ingest_news(
+    db: sqlite_utils.Database,
+    config: Config,
+    progress: Callable[[RunReport], None] | None = None,
+    client_options: dict | None = None,
+    parse_workers: int | None = None,
+    parse_deadline: float = PARSE_DEADLINE,
+) -> list[RunReport]:
+    """Fetch every due news source, store what changed and return one report per configured source.
+
+    :param progress: called with each source's report as soon as it is stored, in config order.
+    :param client_options: ``connect_timeout`` and ``read_timeout`` for :func:`pipeline.fetch.make_client`,
+        and ``max_bytes`` and ``deadline`` for each :func:`pipeline.fetch.fetch`.
+    :param parse_workers: processes to parse in (:class:`pipeline.news.parse_pool.ParsePool`); ``None`` picks
+        by the amount of work, 0 parses in-process all but the biggest bodies.
+    :param parse_deadline: seconds a pooled parse may take before its source fails.
+    """
+    started = datetime.now(timezone.utc).replace(microsecond=0)
+    rows = sync_sources(db, config)
+    due = [source for source in config.news.sources if policy.is_due(rows[source.name], format_time(started))]
+    sweep = _Sweep(db, config, rows, started, _start_runs(db, due, format_time(started)), news_store.sources_with_unclaimed_items(db))
+    parser = ParsePool(parse_workers, len(due), parse_deadline)
+    reports = asyncio.run(_fetch_and_store(sweep, due, parser, split_options(client_options or {}), progress))
+    _prune(db, config, started)
+    return reports
+
+
+@dataclass
+class _Sweep:
+    """What every step of one run over the sources shares."""
+
+    db: sqlite_utils.Database
+    config: Config
+    #: Each configured source's stored row, as it was when the run started.
+    rows: dict[str, dict]
+    started: datetime
+    #: The ``ingest_runs`` id of each due source.
+    run_ids: dict[str, int]
+    #: The sources whose items stored under the old rules are not all claimed yet.
+    legacy: set[str] = field(default_factory=set)
+
+    @property
+    def now(self) -> str:
+        return format_time(self.started)
+
+
+def _start_runs(db: sqlite_utils.Database, due: list[SourceConfig], now: str) -> dict[str, int]:
+    run_ids = {}
+    if due:
+        with transaction(db):
+            runs_store.close_interrupted_runs(db)
+            for source in due:
+                run_ids[source.name] = runs_store.start_run(db, KIND, source.name, now)
+    return run_ids
+
+
+async def _fetch_and_store(sweep: _Sweep, due: list[SourceConfig], parser: ParsePool, options: tuple[dict, dict], progress) -> list[RunReport]:
+    client_options, fetch_options = options
+    reports = []
+    slots = asyncio.Semaphore(MAX_CONCURRENT_FETCHES)
+    # Building a client loads the CA bundle (tens of ms): only when some source is on the web.
+    web = any(is_url(sweep.config.source_location(source)) for source in due)
+    # The pool stops inside the event loop, before asyncio.run cancels what is left of an aborted run.
+    with parser:
+        async with make_client(**client_options) if web else contextlib.nullcontext() as client:
+            tasks = {
+                source.name: asyncio.ensure_future(_fetch_and_parse(sweep, source, client, slots, parser, fetch_options))
+                for source in due
+            }
+            # Written in config order, so that of two sources carrying one story
+            # the one listed first keeps it, whatever order the fetches finish in.
+            for source in sweep.config.news.sources:
+                if source.name in tasks:
+                    report = _store(sweep, source, await tasks[source.name])
+                else:
+                    report = _not_due_report(source, sweep.rows[source.name])
+                reports.append(report)
+                if progress:
+                    progress(report)
+    return reports
+
+
+def _not_due_report(source: SourceConfig, row: dict) -> RunReport:
+    if row["disabled"]:
+        return RunReport(KIND, source.name, "disabled", error=row["last_error"] or "disabled")
+    return RunReport(KIND, source.name, "skipped", error=f"backing off until {row['next_fetch_at']}")
+
+
+async def _fetch_and_parse(sweep: _Sweep, source: SourceConfig, client, slots, parser: ParsePool, fetch_options) -> _Outcome:
+    row = sweep.rows[source.name]
+    try:
+        async with slots:
+            location = sweep.config.source_location(source)
+            fetched = await fetch(client, location, row["etag"], row["last_modified"], **fetch_options)
+    except FetchError as exc:
+        return _Outcome(error=exc)
+    if fetched.not_modified:
+        return _Outcome(fetched, content_hash=row["content_hash"])
+    content_hash = policy.content_key(source, fetched.content_hash)
+    if content_hash == row["content_hash"]:
+        return _Outcome(fetched, content_hash=content_hash)
+    job = FeedJob(
+        source=source.name,
+        tag=source.tag,
+        rules=tuple((rule.match, rule.tag) for rule in source.rules),
+        body=fetched.body,
+        headers=fetched.headers,
+        location=fetched.location,
+        seen_at=sweep.now,
+        legacy=source.name in sweep.legacy,
+    )
+    return _Outcome(fetched, content_hash=content_hash, result=await parser.read(job))
+
+
+def _store(sweep: _Sweep, source: SourceConfig, outcome: _Outcome) -> RunReport:
+    """Write one source's outcome in one transaction and return its report.
+
+    When the database refuses the outcome (a full disk, a constraint), the
+    transaction is rolled back, the failure recorded in a transaction of its
+    own, and the run goes on with the next source. Only when even that cannot
+    be written does the error end the run.
+    """
+    row = sweep.rows[source.name]
+    error = outcome.error.args[0] if outcome.error else (outcome.result.error if outcome.result else None)
+    if error:
+        failure = policy.fetch_failure(
+            row,
+            error,
+            sweep.started,
+            sweep.config.news.every,
+            gone=bool(outcome.error and outcome.error.gone),
+            retry_after=outcome.error.retry_after if outcome.error else None,
+        )
+        return _record_failure(sweep, source, failure)
+    try:
+        return _store_outcome(sweep, source, outcome)
+    except sqlite3.Error as exc:
+        message = f"{sweep.config.database_path}: cannot write the database: {exc}; nothing of this source changed"
+        return _record_failure(sweep, source, policy.store_failure(row, message))
+
+
+def _store_outcome(sweep: _Sweep, source: SourceConfig, outcome: _Outcome) -> RunReport:
+    db, now = sweep.db, sweep.now
+    counts: dict[str, int] = {}
+    status, warning = "unchanged", None
+    with transaction(db):
+        if not outcome.unchanged:
+            result = outcome.result
+            known = news_store.known_items(db, source.name, result.items)
+            cutoff = policy.retention_cutoff(sweep.config.news.retention_days, sweep.started)
+            changes = policy.merge_items(result.items, known, source.name, cutoff)
+            if changes.new:
+                news_store.insert_items(db, source.name, changes.new, now)
+            if changes.updated:
+                news_store.update_items(db, changes.updated, now)
+            if changes.claimed:
+                news_store.claim_items(db, changes.claimed)
+            counts = changes.counts
+            counts["skipped"] += result.skipped
+            status, warning = ("warning", result.warning) if result.warning else ("ok", None)
+            if changes.new or changes.updated:
+                runs_store.bump_version(db, NEWS, now)
+        fetched = outcome.fetched
+        sources_store.record_fetch(
+            db,
+            source.name,
+            etag=fetched.etag,
+            last_modified=fetched.last_modified,
+            content_hash=outcome.content_hash,
+            fetched_at=now,
+            status=status,
+            warning=warning,
+        )
+        runs_store.finish_run(db, sweep.run_ids[source.name], status, counts, warning)
+    return RunReport(KIND, source.name, status, counts, warning)
+
+
+def _record_failure(sweep: _Sweep, source: SourceConfig, failure: policy.Failure) -> RunReport:
+    with transaction(sweep.db):
+        sources_store.record_failure(
+            sweep.db,
+            source.name,
+            tried_at=sweep.now,
+            error=failure.error,
+            consecutive_failures=failure.consecutive_failures,
+            next_fetch_at=failure.next_fetch_at,
+            disabled=failure.disabled,
+        )
+        runs_store.finish_run(sweep.db, sweep.run_ids[source.name], "failed", {}, failure.error)
+    log.warning("news %s: %s", source.name, failure.error)
+    return RunReport(KIND, source.name, "failed", {}, failure.shown)
+
+
+def _prune(db, config: Config, started: datetime) -> int:
+    """Delete items published before the retention window; return how many went."""
+    cutoff = policy.retention_cutoff(config.news.retention_days, started)
+    if not cutoff:
+        return 0
+    with transaction(db):
+        deleted = news_store.delete_published_before(db, cutoff)
+        if deleted:
+            runs_store.bump_version(db, NEWS, format_time(started))
+    if deleted:
+        log.info("news: pruned %d items published before %s (retention_days %d)", deleted, cutoff, config.news.retention_days)
+    return deleted

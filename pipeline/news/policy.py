@@ -1,0 +1,227 @@
+"""What the news ingest decides, with no SQL and no I/O.
+
+Given a source's stored row (a plain dict from :mod:`pipeline.store.sources`),
+its configuration and the time, these functions decide: whether the source
+is due, whether its configuration changed enough to forget its validators,
+how long it backs off after a failure, which items are new or changed, and
+what the retention window keeps. :mod:`pipeline.news.ingest` fetches and writes
+what they decide, so each rule here is tested without a network or a
+database (``tests/test_news_policy.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from collections import Counter
+from typing import Iterable, Mapping, Sequence
+
+from config import SourceConfig
+from db.model import format_time
+
+from pipeline.news.normalise import RULES_VERSION, parse_time
+from pipeline.store.records import Item, Known, StoredItem, item_id
+
+#: Longest wait between tries of a failing source; it is retried for ever.
+MAX_BACKOFF = 24 * 3600
+
+#: How a configured source differs from its stored row (:func:`source_change`).
+NEW, MOVED, RETAGGED = "new", "moved", "retagged"
+
+
+def settings_fingerprint(source: SourceConfig) -> str:
+    """A short hash of what decides a source's items besides its bytes: URL, tag, rules, and our own rules.
+
+    It prefixes the stored ``content_hash`` (:func:`content_key`), so changing
+    any of them makes the next run parse the feed again even though its bytes
+    did not change; so does a new :data:`pipeline.news.normalise.RULES_VERSION`,
+    so that items stored under older rules are read again under the new ones.
+    """
+    settings = json.dumps([source.url, source.tag, [[rule.match, rule.tag] for rule in source.rules], RULES_VERSION])
+    return hashlib.sha256(settings.encode("utf-8")).hexdigest()[:12]
+
+
+def content_key(source: SourceConfig, body_hash: str) -> str:
+    """What ``sources.content_hash`` holds for a body: the settings fingerprint, then the body's hash.
+
+    A fetched body whose key equals the stored one would give the same items: it is not parsed.
+    """
+    return f"{settings_fingerprint(source)}:{body_hash}"
+
+
+def source_change(source: SourceConfig, row: Mapping | None) -> str | None:
+    """How ``source`` as configured differs from its stored ``row``: :data:`NEW`, :data:`MOVED`, :data:`RETAGGED` or ``None``.
+
+    A moved source (new URL) starts afresh: validators, failures and the
+    disabled flag are cleared. A retagged one (tag or rules changed) has its
+    validators cleared, so it is fetched and parsed again.
+    """
+    if row is None:
+        return NEW
+    if row["url"] != source.public_url:  # stored as it may be shown (db/redact.py)
+        return MOVED
+    stored = row["content_hash"]
+    if row["tag"] != source.tag or (stored and not stored.startswith(settings_fingerprint(source) + ":")):
+        return RETAGGED
+    return None
+
+
+def is_due(row: Mapping, now: str) -> bool:
+    """Whether a source is fetched by the run starting at ``now``: enabled and not backing off."""
+    return not row["disabled"] and (row["next_fetch_at"] is None or row["next_fetch_at"] <= now)
+
+
+def backoff_seconds(failures: int, every: int, retry_after: float | None = None) -> int:
+    """How long a source that failed ``failures`` times in a row waits before its next try.
+
+    ``every`` (the news interval) doubled per failure, capped at a day; a
+    server's ``Retry-After`` is honoured when longer, within the same cap.
+    """
+    delay = min(MAX_BACKOFF, every * 2 ** max(0, failures - 1))
+    if retry_after:
+        delay = max(delay, min(MAX_BACKOFF, int(retry_after + 0.999)))
+    return int(delay)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A source's state after a failed try, and the text its report shows."""
+
+    #: Stored as ``sources.last_error`` and the run's error.
+    error: str
+    consecutive_failures: int
+    next_fetch_at: str | None
+    disabled: bool
+    #: The report's error: :attr:`error` and, while retrying, when the next try comes.
+    shown: str
+
+
+def fetch_failure(
+    row: Mapping, error: str, started: datetime, every: int, *, gone: bool = False, retry_after: float | None = None
+) -> Failure:
+    """A failed fetch or parse: one more failure in a row, and a backoff; 410 Gone disables the source."""
+    failures = row["consecutive_failures"] + 1
+    if gone:
+        error = f"{error}: the feed is gone; source disabled (its items are kept)"
+        return Failure(error, failures, None, True, error)
+    next_fetch = format_time(started + timedelta(seconds=backoff_seconds(failures, every, retry_after)))
+    shown = f"{error} (failure {failures} in a row; next try after {next_fetch})"
+    return Failure(error, failures, next_fetch, bool(row["disabled"]), shown)
+
+
+def store_failure(row: Mapping, error: str) -> Failure:
+    """The database refused a source's outcome: reported as failed, but no backoff.
+
+    The feed did nothing wrong (the disk is full, say), so the source's failure
+    count and next try stay as they were and it is tried again on the next run.
+    """
+    return Failure(error, row["consecutive_failures"], row["next_fetch_at"], bool(row["disabled"]), error)
+
+
+def retention_cutoff(retention_days: int | None, started: datetime) -> str | None:
+    """Items published before this time are not kept (``news.retention_days``); ``None`` keeps all."""
+    return format_time(started - timedelta(days=retention_days)) if retention_days else None
+
+
+@dataclass
+class ItemChanges:
+    """What one source's items change in ``news``: rows to insert and update, and the counts reported."""
+
+    #: ``(id, item)`` of items to insert.
+    new: list[tuple[str, Item]] = field(default_factory=list)
+    #: ``(id, item, published_at)`` of stored items whose text, tag or date changes (their entry key is set too).
+    updated: list[tuple[str, Item, str]] = field(default_factory=list)
+    #: ``(id, entry_key)`` of items stored under the old rules that an unchanged entry claims.
+    claimed: list[tuple[str, str]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def merge_items(items: Iterable[Item], known: Known, source: str, cutoff: str | None) -> ItemChanges:
+    """Decide what ``source``'s freshly read ``items`` change.
+
+    :param known: what is stored already (:class:`Known`).
+    :param cutoff: the retention cutoff (:func:`retention_cutoff`); an older new item
+        is skipped, since it would be pruned at once.
+
+    An item is the stored one of this source with its entry key; else, the
+    first time the feed is read under these rules, the item stored under the
+    old rules with its legacy id (it keeps its id and url, and takes the
+    key). Else, if another source holds its URL, it is that source's story
+    (a duplicate); else it is new, with id :func:`pipeline.store.records.item_id`
+    of its URL, or of URL and key when that id is taken (one URL, many entries).
+    An entry key repeated within the feed counts once. An entry without guid
+    or enclosure is keyed by its text (title), so a corrected title is a new
+    key: when it is the only entry at its URL and this source has exactly one
+    item there that no entry of the feed claims, that item is the entry's.
+
+    An update changes title, summary and tag; ``published_at`` and
+    ``first_seen_at`` never move, except that an item stored with the time it
+    was first seen (its date could not be read) takes the feed's date once it reads.
+    """
+    changes = ItemChanges(counts={"new": 0, "updated": 0, "unchanged": 0, "skipped": 0, "duplicates": 0})
+    counts, seen, claimed, taken = changes.counts, set(), set(), set()
+    items = list(items)
+    keys, per_url = {item.key for item in items}, Counter(item.url for item in items)
+    for item in items:
+        if item.key in seen:
+            counts["duplicates"] += 1
+            continue
+        seen.add(item.key)
+        old = known.by_key.get(item.key)
+        legacy = known.by_id.get(item.legacy_id) if old is None and item.legacy_id else None
+        if legacy is not None and legacy.entry_key is None and legacy.id not in claimed:
+            if legacy.source != source:
+                counts["duplicates"] += 1  # another source's story, stored under the old rules
+                continue
+            old = legacy
+            claimed.add(legacy.id)
+        if old is None and item.key_from_text and per_url[item.url] == 1:
+            others = [row for row in known.at_url.get(item.url, ()) if row.entry_key not in keys and row.id not in claimed]
+            if len(others) == 1:  # the same entry, its title edited
+                old = others[0]
+                claimed.add(old.id)
+        if old is None:
+            if known.url_sources.get(item.url, source) != source:
+                counts["duplicates"] += 1
+            elif cutoff and item.published_at < cutoff:
+                counts["skipped"] += 1
+            else:
+                new_id = item_id(item.url)
+                if new_id in known.by_id or new_id in taken:
+                    new_id = item_id(item.url, item.key)
+                taken.add(new_id)
+                changes.new.append((new_id, item))
+            continue
+        moved = item.dated and old.published_at == old.first_seen_at and item.published_at != old.published_at
+        published = item.published_at if moved else old.published_at
+        if (old.title, old.summary, old.tag) != (item.title, item.summary, item.tag) or moved:
+            changes.updated.append((old.id, item, published))
+            continue
+        if old.entry_key != item.key:
+            changes.claimed.append((old.id, item.key))
+        counts["unchanged"] += 1
+    counts["new"], counts["updated"] = len(changes.new), len(changes.updated)
+    return changes
+
+
+def next_fetch(source: Mapping, every: int) -> str | None:
+    """When the news ingest will next fetch ``source``: ``every`` after its last fetch, or later.
+
+    ``sources.next_fetch_at`` is only the floor a failure sets (the backoff or a
+    server's ``Retry-After``) and is cleared by a success, so the regular
+    interval has to be added here. A disabled source is never fetched (``None``),
+    nor is one never fetched yet given a time (it is due now).
+    """
+    if source["disabled"]:
+        return None
+    times = [source["next_fetch_at"]]
+    try:
+        last = parse_time(source["last_fetch_at"] or "")
+    except ValueError:
+        pass  # never fetched
+    else:
+        times.append(format_time(last + timedelta(seconds=every)))
+    # RFC 3339 UTC strings of one fixed width order as the times do.
+    return max((time for time in times if time), default=None)

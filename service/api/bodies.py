@@ -1,0 +1,174 @@
+"""The JSON body of each data endpoint, built from the rows of its canned queries.
+
+One function per endpoint, named in its row of :data:`service.api.endpoints.ENDPOINTS`.
+Each gets a :class:`Build`: the canonical parameter values asked for and one
+read snapshot (connection, canned SQL and the ``data_versions`` it saw), and
+returns ``(payload, extra_headers)``. Pure and synchronous; the SQL itself is
+in ``metadata.yml``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+
+from db.urls import public_location
+
+from service.api.data_versions import Versions, updated_at
+from service.api.parameters import echo
+
+
+#: A search (``q``) of the news counts its matches up to here: past it, ``count``
+#: is this and ``count_exact`` false, as search engines say "1,000+". Counting
+#: every match of a word most items hold read hundreds of thousands of index
+#: entries (26 ms at a million items); counting to 10,000 took 1.2 ms, more
+#: than the rest of the search, and to 1,000 0.15 ms.
+SEARCH_COUNT_MAX = 1_000
+
+
+class NoData(Exception):
+    """The dataset behind the response has never been ingested (503)."""
+
+
+class Missing(Exception):
+    """The requested item does not exist (404)."""
+
+
+@dataclass(frozen=True)
+class Build:
+    """One body to build: what was asked, and the snapshot to build it from.
+
+    :param endpoint: its :class:`~service.api.endpoints.Endpoint` (canned queries, datasets, next links).
+    :param values: the canonical value of each of its query parameters.
+    :param arg: the value of its path parameter, if it has one.
+    """
+
+    endpoint: object
+    values: dict
+    arg: str | None
+    conn: sqlite3.Connection
+    sql: dict[str, str]
+    versions: Versions
+
+    def rows(self, query: str, params: dict) -> list[dict]:
+        """The rows of one of the endpoint's canned queries, as dicts, with bound ``params``."""
+        if query not in self.endpoint.queries:
+            raise KeyError(f"{self.endpoint.name} does not list the canned query {query!r}")
+        cursor = self.conn.execute(self.sql[query], params)
+        columns = [column[0] for column in cursor.description]
+        return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+    @property
+    def updated_at(self) -> str:
+        return updated_at(self.versions, self.endpoint.datasets)
+
+    def listing(self, results: list) -> dict:
+        """A whole collection: how many, when it last changed, and every item."""
+        return {"count": len(results), "updated_at": self.updated_at, "results": results}
+
+
+def fts_query(q: str | None) -> str:
+    """A search (glossary, news) as an FTS5 query: every word quoted, so all must occur.
+
+    Quoting makes FTS syntax (``AND``, ``"``, ``*``) plain text; a search with no
+    words at all becomes an empty phrase that matches nothing, never a syntax
+    error. ``None`` is no search (the canned query's empty ``:q``).
+    """
+    if q is None:
+        return ""
+    return " ".join(f'"{word}"' for word in q.split()) or '""'
+
+
+def courses(build: Build):
+    courses = build.rows("courses", {})
+    sections: dict[str, list] = {}
+    for section in build.rows("sections", {"course": ""}):
+        sections.setdefault(section.pop("course_id"), []).append(section)
+    results = [{**course, "sections": sections.get(course["id"], [])} for course in courses]
+    return build.listing(results), ()
+
+
+def _glossary_entries(build: Build, entry_id: str, q: str | None) -> list[dict]:
+    return [
+        {
+            "id": row["id"],
+            "term": row["term"],
+            "definition": row["definition"],
+            "lesson": {"title": row["lesson_title"], "url": row["lesson_url"]},
+        }
+        for row in build.rows("glossary", {"id": entry_id, "q": fts_query(q)})
+    ]
+
+
+def glossary(build: Build):
+    return build.listing(_glossary_entries(build, "", build.values["q"])), ()
+
+
+def glossary_entry(build: Build):
+    found = _glossary_entries(build, build.arg, None)
+    if not found:
+        raise Missing(f"no glossary entry with id {echo(build.arg)!r}")
+    return found[0], ()
+
+
+def news_filters(values: dict) -> dict:
+    """The canned news queries' filter parameters; ``''`` is no filter.
+
+    ``sources`` is a JSON array of names (the query reads it with ``json_each``),
+    so a name with a comma in it stays one name.
+    """
+    return {
+        "tag": values["tag"] or "",
+        "since": values["since"] or "",
+        "until": values["until"] or "",
+        "sources": json.dumps(list(values["source"]), ensure_ascii=False) if values["source"] else "",
+        "q": fts_query(values["q"]),
+    }
+
+
+def news(build: Build):
+    values = build.values
+    limit = values["limit"]
+    before, before_id = values["cursor"] or ("", "")
+    filters = news_filters(values)
+    page = build.rows("news", {**filters, "before": before, "before_id": before_id, "limit": limit + 1})
+    count = build.rows("news_count", {**filters, "count_limit": SEARCH_COUNT_MAX + 1})[0]["count"]
+    exact = values["q"] is None or count <= SEARCH_COUNT_MAX
+    link = None
+    if len(page) > limit:
+        page = page[:limit]
+        link = build.endpoint.next_link(values, (page[-1]["published_at"], page[-1]["id"]))
+    payload = {
+        "count": count if exact else SEARCH_COUNT_MAX,
+        "count_exact": exact,
+        "tag": values["tag"],
+        "limit": limit,
+        "next": link,
+        "updated_at": build.updated_at,
+        "results": page,
+    }
+    headers = ((b"link", f'<{link}>; rel="next"'.encode()),) if link else ()
+    return payload, headers
+
+
+def sources(build: Build):
+    """Every publisher; feed addresses only in their public form (:func:`db.urls.public_location`)."""
+    results = [
+        {
+            "name": row["name"],
+            "tag": row["tag"],
+            "feed_url": public_location(row["url"]),
+            "item_count": row["item_count"],
+            "last_success_at": row["last_success_at"],
+        }
+        for row in build.rows("sources", {})
+    ]
+    return build.listing(results), ()
+
+
+def stats(build: Build):
+    rows = build.rows("stats", {})
+    if not rows:
+        raise NoData()
+    return {**rows[0], "updated_at": build.updated_at}, ()

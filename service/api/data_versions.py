@@ -1,0 +1,95 @@
+"""``data_versions``: which datasets changed, read cheaply and often.
+
+The pipeline bumps a dataset's row in ``data_versions`` in the same
+transaction as every change to its data. :class:`DataVersions` re-reads that
+small table at most once per interval, on the API's own read threads
+(:mod:`service.api.reader`), and says which datasets changed since it last
+looked; the response cache (:mod:`service.api.response_cache`) drops what was
+built from them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sqlite3
+import time
+from typing import Awaitable, Callable
+
+#: How often (seconds) a process looks at ``data_versions``; well inside the 2 s promise.
+CHECK_INTERVAL = 0.5
+
+VERSIONS_SQL = "select dataset, version, changed_at from data_versions"
+
+#: ``{dataset: (version, changed_at)}``
+Versions = dict[str, tuple[int, str]]
+
+
+def read_versions(conn: sqlite3.Connection) -> Versions:
+    """The ``data_versions`` table; empty when it does not exist yet."""
+    try:
+        rows = conn.execute(VERSIONS_SQL).fetchall()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return {}
+        raise
+    return {dataset: (version, changed_at) for dataset, version, changed_at in rows}
+
+
+class DataVersions:
+    """The current ``data_versions``, re-read at most every ``interval`` seconds.
+
+    :param run: runs a sync ``fn(conn)`` on a read connection and returns its
+        result (:meth:`service.api.reader.Reader.run`): the reads happen on the
+        API's own threads, never on the event loop. In WAL mode they never wait
+        for the pipeline's writes, and the table has four rows.
+    """
+
+    def __init__(self, run: Callable[[Callable], Awaitable], interval: float = CHECK_INTERVAL):
+        self.run = run
+        self.interval = interval
+        self.current: Versions = {}
+        #: ``time.monotonic()`` when the last successful read started.
+        self.checked_at = -math.inf
+        self._lock: asyncio.Lock | None = None
+
+    def age(self) -> float:
+        """Seconds since the last successful read began."""
+        return time.monotonic() - self.checked_at
+
+    def fresh(self) -> bool:
+        """Whether :attr:`current` was read within the last ``interval``: what a built answer may be served on."""
+        return self.age() < self.interval
+
+    def due(self) -> bool:
+        """Whether the next read is due (half an interval on), so that :meth:`fresh` stays true under traffic."""
+        return self.age() >= self.interval / 2
+
+    async def poll(self, force: bool = False) -> set[str]:
+        """Re-read if due (or ``force``); return the datasets that changed since last time.
+
+        One read at a time: callers that arrive during a read wait for it and
+        then find it recent.
+        """
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if not force and not self.due():
+                return set()
+            started = time.monotonic()
+            try:
+                fresh = await self.run(read_versions)
+            except sqlite3.Error:
+                return set()  # not fresh: the next request tries again
+            self.checked_at = started
+            return self.update(fresh)
+
+    def update(self, fresh: Versions) -> set[str]:
+        changed = {name for name in fresh.keys() | self.current.keys() if fresh.get(name) != self.current.get(name)}
+        self.current = fresh
+        return changed
+
+
+def updated_at(versions: Versions, datasets: tuple[str, ...]) -> str:
+    """When the newest of ``datasets`` last changed (the ``updated_at`` and Last-Modified of a response)."""
+    return max(versions[name][1] for name in datasets if name in versions)

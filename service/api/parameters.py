@@ -1,0 +1,337 @@
+"""Query parameters: the kinds of value they take, and checking a request's against an endpoint.
+
+A :class:`Param` is one documented query (or path) parameter; its *kind*
+(:class:`OneOf`, :class:`Integer`, :class:`DateTime`, :class:`Cursor`,
+:class:`Words`, :class:`Segment`) turns the raw text into the canonical value
+the cache keys and canned queries use, says in words what it accepts, gives
+its OpenAPI schema and writes a value back into a link. Which endpoint takes
+which parameter is the table in :mod:`service.api.endpoints`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from urllib.parse import unquote, unquote_to_bytes
+
+from db.model import ITEM_ID_DIGITS, format_time
+
+from service.http.problems import problem_response
+
+#: A name echoed back in an error is cut to this many characters (plus an ellipsis),
+#: and a 400 lists at most ``MAX_ERRORS`` parameters, so a hostile query string
+#: cannot make the error body larger than a few KB.
+ECHO_MAX = 64
+MAX_ERRORS = 20
+
+_RFC3339 = re.compile(
+    r"^(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(\.\d{1,9})?(?:([Zz])|([+-])(\d{2}):(\d{2}))$"
+)
+_STORED_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+_ITEM_ID = re.compile(rf"^[0-9a-f]{{{ITEM_ID_DIGITS}}}$")
+#: The length of every cursor :func:`encode_cursor` writes (a stored time and an item id).
+_CURSOR_MAX = 96
+#: What a search matches on: words, as the FTS tokenizer sees them.
+_WORD = re.compile(r"\w+")
+
+
+def echo(text: str) -> str:
+    """``text`` as it may be quoted back to the client: at most ``ECHO_MAX`` characters and "…"."""
+    return text if len(text) <= ECHO_MAX else text[:ECHO_MAX] + "\u2026"
+
+
+# -- kinds of value: parse raises ValueError on a bad value ------------------------
+
+
+class Kind:
+    """A kind of parameter value. ``detail`` says what is accepted; ``schema`` is its OpenAPI schema."""
+
+    detail: str
+    schema: dict
+
+    def parse(self, text: str):
+        raise NotImplementedError
+
+    def text(self, value) -> str:
+        """``value`` (canonical) as it is written in a link."""
+        return str(value)
+
+
+class OneOf(Kind):
+    """One of ``values``, matched ignoring letter case; the canonical value is as listed."""
+
+    def __init__(self, values: tuple[str, ...]):
+        self.values = {value.casefold(): value for value in values}
+        self.detail = "must be one of " + ", ".join(values) + " (any letter case)"
+        self.schema = {"type": "string", "enum": list(values)}
+
+    def parse(self, text: str) -> str:
+        try:
+            return self.values[text.casefold()]
+        except KeyError:
+            raise ValueError(text) from None
+
+
+class Integer(Kind):
+    """A decimal integer from ``minimum`` to ``maximum``."""
+
+    def __init__(self, minimum: int, maximum: int):
+        self.minimum, self.maximum = minimum, maximum
+        self.detail = f"must be an integer from {minimum} to {maximum}"
+        self.schema = {"type": "integer", "minimum": minimum, "maximum": maximum}
+
+    def parse(self, text: str) -> int:
+        if not (text.isascii() and text.isdigit() and len(text) <= 6):
+            raise ValueError(text)
+        number = int(text)
+        if not self.minimum <= number <= self.maximum:
+            raise ValueError(text)
+        return number
+
+
+def parse_since(value: str) -> str | None:
+    """An RFC 3339 time as the stored form (UTC, whole seconds, ``Z``), or None.
+
+    Fractions are dropped: stored times are whole seconds, so "after 08:00:00.5"
+    and "after 08:00:00" select the same items. A ``+`` that arrived unencoded
+    (and so as a space) before the offset is taken as the ``+`` it was.
+    """
+    value = re.sub(r" (\d{2}:\d{2})$", r"+\1", value)
+    match = _RFC3339.match(value)
+    if not match:
+        return None
+    date, time_of_day, _fraction, zulu, sign, hours, minutes = match.groups()
+    offset = "+00:00" if zulu else f"{sign}{hours}:{minutes}"
+    try:
+        moment = datetime.fromisoformat(f"{date}T{time_of_day}{offset}").astimezone(timezone.utc)
+    except (ValueError, OverflowError):  # no such date, or one that leaves year 1..9999 in UTC
+        return None
+    return format_time(moment)
+
+
+class DateTime(Kind):
+    """An RFC 3339 date-time with a time zone; canonical: the stored form (:func:`parse_since`)."""
+
+    detail = "must be an RFC 3339 date-time with a time zone, such as 2026-11-20T08:00:00Z"
+    schema = {"type": "string", "format": "date-time"}
+
+    def parse(self, text: str) -> str:
+        value = parse_since(text)
+        if value is None:
+            raise ValueError(text)
+        return value
+
+
+def encode_cursor(published_at: str, item_id: str) -> str:
+    """The opaque ``cursor`` for the page after the item ``(published_at, item_id)``."""
+    raw = json.dumps([published_at, item_id], separators=(",", ":"), ensure_ascii=False).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def decode_cursor(value: str) -> tuple[str, str] | None:
+    """The ``(published_at, item_id)`` of a cursor exactly as :func:`encode_cursor` writes it, else None.
+
+    Down to the shape of each part: a stored time that is a real moment, an
+    item id as the pipeline makes them (:data:`~db.model.ITEM_ID_DIGITS` hex
+    digits), and the one encoding of those two. Anything else cannot come
+    from a ``next`` link; refusing it keeps made-up cursors from building
+    and caching pages that no client will ask for again.
+    """
+    if len(value) > _CURSOR_MAX:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+        published_at, item_id = json.loads(raw)
+    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+        return None
+    if not (isinstance(published_at, str) and isinstance(item_id, str)):
+        return None
+    if not (_STORED_TIME.fullmatch(published_at) and _ITEM_ID.fullmatch(item_id)):
+        return None
+    try:
+        datetime.strptime(published_at, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:  # the right shape, but no such moment (month 13, 25 o'clock)
+        return None
+    if encode_cursor(published_at, item_id) != value:
+        return None
+    return published_at, item_id
+
+
+class Cursor(Kind):
+    """A keyset position as given in ``next``; canonical: ``(published_at, id)`` of the last item seen."""
+
+    detail = "must be a cursor exactly as given in next"
+    schema = {"type": "string", "pattern": "^[A-Za-z0-9_-]+$"}
+
+    def parse(self, text: str) -> tuple[str, str]:
+        value = decode_cursor(text)
+        if value is None:
+            raise ValueError(text)
+        return value
+
+    def text(self, value: tuple[str, str]) -> str:
+        return encode_cursor(*value)
+
+
+class Words(Kind):
+    """A full-text search of at most ``max_length`` characters; canonical: its words, casefolded.
+
+    Blank is no filter (``None``); only punctuation is no words, so nothing matches (``""``).
+    """
+
+    def __init__(self, max_length: int):
+        self.max_length = max_length
+        self.detail = f"must be at most {max_length} characters"
+        self.schema = {"type": "string", "maxLength": max_length}
+
+    def parse(self, text: str) -> str | None:
+        if len(text) > self.max_length:
+            raise ValueError(text)
+        return " ".join(_WORD.findall(text)).casefold() if text.strip() else None
+
+
+class Name(Kind):
+    """A name given exactly (letter case, spaces and commas are part of it), 1 to ``max_length`` characters."""
+
+    def __init__(self, max_length: int):
+        self.max_length = max_length
+        self.detail = f"must be a name of 1 to {max_length} characters"
+        self.schema = {"type": "string", "minLength": 1, "maxLength": max_length}
+
+    def parse(self, text: str) -> str:
+        if not 1 <= len(text) <= self.max_length:
+            raise ValueError(text)
+        return text
+
+
+class Segment(Kind):
+    """One non-empty path segment, percent-decoded as UTF-8."""
+
+    detail = "must be one non-empty path segment"
+    schema = {"type": "string", "minLength": 1}
+
+    def parse(self, text: str) -> str:
+        if not text or "/" in text:
+            raise ValueError(text)
+        return unquote(text, errors="strict")  # not UTF-8: UnicodeDecodeError, a ValueError
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: its name, the kind of value, its documentation and the endpoints that take it.
+
+    :param on: the names of the endpoints (:data:`service.api.endpoints.ENDPOINTS`) that take it.
+    :param default: the canonical value when it is not given (also documented).
+    :param example: a value shown in the OpenAPI document, if any.
+    :param where: ``"query"``, or ``"path"`` for the ``{name}`` in an endpoint's path.
+    :param component: its key under ``components/parameters`` in the OpenAPI document, by
+        default its name; two parameters of one name (on different endpoints) need two.
+    :param repeat: how many times it may be given (its values form a set); 0: once.
+    """
+
+    name: str
+    kind: Kind
+    on: tuple[str, ...]
+    description: str = ""
+    default: object = None
+    example: str | None = None
+    where: str = "query"
+    component: str = ""
+    repeat: int = 0
+
+    @property
+    def ref(self) -> str:
+        return self.component or self.name
+
+    @property
+    def schema(self) -> dict:
+        if self.repeat:
+            return {"type": "array", "items": self.kind.schema, "minItems": 1, "maxItems": self.repeat}
+        return self.kind.schema if self.default is None else {**self.kind.schema, "default": self.default}
+
+    def link_pairs(self, value) -> list[tuple[str, str]]:
+        """``(name, text)`` pairs that write its canonical ``value`` into a link (one per value if repeated)."""
+        return [(self.name, self.kind.text(one)) for one in (value if self.repeat else (value,))]
+
+
+# -- a request's parameters --------------------------------------------------------
+
+
+def split_query(query: bytes) -> list[tuple[bytes, bytes]]:
+    """``(name, value)`` byte pairs of a query string, percent-decoded, ``+`` as space.
+
+    Bytes, not text: a value that is not UTF-8 becomes a 400 naming its
+    parameter rather than an exception.
+    """
+    pairs = []
+    for part in query.split(b"&"):
+        if part:
+            name, _, value = part.partition(b"=")
+            pairs.append((unquote_to_bytes(name.replace(b"+", b" ")), unquote_to_bytes(value.replace(b"+", b" "))))
+    return pairs
+
+
+def parse_params(params: tuple[Param, ...], query: bytes) -> tuple[dict, list[dict]]:
+    """Every one of ``params``, canonical (its default when absent), and one error per bad one.
+
+    Unknown and repeated parameters are errors: a typo must never silently
+    return unfiltered data. A parameter that may be repeated (:attr:`Param.repeat`)
+    is the exception: its canonical value is the sorted tuple of its distinct
+    values. Errors come in the order of ``params``, unknown names last.
+    """
+    by_name = {param.name: param for param in params}
+    errors: list[dict] = []
+    seen: dict[str, int] = {}
+    raw_values: dict[str, list[str]] = {}
+    for raw_name, raw_value in split_query(query):
+        try:
+            name = raw_name.decode("utf-8")
+        except UnicodeDecodeError:
+            errors.append({"parameter": echo(raw_name.decode("utf-8", "replace")), "detail": "unknown parameter"})
+            continue
+        seen[name] = seen.get(name, 0) + 1
+        param = by_name.get(name)
+        allowed = param.repeat if param is not None and param.repeat else 1
+        if seen[name] == allowed + 1:
+            detail = "given more than once" if allowed == 1 else f"given more than {allowed} times"
+            errors.append({"parameter": echo(name), "detail": detail})
+        if seen[name] > allowed:
+            continue
+        if param is None:
+            takes = ", ".join(by_name)
+            detail = f"unknown parameter; this endpoint takes {takes}" if takes else "unknown parameter; this endpoint takes none"
+            errors.append({"parameter": echo(name), "detail": detail})
+            continue
+        try:
+            raw_values.setdefault(name, []).append(raw_value.decode("utf-8"))
+        except UnicodeDecodeError:
+            errors.append({"parameter": name, "detail": "must be UTF-8 text"})
+    values: dict = {}
+    for param in params:
+        values[param.name] = param.default
+        texts = raw_values.get(param.name)
+        if not texts or seen[param.name] > (param.repeat or 1):
+            continue
+        try:
+            parsed = [param.kind.parse(text) for text in texts]
+        except ValueError:
+            errors.append({"parameter": param.name, "detail": param.kind.detail})
+            continue
+        values[param.name] = tuple(sorted(set(parsed))) if param.repeat else parsed[0]
+    order = {name: i for i, name in enumerate(by_name)}
+    errors.sort(key=lambda error: order.get(error["parameter"], len(order)))
+    return values, errors
+
+
+def invalid_parameters(errors: list[dict]) -> tuple[int, list, bytes]:
+    """The 400 naming the bad parameters: the first ``MAX_ERRORS`` of them, and how many more."""
+    shown = errors[:MAX_ERRORS]
+    names = ", ".join(dict.fromkeys(error["parameter"] for error in shown))
+    detail = f"invalid query parameters: {names}"
+    if len(errors) > len(shown):
+        detail += f" and {len(errors) - len(shown)} more not listed"
+    return problem_response("invalid-parameters", detail, shown)

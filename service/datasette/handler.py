@@ -1,0 +1,281 @@
+"""Answering /api/v1 requests: route, validate, build once, answer (conditionally).
+
+:class:`Api` answers a request given as method, raw path, raw query string and
+headers, returning ``(status, headers, body)``; the plugin feeds it from
+Datasette's router and from the ASGI fast path (:meth:`Api.fast`) that serves
+repeats straight from the :class:`~service.api.response_cache.ResponseCache`.
+What each endpoint is (path, parameters, canned queries, datasets) is the
+table in :mod:`service.api.endpoints`; all SQL comes from the canned queries in
+``metadata.yml``, run with bound parameters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import sqlite3
+from typing import Callable
+
+from service.api.bodies import Build, Missing, NoData
+from service.api.data_versions import DataVersions, read_versions, updated_at
+from service.describe.docs import DocsPage, collect_examples
+from service.api.endpoints import ENDPOINTS, HTML, JSON, Endpoint
+from service.i18n import find_language
+from service.describe.openapi import for_base_url
+from service.api.parameters import echo, invalid_parameters, parse_params
+from service.datasette.problem_pages import problem_page
+from service.http.problems import ALLOWED_METHODS, API_PREFIX, HTML_CONTENT_TYPE, PREFLIGHT_HEADERS, problem_response
+from service.api.response_cache import ResponseCache
+from service.api.responses import Entry, dumps, read_conditions
+from service.api.routing import cache_key, resolve
+
+log = logging.getLogger("qsite.api")
+
+#: Seconds a client should wait when there is no data yet, or the database is busy.
+NO_DATA_RETRY_AFTER = 30
+UNAVAILABLE_RETRY_AFTER = 5
+
+#: A ``Host`` header that may be written into the OpenAPI document: a name or IP literal, and a port.
+_HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9-]{1,63})*\.?|\[[0-9A-Fa-f:.]{2,45}\])(?::\d{1,5})?$")
+#: The JSON endpoints the documentation page shows an example of (not the OpenAPI document itself).
+EXAMPLE_ENDPOINTS = [endpoint for endpoint in ENDPOINTS.values() if endpoint.media_type == JSON and endpoint.name != "openapi"]
+
+
+def base_url(headers, scheme: str) -> str:
+    """``scheme://host`` of the request, from its ``Host`` header; ``http://localhost`` when that is unusable.
+
+    Written into the OpenAPI document (``termsOfService`` must be an absolute
+    URL), so anything but a plain host name or IP literal and port is refused.
+    """
+    host = next((value.decode("latin-1") for key, value in headers if key.lower() == b"host"), "")
+    if not (len(host) <= 260 and _HOST.match(host)):
+        return "http://localhost"
+    return f"{'https' if scheme == 'https' else 'http'}://{host.lower()}"
+
+
+def in_snapshot(conn: sqlite3.Connection, build: Callable):
+    """Run ``build(conn, versions)`` in one read transaction with the versions it saw.
+
+    The data and its ``data_versions`` come from the same snapshot, so an
+    ETag and ``updated_at`` always describe exactly the bytes they go with.
+    """
+    own = not conn.in_transaction
+    if own:
+        conn.execute("BEGIN")
+    try:
+        versions = read_versions(conn)
+        return versions, build(conn, versions)
+    finally:
+        if own:
+            conn.execute("COMMIT")
+
+
+class Api:
+    """Answers /api/v1 requests for one database.
+
+    :param execute_fn: runs a sync ``fn(conn)`` on a read connection of the
+        database and returns its result (:meth:`service.api.reader.Reader.inline`:
+        the API's own connection, never Datasette's shared pool): every canned
+        query reads only what it answers with.
+    :param versions: the :class:`~service.api.data_versions.DataVersions` of that database.
+    :param sql: ``{name: sql}`` of the canned queries (:func:`service.datasette.metadata.canned_sql`).
+    :param documents: ``{"index": dict, "openapi": {language code: dict}}`` and, on a
+        following replica, ``"snapshot"`` (:func:`service.replica.follow.describe`); the OpenAPI
+        documents carry :data:`service.describe.openapi.BASE_URL_PLACEHOLDER`.
+    :param docs_page: renders the documentation page (it needs Datasette's templates).
+    :param broken: a reason the API cannot serve data (logged, never sent).
+    :param reader: the :class:`~service.api.reader.Reader` behind ``execute_fn``, closed by :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        execute_fn,
+        versions: DataVersions | None,
+        sql: dict[str, str] | None,
+        max_age: int,
+        documents: dict,
+        docs_page: DocsPage | None = None,
+        broken: str | None = None,
+        reader=None,
+    ):
+        self.execute_fn = execute_fn
+        self.sql = sql or {}
+        self.max_age = max_age
+        self.documents = documents
+        #: The OpenAPI document of each language, serialised once.
+        self.openapi_bodies = {code: dumps(document) for code, document in documents["openapi"].items()}
+        self.docs_page = docs_page
+        self.broken = broken
+        self.cache = ResponseCache(versions)
+        self.reader = reader
+        self._polling: asyncio.Task | None = None
+
+    def close(self) -> None:
+        """Close the API's own connections and threads (a follower's old snapshot is retired)."""
+        if self.reader is not None:
+            self.reader.close()
+
+    def fast(self, method: str, raw_key: tuple[bytes, bytes], conditions) -> tuple | None:
+        """The answer to an anonymous GET/HEAD from an already built response, else None.
+
+        No parsing, SQL, thread or serialisation: an alias lookup and the
+        conditional check. The ``data_versions`` poll it may start runs on
+        its own; this answer never waits for it. When the versions are not
+        recent (no request came for a while), None: :meth:`handle` waits for a
+        poll rather than serve what may have changed.
+        """
+        if method != "GET" and method != "HEAD":
+            return None
+        if not self.cache.fresh():
+            return None
+        self._poll_in_background()
+        entry = self.cache.alias(raw_key)
+        if entry is None:
+            return None
+        return entry.answer(conditions)
+
+    async def anonymous(self, method: str, raw_key: tuple[bytes, bytes], headers, scheme: str = "http") -> tuple | None:
+        """The answer to a request without credentials, for the ASGI wrapper to send; else None.
+
+        A repeat of a built response is :meth:`fast`; anything else is
+        :meth:`handle`. Neither needs Datasette's CSRF middleware and router:
+        for a request without a cookie or ``Authorization`` they would only
+        add ``Vary``, which every answer carries already, and cost an uncached
+        request more than its SQL (a CSRF token of 16 random characters made
+        for every request, routing, a request object). Requests with
+        credentials get ``None``: the router applies Datasette's privacy rule.
+        """
+        conditions = read_conditions(headers)
+        if conditions.credentialed:
+            return None
+        answer = self.fast(method, raw_key, conditions)
+        if answer is not None:
+            return answer
+        return await self.handle(method, raw_key[0].decode("latin-1"), raw_key[1], headers, scheme=scheme)
+
+    async def handle(
+        self, method: str, path: str, query: bytes, headers, scheme: str = "http"
+    ) -> tuple[int, list, bytes]:
+        """``(status, headers, body)`` for any request under /api/v1 (body is for GET).
+
+        Never raises: whatever goes wrong is logged here and answered as a
+        problem without internals (no traceback, SQL or file path).
+
+        :param path: the raw path, percent-encoded, decoded from bytes as latin-1.
+        :param scheme: ``http`` or ``https``, as the client sees this instance.
+        """
+        try:
+            return await self._handle(method, path, query, headers, scheme)
+        except Exception:
+            log.exception("error answering %s %s", method, path)
+            return problem_response("internal-error", "the request could not be answered")
+
+    async def _handle(self, method: str, path: str, query: bytes, headers, scheme: str) -> tuple[int, list, bytes]:
+        if method == "OPTIONS":
+            # Any path, known or not: a browser script may then read the 404 problem too.
+            return 204, list(PREFLIGHT_HEADERS), b""
+        resolved = resolve(path)
+        page = problem_page(path) if resolved is None else None
+        if resolved is None and page is None:
+            return problem_response("not-found", f"no such endpoint; the endpoints are listed at {API_PREFIX}")
+        if method not in ("GET", "HEAD"):
+            return problem_response(
+                "method-not-allowed",
+                f"{echo(method)} is not allowed; the API is read-only",
+                headers=[(b"allow", ALLOWED_METHODS.encode())],
+            )
+        if page is not None:
+            return page
+        endpoint, arg = resolved
+        values, errors = parse_params(endpoint.params, query)
+        if errors:
+            return invalid_parameters(errors)
+        try:
+            if endpoint.name == "openapi":  # made for the address asked, so never kept
+                entry, keep = self._openapi(endpoint, values, base_url(headers, scheme)), False
+            else:
+                entry, keep = await self._entry(endpoint, arg, values), not endpoint.fresh
+        except NoData:
+            return problem_response(
+                "no-data",
+                "no data has been ingested yet; try again shortly",
+                headers=[(b"retry-after", str(NO_DATA_RETRY_AFTER).encode())],
+            )
+        except Missing as exc:
+            return problem_response("not-found", str(exc))
+        except sqlite3.Error:
+            log.exception("database error answering %s", path)
+            return problem_response(
+                "unavailable",
+                "the database cannot be read just now; try again shortly",
+                headers=[(b"retry-after", str(UNAVAILABLE_RETRY_AFTER).encode())],
+            )
+        if keep:
+            self.cache.add_alias((path.encode("latin-1"), query), entry)
+        return entry.answer(read_conditions(headers))
+
+    def _poll_in_background(self) -> None:
+        """Start a ``data_versions`` poll if one is due and none is running, without waiting for it."""
+        versions = self.cache.versions
+        if versions is None or not versions.due() or (self._polling is not None and not self._polling.done()):
+            return
+        self._polling = asyncio.get_running_loop().create_task(self.cache.refresh())
+
+    async def _entry(self, endpoint: Endpoint, arg: str | None, values: dict) -> Entry:
+        key = cache_key(endpoint, arg, values)
+        if self.cache.fresh():  # the documentation page shows data too: both follow data_versions
+            self._poll_in_background()
+        else:
+            await self.cache.refresh()
+        if endpoint.media_type == HTML:
+            return await self.cache.get_or_build(key, lambda: self._docs(key, endpoint, values))
+        if endpoint.build is None:
+            return await self.cache.get_or_build(key, lambda: self._document(key, endpoint))
+        if self.broken:
+            raise sqlite3.OperationalError(self.broken)
+        if endpoint.required not in self.cache.versions.current:
+            raise NoData()
+        if endpoint.fresh:
+            entry, _versions = await self._build(key, endpoint, arg, values)
+            return entry
+        return await self.cache.get_or_build(key, lambda: self._build(key, endpoint, arg, values))
+
+    async def _document(self, key, endpoint: Endpoint):
+        document = self.documents.get(endpoint.name)
+        if document is None:  # /api/v1/snapshot on an instance that does not follow snapshots
+            raise Missing("this instance serves a live database, not snapshots (they are served by qsite serve --follow)")
+        return Entry(key, dumps(document), (), None, self.max_age), {}
+
+    def _openapi(self, endpoint: Endpoint, values: dict, base: str) -> Entry:
+        """The OpenAPI document in the language asked, with this instance's address in it."""
+        body = for_base_url(self.openapi_bodies[values["lang"]], base)
+        headers = ((b"content-language", values["lang"].encode()),)
+        return Entry(cache_key(endpoint, None, values), body, (), None, self.max_age, headers)
+
+    async def _docs(self, key, endpoint: Endpoint, values: dict):
+        """The documentation page in the language asked, with examples answered from the data now served."""
+        seen = dict(self.cache.versions.current) if self.cache.versions is not None else {}
+        language = find_language(values["lang"])
+
+        async def answer(path_and_query: str) -> tuple[int, bytes]:
+            path, _, query = path_and_query.partition("?")
+            status, _headers, body = await self.handle("GET", path, query.encode(), [])
+            return status, body
+
+        # /api/v1/snapshot only where there is one: elsewhere its example would be a 404
+        paths = [e.url for e in EXAMPLE_ENDPOINTS if not e.following or e.name in self.documents]
+        examples = await collect_examples(paths, answer)
+        html = await self.docs_page.render(self.documents["openapi"][language.code], language, examples)
+        headers = ((b"content-language", language.code.encode()),)
+        return Entry(key, html.encode(), endpoint.datasets, None, self.max_age, headers, HTML_CONTENT_TYPE), seen
+
+    async def _build(self, key, endpoint: Endpoint, arg, values):
+        def build(conn, versions):
+            if endpoint.required not in versions:
+                raise NoData()
+            return endpoint.build(Build(endpoint, values, arg, conn, self.sql, versions))
+
+        versions, (payload, extra_headers) = await self.execute_fn(lambda conn: in_snapshot(conn, build))
+        modified = updated_at(versions, endpoint.datasets)
+        return Entry(key, dumps(payload), endpoint.datasets, modified, self.max_age, extra_headers), versions

@@ -1,0 +1,233 @@
+"""The response schemas of the OpenAPI document: the shape of every JSON body /api/v1 answers.
+
+Bounds and enums come from the endpoint table, the data model and the
+problem types, so a schema cannot promise what the service does not enforce;
+the tests validate every response they see against these.
+"""
+
+from __future__ import annotations
+
+from db.model import TAGS
+
+from service.api.bodies import SEARCH_COUNT_MAX
+from service.api.endpoints import ENDPOINTS, LIMIT_MAX, LIMIT_MIN, SQLITE
+from service.i18n import LANGUAGES
+from service.api.parameters import ECHO_MAX, MAX_ERRORS
+from service.http.problems import PROBLEM_PREFIX, PROBLEMS
+
+REF = "#/components/"
+
+_TIME = {"type": "string", "format": "date-time", "description": "UTC, RFC 3339 with Z, whole seconds."}
+_URL = {"type": "string", "format": "uri"}
+_SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+
+
+def ref(kind: str, name: str) -> dict:
+    return {"$ref": f"{REF}{kind}/{name}"}
+
+
+def _object(properties: dict, description: str = "") -> dict:
+    schema = {"type": "object", "additionalProperties": False, "required": list(properties), "properties": properties}
+    if description:
+        schema["description"] = description
+    return schema
+
+
+def _list(item: str, description: str) -> dict:
+    """A whole collection: how many, when it last changed, and every ``item``."""
+    return _object(
+        {
+            "count": {"type": "integer", "minimum": 0},
+            "updated_at": _TIME,
+            "results": {"type": "array", "items": ref("schemas", item)},
+        },
+        description,
+    )
+
+
+def schemas() -> dict:
+    count = {"type": "integer", "minimum": 0}
+    return {
+        "Section": _object(
+            {
+                "id": {"type": "string", "description": "Unique within its course."},
+                "title": {"type": "string"},
+                "position": {"type": "integer", "minimum": 1},
+                "slide_count": count,
+                "url": {**_URL, "type": ["string", "null"]},
+            }
+        ),
+        "Course": _object(
+            {
+                "id": {"type": "string"},
+                "title": {"type": "string"},
+                "summary": {"type": "string"},
+                "level": {"type": ["string", "null"]},
+                "url": _URL,
+                "position": {"type": "integer", "minimum": 1},
+                "section_count": count,
+                "slide_count": count,
+                "sections": {"type": "array", "items": ref("schemas", "Section")},
+            },
+            "A course; never any quiz content.",
+        ),
+        "CourseList": _list("Course", "The catalog in catalog order."),
+        "GlossaryEntry": _object(
+            {
+                "id": {"type": "string"},
+                "term": {"type": "string"},
+                "definition": {"type": "string"},
+                "lesson": _object({"title": {"type": "string"}, "url": _URL}, "The lesson that teaches the term."),
+            }
+        ),
+        "GlossaryList": _list("GlossaryEntry", "Entries ordered by term, ignoring letter case."),
+        "NewsItem": _object(
+            {
+                "id": {"type": "string"},
+                "title": {"type": "string"},
+                "url": _URL,
+                "source": {"type": "string", "description": "The publisher; the item belongs to it."},
+                "summary": {"type": "string"},
+                "tag": {"type": "string", "enum": list(TAGS)},
+                "published_at": _TIME,
+            }
+        ),
+        "NewsPage": _object(
+            {
+                "count": {
+                    **count,
+                    "description": "All items matching the filters (tag, source, since, until, q), not just this page.",
+                },
+                "count_exact": {
+                    "type": "boolean",
+                    "description": f"false when a search (q) matches more than {SEARCH_COUNT_MAX} items: count is then "
+                    f"{SEARCH_COUNT_MAX}, a lower bound. Otherwise true.",
+                },
+                "tag": {"type": ["string", "null"], "enum": [*TAGS, None], "description": "null: all tags."},
+                "limit": {"type": "integer", "minimum": LIMIT_MIN, "maximum": LIMIT_MAX},
+                "next": {
+                    "type": ["string", "null"],
+                    "format": "uri-reference",
+                    "description": "The next page (also sent as Link rel=next); null on the last page.",
+                },
+                "updated_at": _TIME,
+                "results": {"type": "array", "maxItems": LIMIT_MAX, "items": ref("schemas", "NewsItem")},
+            },
+            "Newest first: published_at descending, then id descending.",
+        ),
+        "Source": _object(
+            {
+                "name": {
+                    "type": "string",
+                    "description": "The publisher's name, as in the source of its news items and in the source parameter.",
+                },
+                "tag": {
+                    "type": "string",
+                    "enum": list(TAGS),
+                    "description": "The category its items get, unless a rule of the configuration gives another.",
+                },
+                "feed_url": {
+                    "type": "string",
+                    "description": "The address of its feed, without credentials: no user or password, the value of "
+                    "every credential-like parameter REDACTED, a local file by its name only.",
+                },
+                "item_count": {**count, "description": "How many of its news items are held."},
+                "last_success_at": {
+                    **_TIME,
+                    "type": ["string", "null"],
+                    "description": "When its feed was last fetched successfully (changed or not); null if never.",
+                },
+            },
+            "A publisher qsite follows.",
+        ),
+        "SourceList": _list("Source", "Every publisher, ordered by name."),
+        "Stats": _object(
+            {
+                "courses": count,
+                "slides": count,
+                "quizzes": count,
+                "question_bank_size": count,
+                "glossary_terms": count,
+                "news_items": count,
+                "updated_at": _TIME,
+            }
+        ),
+        "Index": _object(
+            {
+                "name": {"type": "string"},
+                "version": {"const": "v1"},
+                "terms": {"type": "string"},
+                "documentation": {"const": ENDPOINTS["openapi"].url},
+                "endpoints": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string", "format": "uri-template"},
+                },
+                "languages": {
+                    "type": "array",
+                    "description": "The languages this interface is described in: the values lang takes.",
+                    "items": _object(
+                        {
+                            "code": {
+                                "type": "string",
+                                "enum": [language.code for language in LANGUAGES],
+                                "description": "Its BCP 47 code, as lang takes it.",
+                            },
+                            "name": {"type": "string", "description": "Its name in itself."},
+                        }
+                    ),
+                },
+            }
+        ),
+        "ParameterError": _object(
+            {
+                "parameter": {
+                    "type": "string",
+                    "maxLength": ECHO_MAX + 1,
+                    "description": f"The parameter's name; a longer one is cut to {ECHO_MAX} characters and \u2026.",
+                },
+                "detail": {"type": "string"},
+            },
+        ),
+        "Problem": {
+            "type": "object",
+            "description": "RFC 9457 problem details.",
+            "required": ["type", "title", "status", "detail"],
+            "properties": {
+                "type": {
+                    "type": "string",
+                    "format": "uri-reference",
+                    "enum": [PROBLEM_PREFIX + name for name in PROBLEMS],
+                },
+                "title": {"type": "string"},
+                "status": {"type": "integer", "enum": sorted({status for status, _ in PROBLEMS.values()})},
+                "detail": {"type": "string"},
+                "errors": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": MAX_ERRORS,
+                    "description": f"One per bad query parameter (400 only), at most {MAX_ERRORS}; "
+                    "when there are more, detail ends with how many more were not listed.",
+                    "items": ref("schemas", "ParameterError"),
+                },
+            },
+        },
+        "Snapshot": _object(
+            {
+                "file": {"type": "string", "pattern": r"^site-v\d{8,}-[0-9a-f]{16}\.db$"},
+                "data_version": {**count, "description": "The sum of the data's change counters: grows with every change."},
+                "schema_version": {"type": "integer", "minimum": 1},
+                "bytes": {"type": "integer", "minimum": 1},
+                "sha256": _SHA256,
+                "published_at": _TIME,
+                "download": {"type": "string", "format": "uri-reference", "description": "The file itself."},
+            },
+            "The published snapshot (a whole SQLite database) this replica serves.",
+        ),
+        "SnapshotFile": {"type": "string", "contentMediaType": SQLITE},
+        "OpenAPI": {
+            "type": "object",
+            "required": ["openapi", "info", "paths"],
+            "properties": {"openapi": {"const": "3.1.0"}, "info": {"type": "object"}, "paths": {"type": "object"}},
+        },
+    }
+

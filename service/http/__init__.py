@@ -1,0 +1,5 @@
+"""HTTP plumbing shared by every room: problem documents, request targets, the rate limit, the SQL budget.
+
+The bottom of :mod:`service`, with :mod:`service.i18n`: may import ``config``
+and ``db`` only.
+"""

@@ -1,0 +1,91 @@
+"""Arbitrary SQL through Datasette: one query at a time per client, within a time limit.
+
+Datasette runs whatever SQL a researcher sends (``?sql=``, and ``?_where=``
+on table pages) on its pool of ``num_sql_threads`` threads (3 by default),
+each query stopped after ``sql_time_limit_ms``. Left alone, one client
+sending a few heavy queries at once holds every thread of that pool, and
+everyone else's queries wait. :class:`SqlBudget` runs each client's (the
+address the fair-use limit counts against, :func:`service.http.ratelimit.client_address`)
+such requests one at a time: the next waits for the one running, so a
+dashboard fetching six charts at once gets them one after another, and at
+most :data:`MAX_WAITING` may wait; one more is answered 429 at once, with
+``Retry-After``. The time limit comes from the config (``api.sql_time_limit_ms``).
+
+The /api/v1 routes never use that pool (:mod:`service.api.reader`), so nothing
+here can slow them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from urllib.parse import unquote_to_bytes
+
+from service.http.problems import problem_response, send_response
+from service.http.ratelimit import client_address
+
+#: Query-string parameters with which Datasette runs SQL text the client wrote.
+SQL_PARAMETERS = frozenset({b"sql", b"_where"})
+
+
+def runs_arbitrary_sql(query: bytes) -> bool:
+    """Whether a query string carries SQL text for Datasette to run (``sql`` or ``_where``)."""
+    if b"sql" not in query and b"where" not in query and b"%" not in query:
+        return False
+    for part in query.split(b"&"):
+        name = part.partition(b"=")[0]
+        if unquote_to_bytes(name.replace(b"+", b" ")) in SQL_PARAMETERS:
+            return True
+    return False
+
+
+#: Requests of one client that may wait while its query runs; one more is refused.
+MAX_WAITING = 8
+
+
+class _Turns:
+    """One client's arbitrary-SQL requests: the one running holds ``lock``; ``count`` is it plus those waiting."""
+
+    __slots__ = ("lock", "count")
+
+    def __init__(self):
+        self.lock = asyncio.Lock()
+        self.count = 0
+
+
+class SqlBudget:
+    """The clients with arbitrary-SQL requests running or waiting now.
+
+    :param time_limit_ms: Datasette's ``sql_time_limit_ms``; a refused client is
+        told to retry after that long.
+    :param trusted_proxies: ``api.trusted_proxies``, to tell clients apart as the rate limit does.
+    """
+
+    def __init__(self, time_limit_ms: int, trusted_proxies: int):
+        self.retry_after = max(1, math.ceil(time_limit_ms / 1000))
+        self.trusted_proxies = trusted_proxies
+        self.clients: dict[str, _Turns] = {}
+
+    async def __call__(self, app, scope, receive, send) -> None:
+        """Run ``app`` for this request when its client's previous query has finished; refuse past the queue."""
+        client = client_address(scope, self.trusted_proxies)
+        turns = self.clients.get(client)
+        if turns is None:
+            turns = self.clients[client] = _Turns()
+        if turns.count > MAX_WAITING:
+            status, headers, body = problem_response(
+                "query-running",
+                f"one SQL query at a time per client, and at most {MAX_WAITING} waiting: "
+                "retry when your earlier queries have finished",
+                headers=[(b"retry-after", str(self.retry_after).encode())],
+            )
+            await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
+            return
+        turns.count += 1
+        try:
+            async with turns.lock:
+                await app(scope, receive, send)
+        finally:
+            turns.count -= 1
+            if turns.count == 0:
+                del self.clients[client]

@@ -1,0 +1,101 @@
+"""Request targets and heads: their size limits, and the forms Datasette does not route.
+
+Checked in the plugin's ASGI wrapper, before anything else of the instance
+runs, so they hold whichever ASGI server runs the app:
+
+- **Size.** A request target (path and query string) over
+  :data:`MAX_TARGET` bytes is answered 414, header fields over
+  :data:`MAX_HEADERS` bytes in all 431 (RFC 9110 15.5.15, RFC 6585 5). Every
+  byte of either would otherwise be parsed, and the query string kept as a
+  response-cache alias.
+- **absolute-form** (``GET http://host:port/api/v1/stats HTTP/1.1``, RFC 9112
+  3.2.2): a server must accept it. Some servers hand it on as the path; it is
+  taken apart here, the path and query used as the target, and the
+  target's authority as the ``Host`` (the received ``Host`` field is ignored,
+  as that section requires).
+- **asterisk-form** (``OPTIONS * HTTP/1.1``, RFC 9112 3.2.4): asks about the
+  server as a whole; answered 204 with ``Allow``. Any other method with it is
+  a 400.
+- A path beginning ``//`` names no page of the instance; it is a 404 here,
+  since Datasette's "drop the trailing slash" redirect would send
+  ``//host/`` on to ``//host``, another site.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import unquote_to_bytes, urlsplit
+
+from service.http.problems import problem_response
+
+#: Longest request target (path and query string) accepted, in bytes.
+MAX_TARGET = 8 * 1024
+#: Most bytes of header fields (names and values) accepted in one request.
+MAX_HEADERS = 8 * 1024
+#: What ``OPTIONS *`` answers: every method the instance answers anywhere.
+SERVER_METHODS = b"GET, HEAD, OPTIONS"
+
+
+def raw_target(scope) -> bytes:
+    """The path as the client sent it (percent-encoded, no query), as Datasette routes on it."""
+    raw = scope.get("raw_path")
+    if raw is None:
+        raw = scope["path"].encode("utf-8")
+    return raw.partition(b"?")[0]
+
+
+def headers_size(headers) -> int:
+    return sum(len(name) + len(value) for name, value in headers)
+
+
+def absolute_form(scope) -> dict | None:
+    """``scope`` for the origin-form of an absolute-form target, or None if the target is not one."""
+    target = scope.get("raw_path") or scope["path"].encode("utf-8")
+    lowered = target[:8].lower()
+    if not (lowered.startswith(b"http://") or lowered.startswith(b"https://")):
+        return None
+    parts = urlsplit(target.decode("latin-1"))
+    path = parts.path or "/"
+    raw_path = path.encode("latin-1")
+    query = scope.get("query_string", b"")
+    if parts.query and not query:  # a server that kept the query in the path
+        query = parts.query.encode("latin-1")
+    headers = [(name, value) for name, value in scope.get("headers", ()) if name.lower() != b"host"]
+    if parts.netloc:
+        authority = parts.netloc.rpartition("@")[2]  # never userinfo (RFC 9110 4.2.4)
+        headers.append((b"host", authority.encode("latin-1")))
+    return {
+        **scope,
+        "raw_path": raw_path,
+        "path": unquote_to_bytes(raw_path).decode("utf-8", "replace"),
+        "query_string": query,
+        "headers": headers,
+    }
+
+
+def check_target(scope) -> tuple[dict, tuple | None]:
+    """``(scope, answer)``: the scope to go on with, or the answer that ends the request here.
+
+    ``answer`` is ``(status, headers, body)``, or None to go on with the (maybe rewritten) scope.
+    """
+    target = raw_target(scope)
+    query = scope.get("query_string", b"")
+    if len(target) + len(query) > MAX_TARGET:
+        return scope, problem_response(
+            "uri-too-long", f"the request target is over {MAX_TARGET} bytes; this service's URLs are all shorter"
+        )
+    if headers_size(scope.get("headers", ())) > MAX_HEADERS:
+        return scope, problem_response(
+            "header-fields-too-large", f"the header fields are over {MAX_HEADERS} bytes in all"
+        )
+    if target == b"*":
+        if scope["method"] == "OPTIONS":
+            return scope, (204, [(b"allow", SERVER_METHODS), (b"content-length", b"0")], b"")
+        return scope, problem_response("bad-request", "the request target * is only for OPTIONS")
+    if not target.startswith(b"/"):
+        rewritten = absolute_form(scope)
+        if rewritten is None:
+            return scope, problem_response("bad-request", "the request target must be a path or an absolute URL")
+        scope, target = rewritten, rewritten["raw_path"]
+    if target.startswith(b"//"):
+        return scope, problem_response("not-found", "no such page")
+    return scope, None

@@ -1,0 +1,313 @@
+"""``qsite serve --follow``: a replica that serves the snapshots the writer publishes.
+
+It needs nothing but the store (``snapshots:`` in the config). A background
+thread reads ``latest.json`` every ``snapshots.poll``; a snapshot it does not
+have yet is downloaded into the data folder under a temporary name, checked
+(size, SHA-256, ``PRAGMA integrity_check``, schema version:
+:func:`db.snapshot.verify_download`) and only then renamed to its own
+immutable name and swapped in on the event loop:
+
+- the Datasette database of that name is replaced by one over the new file, in
+  one step on the event loop, so a request sees the old file or the new one;
+  requests in flight keep the :class:`SnapshotDatabase` (and its connections)
+  they started with and finish on the old file;
+- the plugin's :class:`~service.datasette.handler.Api`, and with it the response cache, is
+  dropped: the next request builds one over the new file. ETags come from the
+  response bytes and Last-Modified from the data's own ``data_versions``, so
+  the same snapshot gives the same validators on every replica;
+- the old file's connections are closed and the file deleted :data:`GRACE`
+  seconds (or two polls) later.
+
+Anything that does not check out is never served: the replica keeps what it
+has and logs one line (once per distinct problem). Until the first snapshot is
+in, every request gets 503 with ``Retry-After``. After a restart, a replica
+that cannot reach the store serves the last snapshot it had checked
+(``current.json`` in the data folder), once it checks out again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from datasette.database import Database
+
+from config import Config
+from db.snapshot_store import SnapshotStore, StoreUnavailable
+from db.snapshot import NAME_PATTERN, Pointer, SnapshotError, verify_download
+
+from service.api.endpoints import ENDPOINTS
+from service.http.problems import send_problem
+
+log = logging.getLogger("qsite.follow")
+
+#: Seconds an old snapshot stays open (and on disk) after a swap, for the requests still using it:
+#: at least this, and at least two polls (Datasette's own SQL time limit is a second).
+GRACE = 5.0
+#: The data folder's record of the snapshot being served (a copy of its pointer).
+CURRENT = "current.json"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class SnapshotDatabase(Database):
+    """A Datasette database over one immutable snapshot file.
+
+    Datasette keeps its executor threads' read connections in one thread-local
+    keyed by the database *name*; a swapped-in file has the same name, so this
+    keeps them per instance instead. Each thread then opens the new file on its
+    first query after a swap, while the old instance's connections keep
+    serving requests that started before it.
+    """
+
+    def __init__(self, ds, path: Path):
+        super().__init__(ds, path=str(path), is_mutable=False)
+        self._local = threading.local()
+
+    async def execute_fn(self, fn):
+        if self.ds.executor is None:
+            return await super().execute_fn(fn)
+
+        def in_thread():
+            conn = getattr(self._local, "conn", None)
+            if conn is None:
+                conn = self.connect()
+                self.ds._prepare_connection(conn, self.name)
+                self._local.conn = conn
+            return fn(conn)
+
+        return await asyncio.get_running_loop().run_in_executor(self.ds.executor, in_thread)
+
+
+@dataclass
+class Serving:
+    """The snapshot being served: its pointer, its file and the Datasette database over it."""
+
+    pointer: Pointer
+    path: Path
+    database: SnapshotDatabase
+
+
+class Follower:
+    """Follows the store's ``latest.json`` for one Datasette instance; see the module docstring.
+
+    Snapshots are served under the Datasette name of the configured database
+    (its file stem), so URLs are the same as on the writer's own instance.
+
+    :param data_dir: where downloads and the served files are kept.
+    """
+
+    def __init__(self, datasette, config: Config, data_dir: Path):
+        self.datasette = datasette
+        self.config = config
+        self.name = config.database_path.stem
+        self.data_dir = Path(data_dir)
+        self.poll = config.snapshots.poll
+        self.grace = max(GRACE, 2.0 * self.poll)
+        self.store = SnapshotStore(config.snapshot_store, config.snapshots.endpoint_url)
+        self.serving: Serving | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_problem: str | None = None
+        datasette._qsite_follower = self
+
+    # -- serving ---------------------------------------------------------------
+
+    @property
+    def retry_after(self) -> int:
+        return max(1, min(self.poll, 30))
+
+    def wrap(self, app):
+        """``app`` with the follower around it: started by the ASGI lifespan, 503 until a snapshot is in."""
+
+        async def follow(scope, receive, send):
+            if scope["type"] == "lifespan":
+
+                async def lifespan_receive():
+                    message = await receive()
+                    if message["type"] == "lifespan.startup":
+                        self.start(asyncio.get_running_loop())
+                    elif message["type"] == "lifespan.shutdown":
+                        self.stop()
+                    return message
+
+                return await app(scope, lifespan_receive, send)
+            if scope["type"] == "http" and self.serving is None:
+                return await send_problem(
+                    send,
+                    "unavailable",
+                    "this replica has no data snapshot yet; try again shortly",
+                    headers=[(b"retry-after", str(self.retry_after).encode())],
+                    head=scope["method"] == "HEAD",
+                )
+            return await app(scope, receive, send)
+
+        return follow
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        for part in self.data_dir.glob(".*.part"):
+            pid = part.name.rsplit(".", 2)[-2]
+            if not (pid.isdigit() and _alive(int(pid))):
+                part.unlink(missing_ok=True)  # a download a killed process left behind
+        self._thread = threading.Thread(target=self._run, name="qsite-follow", daemon=True)
+        self._thread.start()
+        log.info("following %s every %d s into %s", self.store.where, self.poll, self.data_dir)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self.check()
+            except Exception:  # the poller must outlive any surprise; the replica keeps serving
+                log.exception("snapshot check failed")
+            if self._stop.wait(self.poll):
+                return
+
+    # -- checking and downloading (the poller thread) ------------------------------
+
+    def problem(self, message: str) -> None:
+        """Log ``message`` once, until something else happens; the replica keeps serving."""
+        if message != self._last_problem:
+            self._last_problem = message
+            serving = self.serving.pointer.file if self.serving else "nothing yet (503)"
+            log.error("%s; still serving %s", message, serving)
+
+    def check(self) -> bool:
+        """Read the pointer once; fetch, check and swap in a new snapshot. True if one was swapped in."""
+        try:
+            pointer = self.store.read_pointer()
+        except (StoreUnavailable, SnapshotError) as exc:
+            self.problem(str(exc))
+            return self.serving is None and self._resume()
+        if pointer is None:
+            self.problem(f"snapshot store {self.store.where}: nothing published yet")
+            return self.serving is None and self._resume()
+        if self.serving is not None and pointer.file == self.serving.pointer.file:
+            return False
+        try:
+            path, timings = self.fetch(pointer)
+        except (StoreUnavailable, SnapshotError, OSError) as exc:
+            self.problem(f"snapshot {pointer.file} not served: {exc}")
+            return False
+        self._swap_on_loop(pointer, path, timings)
+        return True
+
+    def fetch(self, pointer: Pointer) -> tuple[Path, dict]:
+        """A checked local copy of ``pointer``'s snapshot, downloading it unless one is already here."""
+        path = self.data_dir / pointer.file
+        started = time.monotonic()
+        if path.exists():
+            try:
+                verify_download(path, pointer)
+                return path, {"download": 0.0, "check": time.monotonic() - started}
+            except SnapshotError:
+                path.unlink(missing_ok=True)  # damaged since: fetch it again
+        part = self.data_dir / f".{pointer.file}.{os.getpid()}.part"
+        try:
+            with open(part, "wb") as out:
+                for chunk in self.store.stream(pointer.file):
+                    out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            downloaded = time.monotonic()
+            verify_download(part, pointer)
+            os.replace(part, path)
+        except FileNotFoundError:
+            raise SnapshotError(f"{pointer.file} is named by latest.json but not in the store") from None
+        finally:
+            part.unlink(missing_ok=True)
+        return path, {"download": downloaded - started, "check": time.monotonic() - downloaded}
+
+    def _resume(self) -> bool:
+        """With no snapshot served and no word from the store: serve the last one this folder had, if it checks out."""
+        try:
+            pointer = Pointer.from_json((self.data_dir / CURRENT).read_bytes())
+            path = self.data_dir / pointer.file
+            verify_download(path, pointer)
+        except (OSError, SnapshotError):
+            return False
+        log.warning("serving %s from %s until the store answers", pointer.file, self.data_dir)
+        self._swap_on_loop(pointer, path, {"download": 0.0, "check": 0.0})
+        return True
+
+    def _swap_on_loop(self, pointer: Pointer, path: Path, timings: dict) -> None:
+        done = asyncio.run_coroutine_threadsafe(self._swap(pointer, path, timings), self.loop)
+        done.result(timeout=60)
+
+    # -- swapping (the event loop) -----------------------------------------------------
+
+    async def _swap(self, pointer: Pointer, path: Path, timings: dict) -> None:
+        started = time.perf_counter()
+        datasette = self.datasette
+        old, old_api = self.serving, getattr(datasette, "_qsite_api", None)
+        database = SnapshotDatabase(datasette, path)
+        # Datasette's add_database never replaces a name, so remove and add: two
+        # assignments with no await between them, which no request can see apart.
+        for name in (self.name, "_memory"):
+            if name in datasette.databases:
+                datasette.remove_database(name)
+        datasette.add_database(database, name=self.name)
+        # service.datasette.plugin.get_api builds a new Api (and response cache) over the new file on the next request.
+        datasette._qsite_api = None
+        self.serving = Serving(pointer, path, database)
+        swap_ms = (time.perf_counter() - started) * 1000
+        self._last_problem = None
+        (self.data_dir / f".{CURRENT}.tmp").write_bytes(pointer.to_json())
+        os.replace(self.data_dir / f".{CURRENT}.tmp", self.data_dir / CURRENT)
+        log.info(
+            "serving %s (data version %d, %d bytes): downloaded in %.2f s, checked in %.2f s, swapped in %.2f ms",
+            pointer.file, pointer.data_version, pointer.bytes, timings["download"], timings["check"], swap_ms,
+        )
+        if old is not None:
+            asyncio.get_running_loop().call_later(self.grace, self._retire, old, old_api)
+
+    def _retire(self, old: Serving, old_api) -> None:
+        """Close a replaced snapshot's connections and delete its file, and any other leftover snapshot."""
+        old.database.close()
+        if old_api is not None:
+            old_api.close()  # the API's own connections to the old file (service/api/reader.py)
+        current = self.serving.path if self.serving else None
+        for path in self.data_dir.iterdir():
+            if path != current and NAME_PATTERN.match(path.name) and time.time() - path.stat().st_mtime > self.grace:
+                path.unlink(missing_ok=True)
+        if old.path != current:
+            old.path.unlink(missing_ok=True)
+
+
+def current_snapshot(datasette) -> Serving | None:
+    """What the instance's follower serves; None when not following or before the first snapshot."""
+    follower = getattr(datasette, "_qsite_follower", None)
+    return follower.serving if follower is not None else None
+
+
+def describe(serving: Serving) -> dict:
+    """The JSON of ``GET /api/v1/snapshot`` for ``serving``."""
+    pointer = serving.pointer
+    return {
+        "file": pointer.file,
+        "data_version": pointer.data_version,
+        "schema_version": pointer.schema_version,
+        "bytes": pointer.bytes,
+        "sha256": pointer.sha256,
+        "published_at": pointer.published_at,
+        "download": ENDPOINTS["snapshot_file"].url.replace("{file}", pointer.file),
+    }
+
