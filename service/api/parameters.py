@@ -36,7 +36,10 @@ _ITEM_ID = re.compile(rf"^[0-9a-f]{{{ITEM_ID_DIGITS}}}$")
 #: The length of every cursor :func:`encode_cursor` writes (a stored time and an item id).
 _CURSOR_MAX = 96
 #: What a search matches on: words, as the FTS tokenizer sees them.
-_WORD = re.compile(r"\w+")
+#: A word as the full-text index's tokenizer (unicode61) reads one: letters and digits. Not ``\w``:
+#: an underscore separates words there, so ``literal_error`` would be a phrase, which a
+#: ``detail=column`` index cannot search.
+_WORD = re.compile(r"[^\W_]+")
 
 
 def echo(text: str) -> str:
@@ -191,7 +194,9 @@ class Words(Kind):
     def parse(self, text: str) -> str | None:
         if len(text) > self.max_length:
             raise ValueError(text)
-        return " ".join(_WORD.findall(text)).casefold() if text.strip() else None
+        # Casefolded before it is split: casefolding can make a combining mark (``ὐ`` is ``υ`` and
+        # U+0313), which the index's tokenizer takes as a separator, not part of a word.
+        return " ".join(_WORD.findall(text.casefold())) if text.strip() else None
 
 
 class Name(Kind):

@@ -204,7 +204,12 @@ class Api:
             )
         except Missing as exc:
             return problem_response("not-found", str(exc))
-        except sqlite3.Error:
+        except sqlite3.Error as exc:
+            if values.get("q") and str(exc).startswith("fts5:"):
+                # The words of q are split as the index's tokenizer splits them (service.api.parameters.Words),
+                # but SQLite's Unicode tables are older than Python's: a few letters (New Tai Lue vowels) are
+                # separators to it. Such a q is the client's to change, not an outage.
+                return invalid_parameters([{"parameter": "q", "detail": "holds characters the search cannot take"}])
             log.exception("database error answering %s", path)
             return problem_response(
                 "unavailable",
