@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import logging
 import os
 import sqlite3
+import subprocess
+import sys
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -15,6 +19,8 @@ import yaml
 
 from config import load_config
 from db.snapshot import Pointer, snapshot_name
+from service.replica.follow import Claim, Follower, remove_unclaimed
+from service.serve import make_datasette
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.openapi_check import OpenAPICheck
 from tests.support.processes import free_port, qsite_serve, wait_until
@@ -259,3 +265,82 @@ def test_a_live_instance_has_no_snapshot_endpoint(seeded_config):
         assert "<code>GET /api/v1/snapshot</code></pre>" not in docs  # without an example: it would be a 404
     finally:
         api.close()
+
+
+# -- several workers, one data folder ---------------------------------------------------------
+
+
+async def logged(caplog, words: str, times: int = 1, timeout: float = 20) -> None:
+    """Let the event loop run (timers, swaps) until ``words`` have been logged ``times`` times."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while sum(words in record.getMessage() for record in caplog.records) < times:
+        assert asyncio.get_running_loop().time() < deadline, f"never logged {times} x {words!r}: {caplog.text[-2000:]}"
+        await asyncio.sleep(0.01)
+
+
+def test_a_snapshot_another_worker_serves_is_kept_until_that_worker_retires_it(writer, tmp_path, sample_export, caplog):
+    """Two followers over one data folder, as two workers of one ``qsite serve`` are, driven step by step.
+
+    Worker A moves on to a new snapshot and retires the old one while worker B
+    still serves it: the file must stay, and B must still answer from it with
+    connections it opens only now. B retires it later, and then it goes.
+    """
+    caplog.set_level(logging.INFO, logger="qsite.follow")
+    config = load_config(writer.config_path)
+    data_dir = tmp_path / "shared"
+    workers = []
+    for _ in range(2):
+        datasette = make_datasette(config, files=[])
+        follower = Follower(datasette, config, data_dir)
+        client = ApiClient(datasette, check=False)
+        follower.loop, follower.grace = client.loop, 0.05  # a short grace: what is tested is who may delete
+        data_dir.mkdir(exist_ok=True)
+        workers.append((follower, client))
+    (a, client_a), (b, client_b) = workers
+    try:
+        first = writer.publish()
+        assert client_a.run(asyncio.to_thread(a.check)) and client_b.run(asyncio.to_thread(b.check))
+        assert "downloaded in 0.00 s" in caplog.records[-1].getMessage()  # B found A's copy: one download per host
+        assert client_a.get("/api/v1/stats").status_code == 200
+
+        second = writer.publish(other_export(sample_export))
+        assert client_a.run(asyncio.to_thread(a.check))
+        client_a.run(logged(caplog, f"retired {first.file}"))
+        assert (data_dir / first.file).exists()  # B serves it
+        assert "kept, another worker serves it" in caplog.records[-1].getMessage()
+        # B's first request on it: the API opens its connections to the file only now.
+        response = client_b.get("/api/v1/courses")
+        assert response.status_code == 200, response.text
+        assert response.json()["count"] == len(sample_export["courses"])
+        assert client_a.get("/api/v1/courses").json()["count"] == len(sample_export["courses"]) - 1
+
+        assert client_b.run(asyncio.to_thread(b.check))
+        client_b.run(logged(caplog, f"retired {first.file}", times=2))
+        assert "deleted" in caplog.records[-1].getMessage()
+        assert not (data_dir / first.file).exists()
+        assert (data_dir / second.file).exists()
+        assert client_b.get("/api/v1/courses").json()["count"] == len(sample_export["courses"]) - 1
+    finally:
+        for follower, client in workers:
+            client.close()
+
+
+def test_a_file_is_deleted_only_when_no_process_claims_it(tmp_path):
+    """The locks are the kernel's: another process's claim keeps a file, and a dead process's claim is gone."""
+    path = tmp_path / "site-v00000001-0123456789abcdef.db"
+    path.write_bytes(b"x")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys; f = open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_SH); print('held', flush=True); sys.stdin.read()", str(path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "held\n"
+        assert not remove_unclaimed(path) and path.exists()
+        claim = Claim.take(path)  # a shared claim beside another: both serve it
+        claim.release()
+    finally:
+        holder.kill()  # no clean exit: the kernel drops its lock
+        holder.wait()
+    assert remove_unclaimed(path) and not path.exists()
+    with pytest.raises(FileNotFoundError):
+        Claim.take(path)
