@@ -343,16 +343,16 @@ class Follower:
                 raise SnapshotError(f"{pointer.file} is named by latest.json but not in the store") from None
             downloaded = time.monotonic()
             # Claimed before it has its name: from then on no worker deletes it.
-            claim = Claim.take(part)
+            unnamed = Claim.take(part)
             try:
                 verify_download(part, pointer)
                 os.link(part, path)  # never over a file of that name: another worker may serve it
-            except BaseException:
-                claim.release()
-                raise
+                # Claimed again under its name (what lsof and /proc then show), before the first claim goes.
+                claim = Claim.take(path)
+            finally:
+                unnamed.release()
         finally:
             part.unlink(missing_ok=True)
-        claim.path = path
         return path, claim, {"download": downloaded - started, "check": time.monotonic() - downloaded}
 
     def _resume(self) -> bool:
