@@ -256,10 +256,11 @@ class Follower:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        for part in self.data_dir.glob(".*.part"):
-            pid = part.name.rsplit(".", 2)[-2]
-            if not (pid.isdigit() and _alive(int(pid))):
-                part.unlink(missing_ok=True)  # a download a killed process left behind
+        for pattern in (".*.part", f".{CURRENT}.*.tmp"):
+            for part in self.data_dir.glob(pattern):
+                pid = part.name.rsplit(".", 2)[-2]
+                if not (pid.isdigit() and _alive(int(pid))):
+                    part.unlink(missing_ok=True)  # a download (or a record) a killed process left behind
         self._thread = threading.Thread(target=self._run, name="qsite-follow", daemon=True)
         self._thread.start()
         log.info("following %s every %d s into %s", self.store.where, self.poll, self.data_dir)
@@ -314,9 +315,9 @@ class Follower:
         """
         path = self.data_dir / pointer.file
         for _ in range(2):  # a copy here that does not check out is removed, and fetched again once
-            started = time.monotonic()
             with open(self.data_dir / DOWNLOAD_LOCK, "a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+                started = time.monotonic()
                 try:
                     claim = Claim.take(path)
                 except FileNotFoundError:
@@ -378,6 +379,10 @@ class Follower:
             done.result(timeout=60)
         except concurrent.futures.TimeoutError:
             if done.cancel():  # never ran (the swap has no await: it ran whole or not at all)
+                claim.release()
+            raise
+        except BaseException:
+            if self.serving is None or self.serving.claim is not claim:  # not swapped in: not served
                 claim.release()
             raise
 
