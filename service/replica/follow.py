@@ -67,7 +67,7 @@ from service.http.problems import send_problem
 log = logging.getLogger("qsite.follow")
 
 #: Seconds an old snapshot stays open (and on disk) after a swap, for the requests still using it:
-#: at least this, and at least two polls (Datasette's own SQL time limit is a second).
+#: at least this, at least two polls, and longer than a query may run (``api.sql_time_limit_ms``).
 GRACE = 5.0
 #: The data folder's record of the snapshot being served (a copy of its pointer).
 CURRENT = "current.json"
@@ -211,7 +211,7 @@ class Follower:
         self.name = config.database_path.stem
         self.data_dir = Path(data_dir)
         self.poll = config.snapshots.poll
-        self.grace = max(GRACE, 2.0 * self.poll)
+        self.grace = max(GRACE, 2.0 * self.poll, config.api.sql_time_limit_ms / 1000 + 1.0)
         self.store = SnapshotStore(config.snapshot_store, config.snapshots.endpoint_url)
         self.serving: Serving | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
