@@ -149,7 +149,9 @@ def load_app(target: tuple[Config, Path | None]):
     """Granian's target loader, called once in each worker process after the fork, with its event loop set.
 
     ``target`` is ``(config, follow)``: with a ``follow`` folder, the worker serves the published
-    snapshots (service/replica/follow.py), each worker following on its own into the shared folder.
+    snapshots (service/replica/follow.py), each worker following on its own into the shared folder;
+    locks on the files let the workers download each snapshot once and delete a file only when no
+    worker serves it.
     """
     config, follow = target
     datasette = make_datasette(config, files=None if follow is None else [])

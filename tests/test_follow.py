@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import logging
 import os
+import re
 import sqlite3
+import subprocess
+import sys
+import threading
+from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -14,10 +21,14 @@ import pytest
 import yaml
 
 from config import load_config
-from db.snapshot import Pointer, snapshot_name
+from db.snapshot import NAME_PATTERN, Pointer, snapshot_name
+from pipeline.store import open_database
+from service.replica.follow import Claim, Follower, remove_unclaimed
+from service.serve import make_datasette
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.openapi_check import OpenAPICheck
-from tests.support.processes import free_port, qsite_serve, wait_until
+from tests.support.known_data import news_items, seed_news
+from tests.support.processes import free_port, qsite_serve, wait_until, worker_pids
 from tests.support.site_exports import other_export
 
 SNAPSHOTS = {"store": "store", "poll": "1s", "keep": 20}
@@ -259,3 +270,164 @@ def test_a_live_instance_has_no_snapshot_endpoint(seeded_config):
         assert "<code>GET /api/v1/snapshot</code></pre>" not in docs  # without an example: it would be a 404
     finally:
         api.close()
+
+
+# -- several workers, one data folder ---------------------------------------------------------
+
+
+async def logged(caplog, words: str, times: int = 1, timeout: float = 20) -> None:
+    """Let the event loop run (timers, swaps) until ``words`` have been logged ``times`` times."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while sum(words in record.getMessage() for record in caplog.records) < times:
+        assert asyncio.get_running_loop().time() < deadline, f"never logged {times} x {words!r}: {caplog.text[-2000:]}"
+        await asyncio.sleep(0.01)
+
+
+def test_a_snapshot_another_worker_serves_is_kept_until_that_worker_retires_it(writer, tmp_path, sample_export, caplog):
+    """Two followers over one data folder, as two workers of one ``qsite serve`` are, driven step by step.
+
+    Worker A moves on to a new snapshot and retires the old one while worker B
+    still serves it: the file must stay, and B must still answer from it with
+    connections it opens only now. B retires it later, and then it goes.
+    """
+    caplog.set_level(logging.INFO, logger="qsite.follow")
+    config = load_config(writer.config_path)
+    data_dir = tmp_path / "shared"
+    workers = []
+    for _ in range(2):
+        datasette = make_datasette(config, files=[])
+        follower = Follower(datasette, config, data_dir)
+        client = ApiClient(datasette, check=False)
+        follower.loop, follower.grace = client.loop, 0.05  # a short grace: what is tested is who may delete
+        data_dir.mkdir(exist_ok=True)
+        workers.append((follower, client))
+    (a, client_a), (b, client_b) = workers
+    try:
+        first = writer.publish()
+        assert client_a.run(asyncio.to_thread(a.check)) and client_b.run(asyncio.to_thread(b.check))
+        assert "downloaded in 0.00 s" in caplog.records[-1].getMessage()  # B found A's copy: one download per host
+        assert client_a.get("/api/v1/stats").status_code == 200
+
+        second = writer.publish(other_export(sample_export))
+        assert client_a.run(asyncio.to_thread(a.check))
+        client_a.run(logged(caplog, f"retired {first.file}"))
+        assert (data_dir / first.file).exists()  # B serves it
+        assert "kept, another worker serves it" in caplog.records[-1].getMessage()
+        # B's first request on it: the API opens its connections to the file only now.
+        response = client_b.get("/api/v1/courses")
+        assert response.status_code == 200, response.text
+        assert response.json()["count"] == len(sample_export["courses"])
+        assert client_a.get("/api/v1/courses").json()["count"] == len(sample_export["courses"]) - 1
+
+        assert client_b.run(asyncio.to_thread(b.check))
+        client_b.run(logged(caplog, f"retired {first.file}", times=2))
+        assert "deleted" in caplog.records[-1].getMessage()
+        assert not (data_dir / first.file).exists()
+        assert (data_dir / second.file).exists()
+        assert client_b.get("/api/v1/courses").json()["count"] == len(sample_export["courses"]) - 1
+    finally:
+        for follower, client in workers:
+            client.close()
+
+
+def test_a_file_is_deleted_only_when_no_process_claims_it(tmp_path):
+    """The locks are the kernel's: another process's claim keeps a file, and a dead process's claim is gone."""
+    path = tmp_path / "site-v00000001-0123456789abcdef.db"
+    path.write_bytes(b"x")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys; f = open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_SH); print('held', flush=True); sys.stdin.read()", str(path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "held\n"
+        assert not remove_unclaimed(path) and path.exists()
+        claim = Claim.take(path)  # a shared claim beside another: both serve it
+        claim.release()
+    finally:
+        holder.kill()  # no clean exit: the kernel drops its lock
+        holder.wait()
+    assert remove_unclaimed(path) and not path.exists()
+    with pytest.raises(FileNotFoundError):
+        Claim.take(path)
+
+
+class Load:
+    """Client threads asking for /api/v1/news and /api/v1/stats, one request after another, until stopped."""
+
+    PATHS = ("/api/v1/news?limit=5", "/api/v1/stats")
+
+    def __init__(self, base: str, threads: int = 2):
+        self.base = base
+        self.done = threading.Event()
+        self.answers: list[tuple[str, int]] = []
+        self.failures: list[str] = []
+        self.threads = [threading.Thread(target=self._work, args=(n,), daemon=True) for n in range(threads)]
+
+    def _work(self, offset: int) -> None:
+        with httpx.Client(timeout=10) as client:
+            n = offset
+            while not self.done.is_set():
+                path = self.PATHS[n % len(self.PATHS)]
+                n += 1
+                try:
+                    response = client.get(self.base + path)
+                except httpx.HTTPError as exc:
+                    self.failures.append(f"{path}: {exc!r}")
+                    continue
+                self.answers.append((path, response.status_code))
+
+    def __enter__(self) -> "Load":
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        for thread in self.threads:
+            thread.join(30)
+
+
+def workers_serving(log: Path, file: str) -> set[int]:
+    """The workers (process ids) that have logged that they serve ``file``."""
+    return {int(pid) for pid in re.findall(rf"serving {re.escape(file)} \(.*\(worker (\d+)\)", log.read_text())}
+
+
+def workers_retired(log: Path, file: str) -> set[int]:
+    return {int(pid) for pid in re.findall(rf"retired {re.escape(file)} \(worker (\d+)\)", log.read_text())}
+
+
+def test_two_workers_on_one_data_folder_swap_three_times_under_load_without_a_failed_request(writer, tmp_path, sample_export):
+    """``qsite serve --workers 2 --follow``: three swaps while clients keep asking; every answer a 200.
+
+    Each step waits for events (both workers' log lines), never for a time;
+    the load runs until both workers have retired every earlier snapshot.
+    """
+    db = open_database(writer.config.database_path)
+    seed_news(db, news_items(30))  # the ingests below leave the news alone: /api/v1/news has data throughout
+    db.close()
+    config = yaml.safe_load(writer.config_path.read_text())
+    config["api"] = {**config.get("api", {}), "rate_limit": "off"}
+    config_path = tmp_path / "workers.yml"
+    config_path.write_text(yaml.safe_dump(config))
+    data_dir = tmp_path / "shared"
+    published = [writer.publish()]
+    args = ["--workers", "2", "--follow", "--data-dir", str(data_dir)]
+    with qsite_serve(config_path, tmp_path / "workers.log", args=args) as server:
+        assert wait_until(lambda: len(workers_serving(server.log, published[0].file)) == 2, 30), server.log.read_text()[-3000:]
+        with Load(server.base) as load:
+            for export in (other_export(sample_export), sample_export, other_export(sample_export)):
+                answered = len(load.answers)
+                published.append(writer.publish(export))
+                assert wait_until(lambda: len(workers_serving(server.log, published[-1].file)) == 2, 30), server.log.read_text()[-3000:]
+                assert wait_until(lambda: len(load.answers) > answered + 20, 30)  # the load ran across this swap
+            # Both workers retire every earlier snapshot (a grace after their own swap-out), the load still running.
+            for earlier in published[:-1]:
+                assert wait_until(lambda: len(workers_retired(server.log, earlier.file)) == 2, 30), server.log.read_text()[-3000:]
+            assert wait_until(lambda: len(load.answers) > answered + 40, 30)
+        statuses = Counter(status for _, status in load.answers)
+        assert load.failures == [] and set(statuses) == {200}, (load.failures[:5], statuses)
+        assert len(load.answers) > 200
+        served = [path.name for path in data_dir.iterdir() if NAME_PATTERN.match(path.name)]
+        assert served == [published[-1].file]  # each earlier one deleted once no worker served it
+        for pid in worker_pids(server.process.pid):
+            assert [f for f in open_files(pid, "site-v") if "(deleted)" in f] == []

@@ -2,8 +2,9 @@
 
 Real SQLite files, real locks, no mocks: a read that would wait for another
 connection's lock goes to the API's threads (which wait for it), a read past
-the time limit is interrupted and the next one works, and every build, a
-news search too, runs inline.
+the inline budget goes there too while the event loop keeps turning, a read
+past the time limit is interrupted wherever it runs (counted from its start)
+and the next one works, and every build, a news search too, runs inline.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 
 import pytest
 
@@ -96,3 +98,105 @@ def test_every_build_runs_inline_a_news_search_too(seeded_config):
         assert used == ["inline"] * 4
     finally:
         client.close()
+
+
+#: Counts for ten seconds or so, unless interrupted (not for ever: without a limit, a test would hang).
+LONG = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 80000000) SELECT count(*) FROM n"
+
+
+def counted_for(seconds: float):
+    """A read that counts for about ``seconds`` of SQLite's time, then answers with its thread's name."""
+
+    def read(conn):
+        started = time.monotonic()
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS spin (x)")  # temp: allowed on a read-only connection
+        while time.monotonic() - started < seconds:
+            conn.execute("SELECT count(*) FROM (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n LIMIT 20000) SELECT i FROM n)").fetchone()
+        return threading.current_thread().name
+
+    return read
+
+
+async def loop_stalls(during) -> tuple[object, float, float]:
+    """Await ``during``; return its result, its seconds, and the longest the event loop went without a turn meanwhile."""
+    longest = 0.0
+    ticking = True
+
+    async def ticker():
+        nonlocal longest
+        last = time.monotonic()
+        while ticking:
+            await asyncio.sleep(0.001)
+            now = time.monotonic()
+            longest, last = max(longest, now - last), now
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0.01)
+    started = time.monotonic()
+    try:
+        result = await during
+    except sqlite3.OperationalError as exc:
+        result = exc
+    elapsed = time.monotonic() - started
+    ticking = False
+    await task
+    return result, elapsed, longest
+
+
+def test_an_inline_read_past_its_budget_finishes_on_a_thread_and_the_loop_runs_meanwhile(path):
+    reader = Reader(path, time_limit_ms=5000)
+    try:
+        name, elapsed, stall = asyncio.run(loop_stalls(reader.inline(counted_for(0.3))))
+        assert name.startswith("qsite-api")  # moved, and answered
+        assert stall < 0.1, stall  # the inline budget (INLINE_BUDGET_MS), not the read (300 ms); generous for a busy machine
+        assert elapsed < 1.0
+        # A quick read stays inline, on the same connection as before the move.
+        assert asyncio.run(reader.inline(thread_name)) == threading.current_thread().name
+    finally:
+        reader.close()
+
+
+def test_a_read_moved_to_a_thread_ends_at_the_time_limit_counted_from_its_start(path):
+    reader = Reader(path, time_limit_ms=400)
+    try:
+        error, elapsed, stall = asyncio.run(loop_stalls(reader.inline(lambda conn: conn.execute(LONG).fetchone())))
+        assert isinstance(error, sqlite3.OperationalError) and "interrupt" in str(error)
+        assert 0.36 <= elapsed <= 0.44, elapsed  # the limit, +- 10 %
+        assert stall < 0.1, stall
+    finally:
+        reader.close()
+
+
+def test_reads_on_the_threads_have_the_time_limit_too(path):
+    """The fallback for a locked file, and any read run on the threads, stop at the limit (they had no limit)."""
+    reader = Reader(path, time_limit_ms=200)
+    try:
+        started = time.monotonic()
+        with pytest.raises(sqlite3.OperationalError, match="interrupt"):
+            asyncio.run(reader.run(lambda conn: conn.execute(LONG).fetchone()))
+        assert 0.18 <= time.monotonic() - started <= 0.3
+        assert asyncio.run(reader.run(lambda conn: conn.execute("SELECT x FROM t").fetchone()[0])) == 1  # and the next works
+    finally:
+        reader.close()
+
+
+def test_a_locked_read_moved_to_the_threads_keeps_its_time_limit(path):
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("BEGIN EXCLUSIVE")
+    released = threading.Timer(0.1, lambda: writer.execute("COMMIT"))
+    reader = Reader(path, time_limit_ms=300)
+    try:
+        released.start()
+        started = time.monotonic()
+
+        def read(conn):
+            conn.execute("SELECT x FROM t").fetchone()  # waits for the lock: on a thread
+            return threading.current_thread().name, conn.execute(LONG).fetchone()
+
+        with pytest.raises(sqlite3.OperationalError, match="interrupt"):
+            asyncio.run(reader.inline(read))
+        assert 0.27 <= time.monotonic() - started <= 0.4
+    finally:
+        released.join()
+        writer.close()
+        reader.close()

@@ -14,13 +14,27 @@ grow with the table), well under a millisecond at a million news items.
 Handing such a query to a thread and back cost more than the query (the
 thread's wake-up and the GIL passed back and forth: a quarter of an uncached
 request's time, and the tail of its latency under load), so they run on a
-connection of the event loop's own. It never waits: a read that would wait
-for a lock (in WAL mode, only while a checkpoint resets the log or the file
-is replaced) goes to the threads instead, and one that runs past the time
-limit is interrupted. A news search too: it reads its page from
+connection of the event loop's own. A news search too: it reads its page from
 ``news_search`` and stops (its median 0.3 ms, its 99th percentile 1.4 ms at
 a million items). On the threads, its GIL hand-offs with a busy event loop
 had put a search's p99 under load at 80 ms; inline, 45.
+
+While an inline read runs, nothing else on the event loop does, so it never
+waits and never runs long:
+
+- a read that would wait for a lock (in WAL mode, only while a checkpoint
+  resets the log or the file is replaced) goes to the threads at once;
+- a read still running after :data:`INLINE_BUDGET_MS` is interrupted and run
+  again from the start on the threads. The budget is the event loop's, not the
+  query's: a search crafted to be slow (dozens of words found everywhere and
+  two never found together: 0.1 s at 50,000 items, growing with the table)
+  held every other request up for the whole of ``api.sql_time_limit_ms``. Only
+  reads past the budget pay for a thread, and redo at most the budget's work.
+
+Every read, inline or on a thread, ends by ``api.sql_time_limit_ms`` counted
+from its start (a read moved to a thread keeps its start): each connection has
+a progress handler that interrupts the query past its deadline, checked every
+:data:`PROGRESS_STEPS` virtual machine steps.
 """
 
 from __future__ import annotations
@@ -41,8 +55,14 @@ THREADS = 2
 #: Seconds a read waits on a lock (in WAL mode readers only wait while a checkpoint
 #: resets the log, or the file is being replaced).
 BUSY_TIMEOUT = 1.0
-#: How many SQLite virtual machine steps an inline read runs between two looks at the clock.
-PROGRESS_STEPS = 10_000
+#: The longest an inline read holds the event loop before it is moved to a thread: over
+#: ten times a search's 99th percentile at a million items (1.4 ms), and well inside
+#: the 50 ms the other requests may be kept waiting by it.
+INLINE_BUDGET_MS = 20
+#: How many SQLite virtual machine steps a read runs between two looks at the clock:
+#: at 1,000 the look costs about 1% of a typical read (10,000 made no difference),
+#: and a full-text search, whose steps are long, is stopped within about 6 ms of its deadline.
+PROGRESS_STEPS = 1_000
 
 
 def connect_read_only(path: str | Path, timeout: float = BUSY_TIMEOUT) -> sqlite3.Connection:
@@ -64,77 +84,123 @@ def _is_busy(exc: sqlite3.Error) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
 
 
+def _is_interrupted(exc: sqlite3.Error) -> bool:
+    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_INTERRUPT
+
+
+class Timed:
+    """A read-only connection whose query is interrupted once ``time.monotonic()`` passes :attr:`deadline`."""
+
+    __slots__ = ("conn", "deadline")
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+        self.deadline = math.inf
+        conn.set_progress_handler(self._over_time, PROGRESS_STEPS)
+
+    def _over_time(self) -> bool:
+        return time.monotonic() > self.deadline
+
+    def recover(self) -> bool:
+        """After an interrupted read: end its transaction; False if the connection is no longer usable."""
+        self.deadline = math.inf
+        try:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            return False
+        return True
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 class Reader:
-    """Runs ``fn(conn)`` on one of the API's own threads, each with its own read-only connection.
+    """Runs ``fn(conn)`` on the event loop's own connection, or on one of the API's own threads.
 
     :param path: the database file.
     :param threads: how many threads (and so connections) at most.
-    :param time_limit_ms: the longest an :meth:`inline` read may run.
+    :param time_limit_ms: the longest any read may run (``api.sql_time_limit_ms``).
+    :param inline_budget_ms: the longest a read may hold the event loop before it moves to a thread.
     """
 
-    def __init__(self, path: str | Path, threads: int = THREADS, time_limit_ms: int = 1000):
+    def __init__(
+        self, path: str | Path, threads: int = THREADS, time_limit_ms: int = 1000, inline_budget_ms: int = INLINE_BUDGET_MS
+    ):
         self.path = path
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="qsite-api")
         self._local = threading.local()
-        self._opened: list[sqlite3.Connection] = []
+        self._opened: list[Timed] = []
         self.time_limit = time_limit_ms / 1000
-        self._inline: sqlite3.Connection | None = None
-        self._deadline = math.inf
+        self.inline_budget = inline_budget_ms / 1000
+        self._inline: Timed | None = None
 
-    def _connection(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = connect_read_only(self.path)
-            self._opened.append(conn)
-        return conn
+    def _connection(self) -> Timed:
+        timed = getattr(self._local, "timed", None)
+        if timed is None:
+            timed = self._local.timed = Timed(connect_read_only(self.path))
+            self._opened.append(timed)
+        return timed
 
-    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        conn = self._connection()
+    def _call(self, fn: Callable[[sqlite3.Connection], T], deadline: float) -> T:
+        timed = self._connection()
+        timed.deadline = deadline
         try:
-            return fn(conn)
-        except sqlite3.Error:
-            # The file may have been replaced or the connection left unusable:
-            # the next call on this thread opens a new one.
-            self._local.conn = None
-            if conn in self._opened:
-                self._opened.remove(conn)
-            conn.close()
+            return fn(timed.conn)
+        except sqlite3.Error as exc:
+            if not (_is_interrupted(exc) and timed.recover()):
+                # The file may have been replaced or the connection left unusable:
+                # the next call on this thread opens a new one.
+                self._local.timed = None
+                if timed in self._opened:
+                    self._opened.remove(timed)
+                timed.close()
             raise
+        finally:
+            timed.deadline = math.inf
 
-    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """``fn(conn)`` on a thread of the pool; its result, or its exception raised here."""
-        return await asyncio.get_running_loop().run_in_executor(self.executor, self._call, fn)
+    async def run(self, fn: Callable[[sqlite3.Connection], T], deadline: float | None = None) -> T:
+        """``fn(conn)`` on a thread of the pool; its result, or its exception raised here.
+
+        :param deadline: the ``time.monotonic()`` by which it must end (``sqlite3.OperationalError``,
+            interrupted, past it); by default the time limit from now.
+        """
+        if deadline is None:
+            deadline = time.monotonic() + self.time_limit
+        return await asyncio.get_running_loop().run_in_executor(self.executor, self._call, fn, deadline)
 
     async def inline(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """``fn(conn)`` here and now, on the event loop's own connection (see the module docstring).
 
-        When it would wait for a lock, :meth:`run` instead; past the time limit,
-        ``sqlite3.OperationalError`` (interrupted).
+        When it would wait for a lock, or runs past :attr:`inline_budget`, :meth:`run` instead,
+        by the same deadline; past the time limit, ``sqlite3.OperationalError`` (interrupted).
         """
         if self._inline is None:
-            self._inline = connect_read_only(self.path, timeout=0)
-            self._inline.set_progress_handler(self._over_time, PROGRESS_STEPS)
-        conn = self._inline
-        self._deadline = time.monotonic() + self.time_limit
+            self._inline = Timed(connect_read_only(self.path, timeout=0))
+        timed = self._inline
+        started = time.monotonic()
+        deadline = started + self.time_limit
+        timed.deadline = min(deadline, started + self.inline_budget)
         try:
-            return fn(conn)
+            return fn(timed.conn)
         except sqlite3.Error as exc:
+            if _is_interrupted(exc) and timed.recover():
+                if time.monotonic() < deadline:
+                    return await self.run(fn, deadline)
+                raise
             self._inline = None  # replaced file, unusable connection: open afresh next time
-            conn.close()
+            timed.close()
             if _is_busy(exc):
-                return await self.run(fn)
+                return await self.run(fn, deadline)
             raise
         finally:
-            self._deadline = math.inf
-
-    def _over_time(self) -> int:
-        return time.monotonic() > self._deadline
+            timed.deadline = math.inf
 
     def close(self) -> None:
         """No more reads: the threads end, and every connection is closed (the file may then go)."""
         self.executor.shutdown(wait=False, cancel_futures=True)
-        for conn in self._opened:
-            conn.close()
+        for timed in self._opened:
+            timed.close()
         self._opened.clear()
         if self._inline is not None:
             self._inline.close()

@@ -15,8 +15,26 @@ immutable name and swapped in on the event loop:
   dropped: the next request builds one over the new file. ETags come from the
   response bytes and Last-Modified from the data's own ``data_versions``, so
   the same snapshot gives the same validators on every replica;
-- the old file's connections are closed and the file deleted :data:`GRACE`
-  seconds (or two polls) later.
+- :data:`GRACE` seconds (or two polls) after the swap-out, the old file's
+  connections are closed and the file deleted, unless another worker still
+  serves it.
+
+Several workers (``qsite serve --workers N --follow``) share one data folder.
+Each follows on its own, so each keeps serving if the others die, and resumes
+on its own after a restart; what they share is the files, and two locks on
+them (``flock``: the kernel drops a dead process's locks, so nothing is ever
+left claimed or half-done):
+
+- a worker holds a shared lock on the file it serves (a :class:`Claim`), taken
+  before it checks the file and kept until that file's connections are closed;
+  a file is deleted only by a worker that gets an exclusive lock on it without
+  waiting (:func:`remove_unclaimed`), that is, when no worker serves it;
+- downloads take turns on :data:`DOWNLOAD_LOCK`: the first worker to see a new
+  snapshot downloads it, the others wait, then find it here and check it.
+
+One follower per host handing the file to its workers would download once
+too, but it would need a process of its own or messages between the workers,
+and a dead follower would stop every worker's updates; the locks need neither.
 
 Anything that does not check out is never served: the replica keeps what it
 has and logs one line (once per distinct problem). Until the first snapshot is
@@ -28,6 +46,8 @@ that cannot reach the store serves the last snapshot it had checked
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import fcntl
 import logging
 import os
 import threading
@@ -47,10 +67,12 @@ from service.http.problems import send_problem
 log = logging.getLogger("qsite.follow")
 
 #: Seconds an old snapshot stays open (and on disk) after a swap, for the requests still using it:
-#: at least this, and at least two polls (Datasette's own SQL time limit is a second).
+#: at least this, at least two polls, and longer than a query may run (``api.sql_time_limit_ms``).
 GRACE = 5.0
 #: The data folder's record of the snapshot being served (a copy of its pointer).
 CURRENT = "current.json"
+#: In the data folder: held (exclusively) by the worker downloading or checking a snapshot.
+DOWNLOAD_LOCK = ".download.lock"
 
 
 def _alive(pid: int) -> bool:
@@ -61,6 +83,78 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` still names the file open as ``fd`` (not removed, nor replaced by another)."""
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
+
+
+class Claim:
+    """A shared ``flock`` on a snapshot file: this process serves it, so no worker deletes it.
+
+    Taken on the file itself (not a file beside it, which could be left behind
+    or outlive it). SQLite does not use ``flock`` on Linux (its locks are
+    ``fcntl`` byte ranges, a separate kind), and a snapshot's connections are
+    read-only, so the two never meet. Local filesystems only: over NFS,
+    ``flock`` is emulated with ``fcntl`` locks.
+    """
+
+    def __init__(self, fd: int, path: Path):
+        self.fd = fd
+        self.path = path
+
+    @classmethod
+    def take(cls, path: Path) -> "Claim":
+        """Claim the file ``path`` names; :class:`FileNotFoundError` if it is gone, or goes while the claim is taken.
+
+        Waits while a worker holds its exclusive lock to delete the file (a
+        moment), then finds it gone.
+        """
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            if not _same_file(fd, path):
+                raise FileNotFoundError(f"{path} was removed")
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(fd, path)
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # the lock goes with the descriptor
+            self.fd = -1
+
+
+def remove_unclaimed(path: Path) -> bool:
+    """Delete ``path`` if no process holds a :class:`Claim` on it; True if it was deleted.
+
+    Never waits: a file some worker serves is left for that worker to delete
+    when it retires it. The exclusive lock is held across the unlink, and the
+    name checked under it, so a worker claiming the file at the same moment
+    either gets it first (and this gives up) or finds it gone.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        if not _same_file(fd, path):
+            return False  # removed meanwhile by another worker
+        path.unlink()
+        return True
+    finally:
+        os.close(fd)
 
 
 class SnapshotDatabase(Database):
@@ -94,11 +188,12 @@ class SnapshotDatabase(Database):
 
 @dataclass
 class Serving:
-    """The snapshot being served: its pointer, its file and the Datasette database over it."""
+    """The snapshot being served: its pointer, its file, the Datasette database over it and this worker's claim on the file."""
 
     pointer: Pointer
     path: Path
     database: SnapshotDatabase
+    claim: Claim
 
 
 class Follower:
@@ -116,7 +211,7 @@ class Follower:
         self.name = config.database_path.stem
         self.data_dir = Path(data_dir)
         self.poll = config.snapshots.poll
-        self.grace = max(GRACE, 2.0 * self.poll)
+        self.grace = max(GRACE, 2.0 * self.poll, config.api.sql_time_limit_ms / 1000 + 1.0)
         self.store = SnapshotStore(config.snapshot_store, config.snapshots.endpoint_url)
         self.serving: Serving | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -161,10 +256,11 @@ class Follower:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        for part in self.data_dir.glob(".*.part"):
-            pid = part.name.rsplit(".", 2)[-2]
-            if not (pid.isdigit() and _alive(int(pid))):
-                part.unlink(missing_ok=True)  # a download a killed process left behind
+        for pattern in (".*.part", f".{CURRENT}.*.tmp"):
+            for part in self.data_dir.glob(pattern):
+                pid = part.name.rsplit(".", 2)[-2]
+                if not (pid.isdigit() and _alive(int(pid))):
+                    part.unlink(missing_ok=True)  # a download (or a record) a killed process left behind
         self._thread = threading.Thread(target=self._run, name="qsite-follow", daemon=True)
         self._thread.start()
         log.info("following %s every %d s into %s", self.store.where, self.poll, self.data_dir)
@@ -203,58 +299,96 @@ class Follower:
         if self.serving is not None and pointer.file == self.serving.pointer.file:
             return False
         try:
-            path, timings = self.fetch(pointer)
+            path, claim, timings = self.fetch(pointer)
         except (StoreUnavailable, SnapshotError, OSError) as exc:
             self.problem(f"snapshot {pointer.file} not served: {exc}")
             return False
-        self._swap_on_loop(pointer, path, timings)
+        self._swap_on_loop(pointer, path, claim, timings)
         return True
 
-    def fetch(self, pointer: Pointer) -> tuple[Path, dict]:
-        """A checked local copy of ``pointer``'s snapshot, downloading it unless one is already here."""
+    def fetch(self, pointer: Pointer) -> tuple[Path, Claim, dict]:
+        """A checked local copy of ``pointer``'s snapshot, claimed, downloading it unless one is already here.
+
+        Downloads take turns (:data:`DOWNLOAD_LOCK`), so the workers of a host
+        download each snapshot once; a copy already here is claimed under that
+        lock and checked after it, so the workers check side by side.
+        """
         path = self.data_dir / pointer.file
-        started = time.monotonic()
-        if path.exists():
+        for _ in range(2):  # a copy here that does not check out is removed, and fetched again once
+            with open(self.data_dir / DOWNLOAD_LOCK, "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+                started = time.monotonic()
+                try:
+                    claim = Claim.take(path)
+                except FileNotFoundError:
+                    return self._download(pointer, path, started)
             try:
                 verify_download(path, pointer)
-                return path, {"download": 0.0, "check": time.monotonic() - started}
+                return path, claim, {"download": 0.0, "check": time.monotonic() - started}
             except SnapshotError:
-                path.unlink(missing_ok=True)  # damaged since: fetch it again
+                claim.release()
+                if not remove_unclaimed(path):  # damaged, and another worker serves it: leave it
+                    raise
+        raise SnapshotError(f"{pointer.file}: the copy in {self.data_dir} does not check out")
+
+    def _download(self, pointer: Pointer, path: Path, started: float) -> tuple[Path, Claim, dict]:
         part = self.data_dir / f".{pointer.file}.{os.getpid()}.part"
         try:
-            with open(part, "wb") as out:
-                for chunk in self.store.stream(pointer.file):
-                    out.write(chunk)
-                out.flush()
-                os.fsync(out.fileno())
+            try:
+                with open(part, "wb") as out:
+                    for chunk in self.store.stream(pointer.file):
+                        out.write(chunk)
+                    out.flush()
+                    os.fsync(out.fileno())
+            except FileNotFoundError:
+                raise SnapshotError(f"{pointer.file} is named by latest.json but not in the store") from None
             downloaded = time.monotonic()
-            verify_download(part, pointer)
-            os.replace(part, path)
-        except FileNotFoundError:
-            raise SnapshotError(f"{pointer.file} is named by latest.json but not in the store") from None
+            # Claimed before it has its name: from then on no worker deletes it.
+            unnamed = Claim.take(part)
+            try:
+                verify_download(part, pointer)
+                os.link(part, path)  # never over a file of that name: another worker may serve it
+                # Claimed again under its name (what lsof and /proc then show), before the first claim goes.
+                claim = Claim.take(path)
+            finally:
+                unnamed.release()
         finally:
             part.unlink(missing_ok=True)
-        return path, {"download": downloaded - started, "check": time.monotonic() - downloaded}
+        return path, claim, {"download": downloaded - started, "check": time.monotonic() - downloaded}
 
     def _resume(self) -> bool:
         """With no snapshot served and no word from the store: serve the last one this folder had, if it checks out."""
         try:
             pointer = Pointer.from_json((self.data_dir / CURRENT).read_bytes())
             path = self.data_dir / pointer.file
-            verify_download(path, pointer)
+            claim = Claim.take(path)
         except (OSError, SnapshotError):
             return False
+        try:
+            verify_download(path, pointer)
+        except SnapshotError:
+            claim.release()
+            return False
         log.warning("serving %s from %s until the store answers", pointer.file, self.data_dir)
-        self._swap_on_loop(pointer, path, {"download": 0.0, "check": 0.0})
+        self._swap_on_loop(pointer, path, claim, {"download": 0.0, "check": 0.0})
         return True
 
-    def _swap_on_loop(self, pointer: Pointer, path: Path, timings: dict) -> None:
-        done = asyncio.run_coroutine_threadsafe(self._swap(pointer, path, timings), self.loop)
-        done.result(timeout=60)
+    def _swap_on_loop(self, pointer: Pointer, path: Path, claim: Claim, timings: dict) -> None:
+        done = asyncio.run_coroutine_threadsafe(self._swap(pointer, path, claim, timings), self.loop)
+        try:
+            done.result(timeout=60)
+        except concurrent.futures.TimeoutError:
+            if done.cancel():  # never ran (the swap has no await: it ran whole or not at all)
+                claim.release()
+            raise
+        except BaseException:
+            if self.serving is None or self.serving.claim is not claim:  # not swapped in: not served
+                claim.release()
+            raise
 
     # -- swapping (the event loop) -----------------------------------------------------
 
-    async def _swap(self, pointer: Pointer, path: Path, timings: dict) -> None:
+    async def _swap(self, pointer: Pointer, path: Path, claim: Claim, timings: dict) -> None:
         started = time.perf_counter()
         datasette = self.datasette
         old, old_api = self.serving, getattr(datasette, "_qsite_api", None)
@@ -267,29 +401,44 @@ class Follower:
         datasette.add_database(database, name=self.name)
         # service.datasette.plugin.get_api builds a new Api (and response cache) over the new file on the next request.
         datasette._qsite_api = None
-        self.serving = Serving(pointer, path, database)
+        self.serving = Serving(pointer, path, database, claim)
         swap_ms = (time.perf_counter() - started) * 1000
         self._last_problem = None
-        (self.data_dir / f".{CURRENT}.tmp").write_bytes(pointer.to_json())
-        os.replace(self.data_dir / f".{CURRENT}.tmp", self.data_dir / CURRENT)
-        log.info(
-            "serving %s (data version %d, %d bytes): downloaded in %.2f s, checked in %.2f s, swapped in %.2f ms",
-            pointer.file, pointer.data_version, pointer.bytes, timings["download"], timings["check"], swap_ms,
-        )
         if old is not None:
+            # Counted from now, when no new request can reach the old file any more.
             asyncio.get_running_loop().call_later(self.grace, self._retire, old, old_api)
+        try:
+            # Each worker writes its own temporary copy: they may swap at the same moment.
+            temporary = self.data_dir / f".{CURRENT}.{os.getpid()}.tmp"
+            temporary.write_bytes(pointer.to_json())
+            os.replace(temporary, self.data_dir / CURRENT)
+        except OSError as exc:  # only a restart without the store needs it: serve on
+            log.error("cannot record the snapshot served in %s: %s", self.data_dir / CURRENT, exc)
+        log.info(
+            "serving %s (data version %d, %d bytes): downloaded in %.2f s, checked in %.2f s, swapped in %.2f ms (worker %d)",
+            pointer.file, pointer.data_version, pointer.bytes, timings["download"], timings["check"], swap_ms, os.getpid(),
+        )
 
     def _retire(self, old: Serving, old_api) -> None:
-        """Close a replaced snapshot's connections and delete its file, and any other leftover snapshot."""
+        """Close a replaced snapshot's connections, give up the claim on its file and delete it unless another worker serves it.
+
+        Any other snapshot file no worker serves goes too: one left by a
+        worker that died, or by one that gave up its claim while another still
+        served the file.
+        """
         old.database.close()
         if old_api is not None:
             old_api.close()  # the API's own connections to the old file (service/api/reader.py)
+        old.claim.release()
         current = self.serving.path if self.serving else None
+        removed = remove_unclaimed(old.path) if old.path != current else False
         for path in self.data_dir.iterdir():
-            if path != current and NAME_PATTERN.match(path.name) and time.time() - path.stat().st_mtime > self.grace:
-                path.unlink(missing_ok=True)
-        if old.path != current:
-            old.path.unlink(missing_ok=True)
+            if path != current and path != old.path and NAME_PATTERN.match(path.name):
+                remove_unclaimed(path)
+        log.info(
+            "retired %s (worker %d): %s", old.pointer.file, os.getpid(),
+            "deleted" if removed else "kept, another worker serves it" if old.path.exists() else "already deleted",
+        )
 
 
 def current_snapshot(datasette) -> Serving | None:
