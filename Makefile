@@ -56,7 +56,8 @@ test: dev tools
 # Benchmark: API vs raw ASGI and Datasette, ingestion vs feedparser, memory, and the uncached
 # path at a million news items (see bench/run.py; `bench/run.sh --skip uncached` for a quick run);
 # with the test extra, which has httptools for the uvicorn-httptools server.
-bench: dev
+bench: $(UV)
+	$(SYNC) --extra test --extra bench
 	bench/run.sh
 
 # Profiles of serving and of an ingest with py-spy (bench/profile.sh); with the test extra, as

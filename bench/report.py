@@ -16,9 +16,14 @@ TARGETS = [
     ("unchanged ingest vs feedparser alone", "unchanged_vs_feedparser", "<=", 0.1),
     ("serving process peak RSS (MB)", "peak_rss_mb", "<", 150.0),
     ("new ingest visible through the API (s)", "visible_s", "<=", 2.0),
-    ("uncached distinct pages, 1M items: p99 (ms)", "uncached_p99_ms", "<=", 50.0),
+    ("uncached distinct pages, 1M items: p99 (ms)", "uncached_p99_ms", "<=", 25.0),
+    # issue 27: twice the req/s measured before it, as a share of granian's raw ceiling in the same run
+    ("uncached distinct pages, 1M items: vs granian raw", "uncached_vs_raw", ">=", 0.09),
+    ("uncached news searches, 1M items: vs granian raw", "uncached_search_vs_raw", ">=", 0.04),
+    ("open loop, pages at half the best rate: p99.9 (ms)", "open_pages_half_p999_ms", "<=", 25.0),
+    ("open loop, searches at half the best rate: p99.9 (ms)", "open_search_half_p999_ms", "<=", 25.0),
     ("uncached distinct pages, 1M items: vs Datasette JSON", "uncached_vs_datasette", ">=", 10.0),
-    ("uncached news searches alone, 1M items: p99 (ms)", "uncached_search_p99_ms", "<=", 50.0),
+    ("uncached news searches alone, 1M items: p99 (ms)", "uncached_search_p99_ms", "<=", 25.0),
     ("uncached news searches alone, 1M items: vs Datasette JSON", "uncached_search_vs_datasette", ">=", 10.0),
     ("serving process peak RSS, 1M items (MB)", "uncached_peak_rss_mb", "<", 150.0),
 ]
@@ -128,6 +133,14 @@ def verdicts(results: dict) -> list[dict]:
         if uncached["vs_datasette"]["uncached search"] is not None:
             values["uncached_search_vs_datasette"] = uncached["vs_datasette"]["uncached search"]
         values["uncached_peak_rss_mb"] = uncached["memory"]["peak_mb"]
+        raw = api.get("granian raw news")
+        if raw:  # the ceiling measured in this run; the uncached rounds came after it, on the same cores
+            values["uncached_vs_raw"] = uncached["targets"]["uncached"]["rps"] / raw["rps"]
+            values["uncached_search_vs_raw"] = uncached["targets"]["uncached search"]["rps"] / raw["rps"]
+        for name, key in (("uncached", "open_pages_half_p999_ms"), ("uncached search", "open_search_half_p999_ms")):
+            half = ((uncached.get("open_loop") or {}).get(name) or {}).get("at_half_rate")
+            if half:
+                values[key] = half["p999_ms"]
     rows = []
     for label, key, op, bound in TARGETS:
         if key in values:
@@ -237,5 +250,12 @@ def uncached_table(uncached: dict) -> list[str]:
     for name, ratio in uncached["vs_datasette"].items():
         shown = f"{ratio:.1f}x" if ratio is not None else "n/a (Datasette answered nothing in any round)"
         lines.append(f"{name} vs Datasette's table JSON (median of ratios within rounds): {shown}")
+    for name, found in (uncached.get("open_loop") or {}).items():
+        half = found["at_half_rate"] or {}
+        lines.append(
+            f"open loop (k6, constant arrival rate), {name}: highest rate with p99 <= {found['p99_bound_ms']:g} ms "
+            f"{found['best_rate']}/s (first over: {found['first_failed_rate']}/s); at {half.get('rate', 0)}/s "
+            f"p50 {half.get('p50_ms', 0):.1f} ms, p99 {half.get('p99_ms', 0):.1f} ms, p99.9 {half.get('p999_ms', 0):.1f} ms"
+        )
     lines.append(f"serving process at {db['items']:,} items: peak RSS (VmHWM) {memory['peak_mb']:.1f} MB, RSS {memory['rss_mb']:.1f} MB")
     return lines

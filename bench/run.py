@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--client-core", type=int, default=1, help="core wrk is pinned to (-1: none)")
     parser.add_argument("--uncached-items", type=int, default=1_000_000, help="news items in the uncached benchmark's database")
     parser.add_argument("--uncached-requests", type=int, default=200_000, help="distinct requests written for it")
-    parser.add_argument("--skip", action="append", default=[], choices=["ingest", "api", "uncached"],
+    parser.add_argument("--skip", action="append", default=[], choices=["ingest", "api", "uncached", "open-loop"],
                         help="leave a part out (--skip uncached: no million-item database, a quick run)")
     parser.add_argument("--profile", action="store_true", help="also profile serving and ingestion with py-spy")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (databases, feeds, logs)")

@@ -13,7 +13,10 @@
    cached benchmark's) and ``wrk`` walking each list with
    :file:`bench/wrk_walk.lua`: every run starts where the last one stopped, the
    four targets in turn, round after round;
-4. the serving process's memory (``VmHWM``, ``VmRSS``) after all of it, and a
+4. the same server under open-loop load (:mod:`bench.open_loop`, k6): the
+   highest arrival rate at which p99 stays within 25 ms, for the mix and for
+   searches alone, from request lists of their own (``--skip open-loop`` leaves it out);
+5. the serving process's memory (``VmHWM``, ``VmRSS``) after all of it, and a
    check that the counts the API answered are the table's.
 """
 
@@ -34,6 +37,7 @@ from datasette.utils import tilde_encode
 
 from bench import newsdb
 from bench.harness import Processes, memory_kb, news_config, qsite, start_qsite, wait_idle
+from bench.open_loop import bench_open_loop
 from bench.profiling import profile_serving
 from bench.servers import log, run_wrk
 from db.model import TAGS
@@ -142,7 +146,8 @@ class Sample:
         return GlossaryRequest(" ".join(rng.sample(self.glossary_words, rng.choice((1, 1, 2)))))
 
 
-def write_requests(db: Path, count: int, work: Path, db_name: str, mix: str, seed: int = 15) -> tuple[Path, Path, list]:
+def write_requests(db: Path, count: int, work: Path, db_name: str, mix: str, seed: int = 15,
+                   prefix: str = "uncached") -> tuple[Path, Path, list]:
     """``count`` distinct requests of ``mix`` (:data:`MIXES`), as /api/v1 paths and as Datasette paths, one file each.
 
     Times are uniform over the items' span; cursors are the positions of items
@@ -161,7 +166,7 @@ def write_requests(db: Path, count: int, work: Path, db_name: str, mix: str, see
             request = sample.news(rng, search=mix == "search" or draw < GLOSSARY_SHARE + NEWS_SEARCH_SHARE)
         requests.setdefault(request, None)
     ordered = list(requests)
-    api, datasette = work / f"uncached-{mix}-api.txt", work / f"uncached-{mix}-datasette.txt"
+    api, datasette = work / f"{prefix}-{mix}-api.txt", work / f"{prefix}-{mix}-datasette.txt"
     api.write_text("\n".join(r.api_path() for r in ordered) + "\n", encoding="utf-8")
     datasette.write_text("\n".join(r.datasette_path(db_name) for r in ordered) + "\n", encoding="utf-8")
     return api, datasette, ordered
@@ -252,6 +257,12 @@ def bench_uncached(args, procs: Processes, work: Path, results: dict) -> None:
         }
         for name, rounds in runs.items()
     }
+    open_loop = None
+    if "open-loop" not in args.skip:
+        # New request lists (another seed): none of their paths was asked before, so none is cached.
+        files = {name: write_requests(db, args.uncached_requests, work, db_name, mix, seed=27, prefix="open")[0]
+                 for mix, name in zip(MIXES, ("uncached", "uncached search"))}
+        open_loop = bench_open_loop(base, files, args.client_core, work, args.uncached_requests)
     if args.profile:
         log("profiling the uncached path with py-spy")
         profiled = [{"name": "uncached", "url": base, "walk": (targets["uncached"], position["uncached"])}]
@@ -263,6 +274,7 @@ def bench_uncached(args, procs: Processes, work: Path, results: dict) -> None:
         "share_glossary": GLOSSARY_SHARE,
         "share_news_search": NEWS_SEARCH_SHARE,
         "targets": summary,
+        "open_loop": open_loop,
         "vs_datasette": {name: ratio(runs[name], runs[f"datasette {name}"]) for name in ("uncached", "uncached search")},
         "counts_checked": check_counts(base, db, requests["pages"]) + check_counts(base, db, requests["search"], 2),
         "memory": {
