@@ -14,9 +14,9 @@ source_suffix = {".md": "markdown"}
 root_doc = "index"
 exclude_patterns = ["_build", "README.md"]
 
-# Anchors for headings down to ###, so [text](page.md#a-heading) links are checked:
+# Anchors for headings down to ####, so [text](page.md#a-heading) links are checked:
 # a link to a missing page or heading is a warning, and -W makes it an error.
-myst_heading_anchors = 3
+myst_heading_anchors = 4
 myst_enable_extensions = ["colon_fence", "deflist"]
 
 html_theme = "furo"
