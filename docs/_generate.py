@@ -236,7 +236,7 @@ def cli_reference() -> str:
         if result.exit_code != 0:
             raise RuntimeError(f"qsite {' '.join(path)} --help failed: {result.output}")
         title = " ".join(("qsite", *path))
-        sections.append(f"## {title}\n\n```text\n$ {title} --help\n{result.output.rstrip()}\n```\n")
+        sections.append(f"### {title}\n\n```text\n$ {title} --help\n{result.output.rstrip()}\n```\n")
     return "\n".join(sections)
 
 
