@@ -114,7 +114,7 @@ def _type_name(annotation, metadata: list) -> str:
         return "list of mappings" if isinstance(item, type) and issubclass(item, BaseModel) else "list"
     validators = _validator_names(metadata)
     if "parse_duration" in validators:
-        return "duration (`30s`, `15m`, `1h`, `1d` or seconds)"
+        return "[duration](#values)"
     if "_check_location" in validators:
         return "path or http(s) URL"
     if "_compile_regex" in validators:
