@@ -104,3 +104,12 @@ def test_readme_is_short_and_its_links_lead_somewhere():
     assert any(target.startswith("docs/") for target in targets)
     for target in targets:
         assert (PROJECT / target).exists(), target
+
+
+def test_readme_lists_every_endpoint():
+    """The README's endpoint table is written by hand: a new endpoint must reach it too."""
+    from service.describe.openapi import build_document
+
+    readme = (PROJECT / "README.md").read_text(encoding="utf-8")
+    missing = [path for path in build_document(300)["paths"] if f"`{path}`" not in readme]
+    assert not missing, f"README.md's endpoint table lacks {missing}"
