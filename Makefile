@@ -24,7 +24,7 @@ NODE_STAMP := tools/node_modules/.installed
 LOCALES := service/locales
 POT := $(LOCALES)/qsite.pot
 
-.PHONY: install dev lock tools up test bench profile soak cluster clean messages i18n-extract i18n-update i18n-compile
+.PHONY: install dev lock tools up test docs cog bench profile soak cluster clean messages i18n-extract i18n-update i18n-compile
 
 $(UV):
 	$(PYTHON) -m pip install --quiet --quiet --disable-pip-version-check --target $(dir $(@D)) uv==$(UV_VERSION)
@@ -52,6 +52,17 @@ up: install
 test: dev tools
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q
+
+# The documentation site (docs/, Sphinx with MyST) into build/docs/html: every warning is an error,
+# a broken internal link or heading anchor included. tests/test_docs_site.py runs the same build.
+docs: dev
+	$(BIN)/sphinx-build -W --keep-going -q -b html docs build/docs/html
+
+# Rewrite the generated parts of the reference pages (docs/_generate.py: config keys, CLI help,
+# endpoints) after changing the config model, the CLI or the endpoints; tests/test_docs_site.py
+# fails while a page is stale (cog --check).
+cog: dev
+	$(BIN)/cog -r -I docs docs/*.md
 
 # Benchmark: API vs raw ASGI and Datasette, ingestion vs feedparser, memory, and the uncached
 # path at a million news items (see bench/run.py; `bench/run.sh --skip uncached` for a quick run);
