@@ -43,11 +43,10 @@ EXAMPLE_QUERIES = {
 FAIR_USE_HEADERS = (("RateLimit", "RateLimit"), ("RateLimit-Policy", "RateLimitPolicy"), ("Retry-After", "RetryAfter"))
 CACHING_HEADERS = (("Cache-Control", "CacheControl"), ("ETag", "ETag"), ("Last-Modified", "LastModified"), ("Link", "Link"))
 
-#: The document's response component that describes each error status.
+#: The document's response component that describes each error status (405: x-other-methods describes it).
 STATUS_RESPONSES = {
     400: "BadRequest",
     404: "NotFound",
-    405: "MethodNotAllowed",
     414: "UriTooLong",
     429: "TooManyRequests",
     431: "HeaderFieldsTooLarge",
@@ -169,13 +168,14 @@ def operations(document: dict, _: Callable, examples: dict[str, Example]) -> lis
 
 def problem_rows(document: dict, gettext: Gettext) -> list[dict]:
     """Every problem type with its status, title and the document's description of that answer."""
-    responses = document["components"]["responses"]
+    responses = {**document["components"]["responses"]}
+    responses["405"] = document["x-other-methods"]["responses"]["405"]
     return [
         {
             "type": PROBLEM_PREFIX + name,
             "status": status,
             "title": gettext(title),
-            "description": responses.get(STATUS_RESPONSES.get(status, ""), {}).get("description", ""),
+            "description": responses.get(STATUS_RESPONSES.get(status, str(status)), {}).get("description", ""),
         }
         for name, (status, title) in PROBLEMS.items()
     ]
