@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from openapi_spec_validator import validate as validate_spec
@@ -14,6 +17,7 @@ from db.model import TAGS
 from service.api import endpoints
 from service.api.parameters import ECHO_MAX, MAX_ERRORS
 from service.http.problems import PROBLEMS
+from service.i18n import LANGUAGES
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import seeded_database
 
@@ -46,7 +50,23 @@ def test_info_carries_the_usage_terms(document):
 
 def test_parameters_match_what_the_code_enforces(document):
     parameters = document["components"]["parameters"]
-    assert parameters["tag"]["schema"]["enum"] == list(TAGS)
+    # each enum once, as a component, referred to wherever it appears (one type in generated clients)
+    schemas = document["components"]["schemas"]
+    assert schemas["Tag"] == {"type": "string", "enum": list(TAGS)}
+    assert schemas["LanguageCode"]["enum"] == [language.code for language in LANGUAGES]
+    for tag in (schemas["NewsItem"]["properties"]["tag"], schemas["Source"]["properties"]["tag"]):
+        assert tag["$ref"] == "#/components/schemas/Tag"
+    assert schemas["NewsPage"]["properties"]["tag"]["anyOf"] == [{"$ref": "#/components/schemas/Tag"}, {"type": "null"}]
+    assert '"enum"' not in json.dumps({name: schema for name, schema in schemas.items() if name not in ("Tag", "LanguageCode", "Problem")})
+    # the server takes any letter case (tag=science), and the schema says so: the enum, or its words in any case
+    tag_schema = parameters["tag"]["schema"]
+    assert tag_schema["anyOf"][0] == {"$ref": "#/components/schemas/Tag"}
+    any_case = re.compile(tag_schema["anyOf"][1]["pattern"])
+    assert all(any_case.match(word) for word in ("science", "SCIENCE", "inDustry", "Investing"))
+    assert not any(any_case.match(word) for word in ("scienc", "sciences", "Science ", "", "news"))
+    lang_schema = parameters["lang"]["schema"]
+    assert lang_schema["anyOf"][0] == {"$ref": "#/components/schemas/LanguageCode"} and lang_schema["default"] == "en"
+    assert re.match(lang_schema["anyOf"][1]["pattern"], "ZH-hans") and not re.match(lang_schema["anyOf"][1]["pattern"], "zh")
     assert parameters["limit"]["schema"] == {
         "type": "integer",
         "minimum": endpoints.LIMIT_MIN,

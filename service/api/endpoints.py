@@ -55,7 +55,7 @@ USAGE_TERMS = (
 PARAMETERS = (
     Param(
         "tag",
-        OneOf(TAGS),
+        OneOf(TAGS, component="Tag"),
         on=("news",),
         description="Only items of this category, matched ignoring letter case. Omitted: all tags.",
     ),
@@ -106,7 +106,7 @@ PARAMETERS = (
     ),
     Param(
         "lang",
-        OneOf(tuple(language.code for language in LANGUAGES)),
+        OneOf(tuple(language.code for language in LANGUAGES), component="LanguageCode"),
         on=("openapi", "docs"),
         default=DEFAULT_LANGUAGE.code,
         description="The language of the texts for people, by its BCP 47 code (any letter case); English when "

@@ -136,6 +136,15 @@ def schema_facts(schema: dict, _: Callable) -> tuple[str, list[tuple[str, str | 
     return kind, facts
 
 
+def _listed(document: dict, schema: dict) -> dict:
+    """A parameter's schema as the page lists it: an enum taken in any letter case (``anyOf`` the
+    enum's component and its any-case pattern, see :class:`service.api.parameters.OneOf`) as the enum."""
+    if "anyOf" not in schema:
+        return schema
+    first, *_rest = schema["anyOf"]
+    return {**_component(document, first), **{key: value for key, value in schema.items() if key != "anyOf"}}
+
+
 def operations(document: dict, _: Callable, examples: dict[str, Example]) -> list[dict]:
     """Every GET of the document with its parameters, example and answers, in document order."""
     found = []
@@ -146,7 +155,7 @@ def operations(document: dict, _: Callable, examples: dict[str, Example]) -> lis
         parameters = []
         for parameter in [*item.get("parameters", []), *get.get("parameters", [])]:
             parameter = _component(document, parameter)
-            kind, facts = schema_facts(parameter.get("schema", {}), _)
+            kind, facts = schema_facts(_listed(document, parameter.get("schema", {})), _)
             parameters.append({**parameter, "kind": kind, "facts": facts})
         responses = [
             {"status": status, "description": _component(document, response).get("description", "")}

@@ -60,7 +60,7 @@ def _headers(max_age: int) -> dict:
         "ExposeHeaders": header({"const": EXPOSE_HEADERS}, "Headers browser scripts may read."),
         "RetryAfter": header({"type": "string", "pattern": r"^\d+$"}, "Seconds to wait before trying again."),
         "ContentLanguage": header(
-            {"type": "string", "enum": [language.code for language in LANGUAGES]},
+            ref("schemas", "LanguageCode"),
             "The language of the texts for people in this response (BCP 47).",
         ),
         "RateLimit": header(rate_limit[0], rate_limit[1] + counted, required=False),
