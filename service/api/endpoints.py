@@ -33,6 +33,10 @@ from service.http.problems import API_PREFIX
 #: The media types of the 200 bodies: JSON but for the documentation page and the snapshot file.
 JSON = "application/json"
 HTML = "text/html"
+#: The snapshot file is sent as bytes: application/vnd.sqlite3, its registered type, is one client
+#: generators refuse (openapi-python-client left the response out of its client), while every one reads
+#: octet-stream as a file. The schema still names the real type (contentMediaType), and the file its name.
+BINARY = "application/octet-stream"
 SQLITE = "application/vnd.sqlite3"
 
 #: Items per page of /news: when ``limit`` is not given, and its bounds.
@@ -143,8 +147,8 @@ class Endpoint:
     :param tag: its OpenAPI tag (:data:`TAGS_DOCUMENTED`).
     :param description: what it answers, for the OpenAPI document and the documentation page.
     :param media_type: what its 200 is: JSON, :data:`HTML` for the documentation page
-        (rendered from the document and examples of the other endpoints), or :data:`SQLITE`
-        for the snapshot file (streamed by :mod:`service.replica.snapshot_api`).
+        (rendered from the document and examples of the other endpoints), or :data:`BINARY`
+        for the snapshot file (a SQLite database) (streamed by :mod:`service.replica.snapshot_api`).
     :param fresh: built anew for every request, never kept: its data changes without a
         ``data_versions`` bump (a feed's last successful fetch). ETag and 304 work as for all.
     :param following: only a ``qsite serve --follow`` replica answers it (:mod:`service.replica.follow`);
@@ -353,7 +357,7 @@ _TABLE = (
         "carries its data version and hash, so it never changes: cacheable for a year, with its SHA-256 as ETag. "
         "Only the file /api/v1/snapshot names is served; any other name is a 404.",
         following=True,
-        media_type=SQLITE,
+        media_type=BINARY,
     ),
 )
 

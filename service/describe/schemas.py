@@ -234,7 +234,8 @@ def schemas() -> dict:
             },
             "The published snapshot (a whole SQLite database) this replica serves.",
         ),
-        "SnapshotFile": {"type": "string", "contentMediaType": SQLITE},
+        # format binary: what generators read as a file (bytes); contentMediaType: what the bytes are
+        "SnapshotFile": {"type": "string", "format": "binary", "contentMediaType": SQLITE},
         "OpenAPI": {
             "type": "object",
             "required": ["openapi", "info", "paths"],
