@@ -7,6 +7,8 @@ the tests validate every response they see against these.
 
 from __future__ import annotations
 
+from http import HTTPStatus
+
 from service.api.bodies import SEARCH_COUNT_MAX
 from service.api.endpoints import ENDPOINTS, LIMIT_MAX, LIMIT_MIN, PARAMETERS, SQLITE
 from service.api.parameters import ECHO_MAX, MAX_ERRORS, OneOf
@@ -64,6 +66,7 @@ LANGUAGE_CODE = ref("schemas", "LanguageCode")
 
 def schemas() -> dict:
     count = {"type": "integer", "minimum": 0}
+    statuses = sorted({status for status, _ in PROBLEMS.values()})
     return {
         **enums(),
         "Section": _object(
@@ -204,13 +207,20 @@ def schemas() -> dict:
             "description": "RFC 9457 problem details.",
             "required": ["type", "title", "status", "detail"],
             "properties": {
+                # x-enum-varnames: the names generated clients give the members (openapi-python-client,
+                # OpenAPI Generator), else VALUE_0, VALUE_1, ... for values that are no identifiers
                 "type": {
                     "type": "string",
                     "format": "uri-reference",
                     "enum": [PROBLEM_PREFIX + name for name in PROBLEMS],
+                    "x-enum-varnames": [name.replace("-", "_").upper() for name in PROBLEMS],
                 },
                 "title": {"type": "string"},
-                "status": {"type": "integer", "enum": sorted({status for status, _ in PROBLEMS.values()})},
+                "status": {
+                    "type": "integer",
+                    "enum": statuses,
+                    "x-enum-varnames": [HTTPStatus(status).name for status in statuses],
+                },
                 "detail": {"type": "string"},
                 "errors": {
                     "type": "array",
