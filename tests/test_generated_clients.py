@@ -32,6 +32,7 @@ from tests.support.config_files import write_config
 from tests.support.known_data import seeded_database
 from tests.support.openapi_check import OpenAPICheck
 from tests.support.processes import qsite_serve, run_qsite, wait_until
+from tests.support.schemathesis_cli import run_phases
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools"
@@ -236,3 +237,10 @@ def test_openapi_typescript_types_compile_and_call_every_endpoint(document_file,
     )
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     assert ran.stdout.split() == ["ok", "endpoints=11"], ran.stdout
+
+
+def test_schemathesis_follows_the_snapshot_to_its_file_on_a_replica(replica):
+    """The stateful phase on a replica, where the snapshot endpoints answer: /api/v1/snapshot's file
+    fed to /api/v1/snapshot/{file}, whose bytes are checked against the binary schema; 0 failures."""
+    output = run_phases(replica.url("/api/v1/openapi.json"), "examples,stateful", 20, replica.folder / "schemathesis.json")
+    assert "Missing test data" not in output, output[-3000:]

@@ -62,6 +62,7 @@ PARAMETERS = (
         OneOf(TAGS, component="Tag"),
         on=("news",),
         description="Only items of this category, matched ignoring letter case. Omitted: all tags.",
+        example="Science",
     ),
     Param("limit", Integer(LIMIT_MIN, LIMIT_MAX), on=("news",), description="Items per page.", default=LIMIT_DEFAULT),
     Param(
@@ -76,12 +77,14 @@ PARAMETERS = (
         DateTime(),
         on=("news",),
         description="Only items published after this RFC 3339 time (with a time zone).",
+        example="2026-11-20T08:00:00Z",
     ),
     Param(
         "until",
         DateTime(),
         on=("news",),
         description="Only items published before this RFC 3339 time (with a time zone).",
+        example="2026-11-25T00:00:00Z",
     ),
     # Repeated, not comma-separated: publishers' names may contain commas.
     Param(
@@ -92,6 +95,7 @@ PARAMETERS = (
         description="Only items of this publisher, by its exact name (as in source, or as /api/v1/sources lists it). "
         "Repeat the parameter for several publishers (source=A&source=B): names may contain commas, so one "
         "value is always one whole name. A name no publisher has matches nothing.",
+        example=["Quantum Lab Notes"],
     ),
     Param(
         "q",
@@ -100,6 +104,7 @@ PARAMETERS = (
         component="newsQ",
         description="Full-text search of title and summary; words are matched as words, "
         "all of them must occur. Empty: no filter.",
+        example="qubit",
     ),
     Param(
         "q",
@@ -107,6 +112,7 @@ PARAMETERS = (
         on=("glossary",),
         description="Full-text search of term and definition; words are matched as words, "
         "all of them must occur. Empty: no filter.",
+        example="qubit",
     ),
     Param(
         "lang",
@@ -115,14 +121,16 @@ PARAMETERS = (
         default=DEFAULT_LANGUAGE.code,
         description="The language of the texts for people, by its BCP 47 code (any letter case); English when "
         "omitted. Identifiers are the same in every language.",
+        example="de",
     ),
-    Param("id", Segment(), on=("glossary_entry",), where="path"),
+    Param("id", Segment(), on=("glossary_entry",), where="path", example="qubit"),
     Param(
         "file",
         Segment(),
         on=("snapshot_file",),
         where="path",
         description="The file named by /api/v1/snapshot; any other name is a 404.",
+        example="site-v00000042-0123456789abcdef.db",
     ),
 )
 

@@ -273,7 +273,7 @@ class Param:
     on: tuple[str, ...]
     description: str = ""
     default: object = None
-    example: str | None = None
+    example: str | list[str] | None = None
     where: str = "query"
     component: str = ""
     repeat: int = 0
