@@ -21,7 +21,7 @@ def run_phases(document_url: str, phases: str, max_examples: int, report: Path) 
             "--phases", phases, "--checks", "all", "--max-examples", str(max_examples),
             "--seed", "25", "--no-color", "--report", "ndjson", "--report-ndjson-path", str(report),
         ],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        capture_output=True, text=True, timeout=600, cwd=report.parent,  # its cache (.schemathesis/) goes there
         env={**os.environ, "SCHEMATHESIS_HOOKS": "tests.support.schemathesis_hooks", "PYTHONPATH": str(ROOT)},
     )
     output = result.stdout + result.stderr
