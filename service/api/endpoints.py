@@ -33,9 +33,8 @@ from service.http.problems import API_PREFIX
 #: The media types of the 200 bodies: JSON but for the documentation page and the snapshot file.
 JSON = "application/json"
 HTML = "text/html"
-#: The snapshot file is sent as bytes: application/vnd.sqlite3, its registered type, is one client
-#: generators refuse (openapi-python-client left the response out of its client), while every one reads
-#: octet-stream as a file. The schema still names the real type (contentMediaType), and the file its name.
+#: The snapshot file, as bytes: generators read octet-stream as a file, but left application/vnd.sqlite3
+#: (its registered type, which its schema names as contentMediaType) out of their clients.
 BINARY = "application/octet-stream"
 SQLITE = "application/vnd.sqlite3"
 
