@@ -33,6 +33,7 @@ from tests.support.config_files import write_config
 from tests.support.openapi_check import OpenAPICheck
 from tests.support.paths import FEEDS
 from tests.support.processes import qsite_serve, run_qsite
+from tests.support.schemathesis_cli import run_phases
 from tests.support.snapshot import snapshot
 from tests.support.raw_http import raw_request
 
@@ -76,6 +77,7 @@ def operations(served):
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=["valid", "invalid"])
 def test_every_operation_against_the_document(served, mode):
     found = operations(served)
+    openapi = OpenAPICheck(httpx.get(served.url("/api/v1/openapi.json")).json())
     assert {op.path for op in found} >= {"/api/v1/courses", "/api/v1/glossary", "/api/v1/glossary/{id}", "/api/v1/news", "/api/v1/stats"}
     statuses, unsatisfiable = {}, []
     for operation in found:
@@ -87,6 +89,11 @@ def test_every_operation_against_the_document(served, mode):
         @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
         def call(case):
             response = case.call_and_validate(base_url=served.base, checks=CHECKS)
+            # HEAD is no operation (x-head): the same request as HEAD gets the same status and headers, no body
+            target = response.request.url.removeprefix(served.base)
+            status, headers, body = raw_request(served.port, target, "HEAD")
+            assert (status, body) == (response.status_code, b""), (target, status)
+            openapi.check("HEAD", httpx.Response(status, headers=headers, content=body), path=target.partition("?")[0])
             SEEN["requests"] += 1
             statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
             SEEN["statuses"][str(response.status_code)] = SEEN["statuses"].get(str(response.status_code), 0) + 1
@@ -104,6 +111,13 @@ def test_every_operation_against_the_document(served, mode):
     assert not [status for status in statuses if status >= 500]
     if mode == GenerationMode.NEGATIVE:
         assert statuses.get(400), statuses  # invalid input was really sent, and refused
+
+
+def test_schemathesis_examples_and_stateful_phases_find_no_failure(served):
+    """schemathesis's own runner, as CI would run it: the examples phase (every parameter's example)
+    and the stateful phase (a response's values fed to the operations that take them, such as a
+    glossary entry's id), with every check, positive_data_acceptance included; 0 failures."""
+    run_phases(served.url("/api/v1/openapi.json"), "examples,stateful", EXAMPLES, Path(served.db).parent / "schemathesis.json")
 
 
 INJECTIONS = [

@@ -49,7 +49,7 @@ def test_each_language_has_the_same_identifiers_as_english(client, code):
     assert list(document["paths"]) == list(english["paths"])
     names = lambda doc: sorted(p["name"] for p in doc["components"]["parameters"].values())  # noqa: E731
     assert names(document) == names(english)
-    assert document["components"]["parameters"]["tag"]["schema"]["enum"] == ["Science", "Industry", "Investing"]
+    assert document["components"]["schemas"]["Tag"]["enum"] == ["Science", "Industry", "Investing"]
     fields = lambda doc: {n: sorted(s.get("properties", {})) for n, s in doc["components"]["schemas"].items()}  # noqa: E731
     assert fields(document) == fields(english)
     problem_types = lambda doc: doc["components"]["schemas"]["Problem"]["properties"]["type"]["enum"]  # noqa: E731

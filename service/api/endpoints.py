@@ -33,6 +33,9 @@ from service.http.problems import API_PREFIX
 #: The media types of the 200 bodies: JSON but for the documentation page and the snapshot file.
 JSON = "application/json"
 HTML = "text/html"
+#: The snapshot file, as bytes: generators read octet-stream as a file, but left application/vnd.sqlite3
+#: (its registered type, which its schema names as contentMediaType) out of their clients.
+BINARY = "application/octet-stream"
 SQLITE = "application/vnd.sqlite3"
 
 #: Items per page of /news: when ``limit`` is not given, and its bounds.
@@ -55,9 +58,10 @@ USAGE_TERMS = (
 PARAMETERS = (
     Param(
         "tag",
-        OneOf(TAGS),
+        OneOf(TAGS, component="Tag"),
         on=("news",),
         description="Only items of this category, matched ignoring letter case. Omitted: all tags.",
+        example="Science",
     ),
     Param("limit", Integer(LIMIT_MIN, LIMIT_MAX), on=("news",), description="Items per page.", default=LIMIT_DEFAULT),
     Param(
@@ -72,12 +76,14 @@ PARAMETERS = (
         DateTime(),
         on=("news",),
         description="Only items published after this RFC 3339 time (with a time zone).",
+        example="2026-11-20T08:00:00Z",
     ),
     Param(
         "until",
         DateTime(),
         on=("news",),
         description="Only items published before this RFC 3339 time (with a time zone).",
+        example="2026-11-25T00:00:00Z",
     ),
     # Repeated, not comma-separated: publishers' names may contain commas.
     Param(
@@ -88,6 +94,7 @@ PARAMETERS = (
         description="Only items of this publisher, by its exact name (as in source, or as /api/v1/sources lists it). "
         "Repeat the parameter for several publishers (source=A&source=B): names may contain commas, so one "
         "value is always one whole name. A name no publisher has matches nothing.",
+        example=["Quantum Lab Notes"],
     ),
     Param(
         "q",
@@ -96,6 +103,7 @@ PARAMETERS = (
         component="newsQ",
         description="Full-text search of title and summary; words are matched as words, "
         "all of them must occur. Empty: no filter.",
+        example="qubit",
     ),
     Param(
         "q",
@@ -103,22 +111,25 @@ PARAMETERS = (
         on=("glossary",),
         description="Full-text search of term and definition; words are matched as words, "
         "all of them must occur. Empty: no filter.",
+        example="qubit",
     ),
     Param(
         "lang",
-        OneOf(tuple(language.code for language in LANGUAGES)),
+        OneOf(tuple(language.code for language in LANGUAGES), component="LanguageCode"),
         on=("openapi", "docs"),
         default=DEFAULT_LANGUAGE.code,
         description="The language of the texts for people, by its BCP 47 code (any letter case); English when "
         "omitted. Identifiers are the same in every language.",
+        example="de",
     ),
-    Param("id", Segment(), on=("glossary_entry",), where="path"),
+    Param("id", Segment(), on=("glossary_entry",), where="path", example="qubit"),
     Param(
         "file",
         Segment(),
         on=("snapshot_file",),
         where="path",
         description="The file named by /api/v1/snapshot; any other name is a 404.",
+        example="site-v00000042-0123456789abcdef.db",
     ),
 )
 
@@ -143,8 +154,8 @@ class Endpoint:
     :param tag: its OpenAPI tag (:data:`TAGS_DOCUMENTED`).
     :param description: what it answers, for the OpenAPI document and the documentation page.
     :param media_type: what its 200 is: JSON, :data:`HTML` for the documentation page
-        (rendered from the document and examples of the other endpoints), or :data:`SQLITE`
-        for the snapshot file (streamed by :mod:`service.replica.snapshot_api`).
+        (rendered from the document and examples of the other endpoints), or :data:`BINARY`
+        for the snapshot file (a SQLite database) (streamed by :mod:`service.replica.snapshot_api`).
     :param fresh: built anew for every request, never kept: its data changes without a
         ``data_versions`` bump (a feed's last successful fetch). ETag and 304 work as for all.
     :param following: only a ``qsite serve --follow`` replica answers it (:mod:`service.replica.follow`);
@@ -353,7 +364,7 @@ _TABLE = (
         "carries its data version and hash, so it never changes: cacheable for a year, with its SHA-256 as ETag. "
         "Only the file /api/v1/snapshot names is served; any other name is a 404.",
         following=True,
-        media_type=SQLITE,
+        media_type=BINARY,
     ),
 )
 

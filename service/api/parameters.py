@@ -64,13 +64,43 @@ class Kind:
         return str(value)
 
 
-class OneOf(Kind):
-    """One of ``values``, matched ignoring letter case; the canonical value is as listed."""
+#: What a JSON Schema (ECMA-262) pattern must escape; no other character may be (``\-`` is an error in unicode mode).
+_PATTERN_SYNTAX = frozenset("^$\\.*+?()[]{}|/")
 
-    def __init__(self, values: tuple[str, ...]):
+
+def any_case_pattern(values: tuple[str, ...]) -> str:
+    """A pattern matching exactly ``values`` in any letter case: ``[Ss][Cc]...``, JSON Schema having no ``(?i)``."""
+
+    def letters(value: str) -> str:
+        return "".join(
+            f"[{char.upper()}{char.lower()}]" if char.upper() != char.lower() else ("\\" + char if char in _PATTERN_SYNTAX else char)
+            for char in value
+        )
+
+    return "^(?:" + "|".join(letters(value) for value in values) + ")$"
+
+
+class OneOf(Kind):
+    """One of ``values``, matched ignoring letter case; the canonical value is as listed.
+
+    :param component: the name of its enum in the OpenAPI document's schemas, defined once there
+        (:mod:`service.describe.schemas` defines it from :attr:`enum`) and referred to wherever the
+        value appears, so generated clients get one type for it.
+
+    Any letter case is accepted rather than redirected or refused: a hand-typed ``?tag=science``
+    keeps working without a round trip, and the canonical value keys the response cache, so every
+    spelling shares one cached answer. The schema says so exactly: the enum (what answers carry and
+    generated clients offer) or the same words in any letter case.
+    """
+
+    def __init__(self, values: tuple[str, ...], component: str):
         self.values = {value.casefold(): value for value in values}
+        self.component = component
         self.detail = "must be one of " + ", ".join(values) + " (any letter case)"
-        self.schema = {"type": "string", "enum": list(values)}
+        self.enum = {"type": "string", "enum": list(values)}
+        self.schema = {
+            "anyOf": [{"$ref": f"#/components/schemas/{component}"}, {"type": "string", "pattern": any_case_pattern(values)}]
+        }
 
     def parse(self, text: str) -> str:
         try:
@@ -243,7 +273,7 @@ class Param:
     on: tuple[str, ...]
     description: str = ""
     default: object = None
-    example: str | None = None
+    example: str | list[str] | None = None
     where: str = "query"
     component: str = ""
     repeat: int = 0

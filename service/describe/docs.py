@@ -43,11 +43,10 @@ EXAMPLE_QUERIES = {
 FAIR_USE_HEADERS = (("RateLimit", "RateLimit"), ("RateLimit-Policy", "RateLimitPolicy"), ("Retry-After", "RetryAfter"))
 CACHING_HEADERS = (("Cache-Control", "CacheControl"), ("ETag", "ETag"), ("Last-Modified", "LastModified"), ("Link", "Link"))
 
-#: The document's response component that describes each error status.
+#: The document's response component that describes each error status (405: x-other-methods describes it).
 STATUS_RESPONSES = {
     400: "BadRequest",
     404: "NotFound",
-    405: "MethodNotAllowed",
     414: "UriTooLong",
     429: "TooManyRequests",
     431: "HeaderFieldsTooLarge",
@@ -137,6 +136,15 @@ def schema_facts(schema: dict, _: Callable) -> tuple[str, list[tuple[str, str | 
     return kind, facts
 
 
+def _listed(document: dict, schema: dict) -> dict:
+    """A parameter's schema as the page lists it: an enum taken in any letter case (``anyOf`` the
+    enum's component and its any-case pattern, see :class:`service.api.parameters.OneOf`) as the enum."""
+    if "anyOf" not in schema:
+        return schema
+    first, *_rest = schema["anyOf"]
+    return {**_component(document, first), **{key: value for key, value in schema.items() if key != "anyOf"}}
+
+
 def operations(document: dict, _: Callable, examples: dict[str, Example]) -> list[dict]:
     """Every GET of the document with its parameters, example and answers, in document order."""
     found = []
@@ -147,7 +155,7 @@ def operations(document: dict, _: Callable, examples: dict[str, Example]) -> lis
         parameters = []
         for parameter in [*item.get("parameters", []), *get.get("parameters", [])]:
             parameter = _component(document, parameter)
-            kind, facts = schema_facts(parameter.get("schema", {}), _)
+            kind, facts = schema_facts(_listed(document, parameter.get("schema", {})), _)
             parameters.append({**parameter, "kind": kind, "facts": facts})
         responses = [
             {"status": status, "description": _component(document, response).get("description", "")}
@@ -169,13 +177,14 @@ def operations(document: dict, _: Callable, examples: dict[str, Example]) -> lis
 
 def problem_rows(document: dict, gettext: Gettext) -> list[dict]:
     """Every problem type with its status, title and the document's description of that answer."""
-    responses = document["components"]["responses"]
+    responses = {**document["components"]["responses"]}
+    responses["405"] = document["x-other-methods"]["responses"]["405"]
     return [
         {
             "type": PROBLEM_PREFIX + name,
             "status": status,
             "title": gettext(title),
-            "description": responses.get(STATUS_RESPONSES.get(status, ""), {}).get("description", ""),
+            "description": responses.get(STATUS_RESPONSES.get(status, str(status)), {}).get("description", ""),
         }
         for name, (status, title) in PROBLEMS.items()
     ]

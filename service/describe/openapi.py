@@ -59,9 +59,8 @@ def _headers(max_age: int) -> dict:
         "AllowOrigin": header({"const": "*"}, "Any origin may read every response, errors included."),
         "ExposeHeaders": header({"const": EXPOSE_HEADERS}, "Headers browser scripts may read."),
         "RetryAfter": header({"type": "string", "pattern": r"^\d+$"}, "Seconds to wait before trying again."),
-        "Allow": header({"const": ALLOWED_METHODS}, "The methods the API answers."),
         "ContentLanguage": header(
-            {"type": "string", "enum": [language.code for language in LANGUAGES]},
+            ref("schemas", "LanguageCode"),
             "The language of the texts for people in this response (BCP 47).",
         ),
         "RateLimit": header(rate_limit[0], rate_limit[1] + counted, required=False),
@@ -125,7 +124,6 @@ def _responses() -> dict:
             "No such endpoint or item; for /api/v1/snapshot: an instance that does not follow snapshots, "
             "or a file that is not the current snapshot."
         ),
-        "MethodNotAllowed": _problem("The API is read-only: it answers GET and HEAD.", Allow=ref("headers", "Allow")),
         "TooManyRequests": _problem(
             "Over the fair-use rate limit.",
             **{
@@ -142,15 +140,6 @@ def _responses() -> dict:
         "InternalError": _problem("A fault in the service; logged, and never shown to the client in any detail."),
         "UriTooLong": _problem("The path and query string are over 8 KiB together."),
         "HeaderFieldsTooLarge": _problem("The header fields are over 8 KiB in all."),
-        "Preflight": {
-            "description": "CORS preflight answer.",
-            "headers": {
-                **_CORS,
-                "Access-Control-Allow-Methods": {"schema": {"const": "GET, HEAD, OPTIONS"}, "required": True},
-                "Access-Control-Allow-Headers": {"schema": {"const": "*"}, "required": True},
-                "Access-Control-Max-Age": {"schema": {"const": "86400"}, "required": True},
-            },
-        },
     }
 
 
@@ -207,12 +196,42 @@ HEAD_DESCRIPTION = "The same as GET without the body: only the headers, to check
 PREFLIGHT_DESCRIPTION = "Answers a browser's CORS preflight: any origin may read the API with GET and HEAD."
 
 
+def _mechanics() -> dict:
+    """What every path answers to HEAD and to a CORS preflight, said once for the document.
+
+    They are HTTP mechanics, not operations. As operations (the document had them until
+    issue 25) every generated client grew two more methods per endpoint, and the
+    HEAD operations' errors, documented with the problem body HEAD never carries, made
+    the generated Python client raise JSONDecodeError. So the paths have GET only, and
+    these extensions (which generators ignore) say the rest; the tests check HEAD and
+    OPTIONS answers against them (tests/support/openapi_check.py).
+    """
+    preflight = {
+        "description": "CORS preflight answer.",
+        "headers": {
+            **_CORS,
+            "Access-Control-Allow-Methods": {"schema": {"const": "GET, HEAD, OPTIONS"}, "required": True},
+            "Access-Control-Allow-Headers": {"schema": {"const": "*"}, "required": True},
+            "Access-Control-Max-Age": {"schema": {"const": "86400"}, "required": True},
+        },
+    }
+    return {
+        # the status and headers the path's GET would answer, and no content
+        "x-head": {"description": HEAD_DESCRIPTION},
+        "x-preflight": {
+            "summary": "CORS preflight",
+            "description": PREFLIGHT_DESCRIPTION,
+            "responses": {"204": preflight, "429": ref("responses", "TooManyRequests"), **_TOO_LARGE},
+        },
+    }
+
+
 #: Any request may be refused for its size before it is routed (service/http/targets.py).
 _TOO_LARGE = {"414": ref("responses", "UriTooLong"), "431": ref("responses", "HeaderFieldsTooLarge")}
 
 
 def _path(endpoint: Endpoint) -> dict:
-    """The path item of ``endpoint``: GET, HEAD and the CORS preflight."""
+    """The path item of ``endpoint``: its GET, the one operation (HEAD and OPTIONS: :func:`_mechanics`)."""
     if endpoint.media_type in (JSON, HTML):
         data = endpoint.required is not None  # built from data: Last-Modified
         ok, not_modified = _ok(endpoint, data), ref("responses", "NotModified")
@@ -226,30 +245,15 @@ def _path(endpoint: Endpoint) -> dict:
     responses["500"] = ref("responses", "InternalError")
     responses.update(_TOO_LARGE)
     parameters = [ref("parameters", param.ref) for param in endpoint.params]
-    operation_id = endpoint.operation_id
-    common = {"tags": [endpoint.tag], "parameters": parameters}
-    get = {"operationId": operation_id, "summary": endpoint.summary, "description": endpoint.description, **common}
-    head_responses = {
-        status: ({key: value for key, value in response.items() if key != "content"} if "content" in response else response)
-        for status, response in responses.items()
+    get = {
+        "operationId": endpoint.operation_id,
+        "summary": endpoint.summary,
+        "description": endpoint.description,
+        "tags": [endpoint.tag],
+        "parameters": parameters,
+        "responses": responses,
     }
-    head = {
-        "operationId": operation_id + "Head",
-        "summary": endpoint.summary + " (headers only)",
-        "description": HEAD_DESCRIPTION,
-        **common,
-    }
-    item = {
-        "get": {**get, "responses": responses},
-        "head": {**head, "responses": head_responses},
-        "options": {
-            "operationId": operation_id + "Preflight",
-            "summary": "CORS preflight",
-            "description": PREFLIGHT_DESCRIPTION,
-            "tags": [endpoint.tag],
-            "responses": {"204": ref("responses", "Preflight"), "429": ref("responses", "TooManyRequests"), **_TOO_LARGE},
-        },
-    }
+    item = {"get": get}
     if endpoint.path_param is not None:
         item["parameters"] = [ref("parameters", endpoint.path_param.ref)]
     return item
@@ -280,7 +284,9 @@ def build_document(max_age: int) -> dict:
             "description": (
                 "Course catalog (with sections and slide counts, never quiz content), glossary, news items with their "
                 "publishers, and site totals. GET and HEAD only, no authentication; any other method is answered with "
-                "405 and Allow: GET, HEAD (see x-other-methods). Responses are cached; every 200 carries a strong "
+                "405 and Allow: GET, HEAD (see x-other-methods). HEAD and the CORS preflight (OPTIONS) are HTTP "
+                "mechanics, not operations: HEAD answers as GET with the same status and headers and no body (x-head), "
+                "OPTIONS with 204 and the CORS headers (x-preflight). Responses are cached; every 200 carries a strong "
                 "ETag, Cache-Control and (for data) Last-Modified = updated_at, and answers If-None-Match / "
                 "If-Modified-Since with 304. Errors are RFC 9457 problem details (application/problem+json) with "
                 "Cache-Control: no-store. Every response carries CORS headers. This description exists in several "
@@ -289,6 +295,8 @@ def build_document(max_age: int) -> dict:
                 "\n\nUsage terms: " + USAGE_TERMS
             ),
             "termsOfService": f"{BASE_URL_PLACEHOLDER}{ENDPOINTS['docs'].url}#terms",
+            # What clients may do with the answers: the usage terms (the software's own license is not the data's).
+            "license": {"name": "qsite usage terms", "url": f"{BASE_URL_PLACEHOLDER}{ENDPOINTS['docs'].url}#terms"},
             "x-usage-terms": USAGE_TERMS,
         },
         "servers": [{"url": "/", "description": "This instance: paths are relative to the host that served this document."}],
@@ -301,8 +309,17 @@ def build_document(max_age: int) -> dict:
             "description": "Every other method (POST, PUT, PATCH, DELETE, TRACE and any other) is answered anywhere on "
             "this instance with 405 method-not-allowed and Allow: GET, HEAD; none of them is an operation here. They "
             "count against the rate limit too.",
-            "responses": {"405": ref("responses", "MethodNotAllowed"), "429": ref("responses", "TooManyRequests"), **_TOO_LARGE},
+            # inline, not a component: no path refers to it, and generators warn of unused components
+            "responses": {
+                "405": _problem(
+                    "The API is read-only: it answers GET and HEAD.",
+                    Allow={"description": "The methods the API answers.", "required": True, "schema": {"const": ALLOWED_METHODS}},
+                ),
+                "429": ref("responses", "TooManyRequests"),
+                **_TOO_LARGE,
+            },
         },
+        **_mechanics(),
         "components": {
             "schemas": schemas(),
             "parameters": _parameters(),

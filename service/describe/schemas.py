@@ -7,12 +7,11 @@ the tests validate every response they see against these.
 
 from __future__ import annotations
 
-from db.model import TAGS
+from http import HTTPStatus
 
 from service.api.bodies import SEARCH_COUNT_MAX
-from service.api.endpoints import ENDPOINTS, LIMIT_MAX, LIMIT_MIN, SQLITE
-from service.i18n import LANGUAGES
-from service.api.parameters import ECHO_MAX, MAX_ERRORS
+from service.api.endpoints import ENDPOINTS, LIMIT_MAX, LIMIT_MIN, PARAMETERS, SQLITE
+from service.api.parameters import ECHO_MAX, MAX_ERRORS, OneOf
 from service.http.problems import PROBLEM_PREFIX, PROBLEMS
 
 REF = "#/components/"
@@ -45,16 +44,38 @@ def _list(item: str, description: str) -> dict:
     )
 
 
+def enums() -> dict:
+    """Each enum of the parameters (:class:`~service.api.parameters.OneOf`), once, by its component name.
+
+    Parameters, bodies and headers refer to these rather than repeat the list: an enum
+    written inline in several places became a type per place in generated clients
+    (NewsTag, NewsItemTag, SourceTag, ...).
+    """
+    return {param.kind.component: param.kind.enum for param in PARAMETERS if isinstance(param.kind, OneOf)}
+
+
+def nullable(schema: dict, **more) -> dict:
+    """``schema`` or null, as ``anyOf`` (openapi-python-client and openapi-typescript read it as
+    ``X | None``; ``type: [X, "null"]`` with an enum made a new enum type per use)."""
+    return {"anyOf": [schema, {"type": "null"}], **more}
+
+
+TAG = ref("schemas", "Tag")
+LANGUAGE_CODE = ref("schemas", "LanguageCode")
+
+
 def schemas() -> dict:
     count = {"type": "integer", "minimum": 0}
+    statuses = sorted({status for status, _ in PROBLEMS.values()})
     return {
+        **enums(),
         "Section": _object(
             {
                 "id": {"type": "string", "description": "Unique within its course."},
                 "title": {"type": "string"},
                 "position": {"type": "integer", "minimum": 1},
                 "slide_count": count,
-                "url": {**_URL, "type": ["string", "null"]},
+                "url": nullable(_URL),
             }
         ),
         "Course": _object(
@@ -62,7 +83,7 @@ def schemas() -> dict:
                 "id": {"type": "string"},
                 "title": {"type": "string"},
                 "summary": {"type": "string"},
-                "level": {"type": ["string", "null"]},
+                "level": nullable({"type": "string"}),
                 "url": _URL,
                 "position": {"type": "integer", "minimum": 1},
                 "section_count": count,
@@ -88,7 +109,7 @@ def schemas() -> dict:
                 "url": _URL,
                 "source": {"type": "string", "description": "The publisher; the item belongs to it."},
                 "summary": {"type": "string"},
-                "tag": {"type": "string", "enum": list(TAGS)},
+                "tag": TAG,
                 "published_at": _TIME,
             }
         ),
@@ -103,13 +124,12 @@ def schemas() -> dict:
                     "description": f"false when a search (q) matches more than {SEARCH_COUNT_MAX} items: count is then "
                     f"{SEARCH_COUNT_MAX}, a lower bound. Otherwise true.",
                 },
-                "tag": {"type": ["string", "null"], "enum": [*TAGS, None], "description": "null: all tags."},
+                "tag": nullable(TAG, description="null: all tags."),
                 "limit": {"type": "integer", "minimum": LIMIT_MIN, "maximum": LIMIT_MAX},
-                "next": {
-                    "type": ["string", "null"],
-                    "format": "uri-reference",
-                    "description": "The next page (also sent as Link rel=next); null on the last page.",
-                },
+                "next": nullable(
+                    {"type": "string", "format": "uri-reference"},
+                    description="The next page (also sent as Link rel=next); null on the last page.",
+                ),
                 "updated_at": _TIME,
                 "results": {"type": "array", "maxItems": LIMIT_MAX, "items": ref("schemas", "NewsItem")},
             },
@@ -122,8 +142,8 @@ def schemas() -> dict:
                     "description": "The publisher's name, as in the source of its news items and in the source parameter.",
                 },
                 "tag": {
-                    "type": "string",
-                    "enum": list(TAGS),
+                    # $ref with a sibling description: allowed in OpenAPI 3.1 (JSON Schema 2020-12)
+                    **TAG,
                     "description": "The category its items get, unless a rule of the configuration gives another.",
                 },
                 "feed_url": {
@@ -132,11 +152,9 @@ def schemas() -> dict:
                     "every credential-like parameter REDACTED, a local file by its name only.",
                 },
                 "item_count": {**count, "description": "How many of its news items are held."},
-                "last_success_at": {
-                    **_TIME,
-                    "type": ["string", "null"],
-                    "description": "When its feed was last fetched successfully (changed or not); null if never.",
-                },
+                "last_success_at": nullable(
+                    _TIME, description="When its feed was last fetched successfully (changed or not); null if never."
+                ),
             },
             "A publisher qsite follows.",
         ),
@@ -167,11 +185,7 @@ def schemas() -> dict:
                     "description": "The languages this interface is described in: the values lang takes.",
                     "items": _object(
                         {
-                            "code": {
-                                "type": "string",
-                                "enum": [language.code for language in LANGUAGES],
-                                "description": "Its BCP 47 code, as lang takes it.",
-                            },
+                            "code": {**LANGUAGE_CODE, "description": "Its BCP 47 code, as lang takes it."},
                             "name": {"type": "string", "description": "Its name in itself."},
                         }
                     ),
@@ -193,13 +207,20 @@ def schemas() -> dict:
             "description": "RFC 9457 problem details.",
             "required": ["type", "title", "status", "detail"],
             "properties": {
+                # x-enum-varnames: the names generated clients give the members (openapi-python-client,
+                # OpenAPI Generator), else VALUE_0, VALUE_1, ... for values that are no identifiers
                 "type": {
                     "type": "string",
                     "format": "uri-reference",
                     "enum": [PROBLEM_PREFIX + name for name in PROBLEMS],
+                    "x-enum-varnames": [name.replace("-", "_").upper() for name in PROBLEMS],
                 },
                 "title": {"type": "string"},
-                "status": {"type": "integer", "enum": sorted({status for status, _ in PROBLEMS.values()})},
+                "status": {
+                    "type": "integer",
+                    "enum": statuses,
+                    "x-enum-varnames": [HTTPStatus(status).name for status in statuses],
+                },
                 "detail": {"type": "string"},
                 "errors": {
                     "type": "array",
@@ -223,7 +244,8 @@ def schemas() -> dict:
             },
             "The published snapshot (a whole SQLite database) this replica serves.",
         ),
-        "SnapshotFile": {"type": "string", "contentMediaType": SQLITE},
+        # format binary: what generators read as a file (bytes); contentMediaType: what the bytes are
+        "SnapshotFile": {"type": "string", "format": "binary", "contentMediaType": SQLITE},
         "OpenAPI": {
             "type": "object",
             "required": ["openapi", "info", "paths"],
