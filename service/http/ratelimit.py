@@ -32,6 +32,7 @@ Redis costs no latency.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -52,6 +53,8 @@ log = logging.getLogger("qsite.ratelimit")
 POLICY = "default"
 _EXEMPT_PREFIXES = ("/-/static/", "/-/static-plugins/")
 _EXEMPT_PATHS = frozenset({"/favicon.ico", "/robots.txt"})
+#: Clients whose storage keys are kept (:func:`with_cached_keys`).
+KEYS_CACHED = 4096
 #: Seconds between two warnings about an unreachable storage.
 WARN_EVERY = 60.0
 #: Seconds during which a storage that just failed is not asked again.
@@ -105,6 +108,23 @@ def policy_header(item: limits.RateLimitItem) -> bytes:
     return f'"{POLICY}";q={item.amount};w={item.get_expiry()}'.encode()
 
 
+def with_cached_keys(item: limits.RateLimitItem) -> limits.RateLimitItem:
+    """``item``, building each client's storage key once.
+
+    ``limits``' strategy builds it on both of a request's calls (``hit`` and
+    ``get_window_stats``): about 1 µs a request, a fifth of the limiter's time.
+    """
+
+    class Keyed(type(item)):
+        __slots__ = ()
+
+        @functools.lru_cache(maxsize=KEYS_CACHED)
+        def key_for(self, *identifiers) -> str:
+            return super().key_for(*identifiers)
+
+    return Keyed(item.amount, item.multiples, item.namespace)
+
+
 class FairUse:
     """One limit, one storage and the client rule of one Datasette instance."""
 
@@ -114,6 +134,7 @@ class FairUse:
         self.trusted_proxies = trusted_proxies
         self.storage_uri = storage_uri
         self.strategy = SlidingWindowCounterRateLimiter(window_counts(storage_uri))
+        self.keyed = with_cached_keys(item)
         self._down_until = 0.0
         self._warned_at = -math.inf
 
@@ -123,8 +144,8 @@ class FairUse:
             return None
         try:
             # refused hits are not counted; the stats right after a hit cost no round trip
-            allowed = await self.strategy.hit(self.item, client)
-            stats = await self.strategy.get_window_stats(self.item, client)
+            allowed = await self.strategy.hit(self.keyed, client)
+            stats = await self.strategy.get_window_stats(self.keyed, client)
             reset_in = max(0, math.ceil(stats.reset_time - time.time()))
             verdict = Verdict(allowed, stats.remaining, reset_in)
         except Exception as exc:  # any storage failure: serve rather than refuse
