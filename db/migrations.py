@@ -12,12 +12,29 @@ researchers, so the only safe place for such data is nowhere.
 
 from sqlite_utils.migrations import Migrations
 
+from db.news_derived import CHECK_TIME, COUNT_NEWS, INDEX_NEWS_SEARCH, count_changes, search_columns
 from db.redact import redact_text
 from db.urls import public_location
 
 migrations = Migrations("qsite")
 
 TAG_CHECK = "tag IN ('Science', 'Industry', 'Investing')"
+
+# The news table's columns after ``url`` and its indexes, as m002 made them and
+# m003 made them again when it rebuilt the table (the same SQL text, so the
+# schema SQLite stores is what those migrations always wrote).
+NEWS_COLUMNS = f"""\
+            title TEXT NOT NULL,
+            summary TEXT NOT NULL,
+            source TEXT NOT NULL REFERENCES sources(name),
+            tag TEXT NOT NULL CHECK ({TAG_CHECK}),
+            published_at TEXT NOT NULL,
+            first_seen_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL"""
+NEWS_INDEXES = """\
+        CREATE INDEX news_newest ON news(published_at DESC, id DESC);
+        CREATE INDEX news_tag_newest ON news(tag, published_at DESC, id DESC);
+        CREATE INDEX news_source ON news(source);"""
 
 
 @migrations()
@@ -129,17 +146,9 @@ def m002_news(db):
         CREATE TABLE news (
             id TEXT PRIMARY KEY,
             url TEXT NOT NULL UNIQUE,
-            title TEXT NOT NULL,
-            summary TEXT NOT NULL,
-            source TEXT NOT NULL REFERENCES sources(name),
-            tag TEXT NOT NULL CHECK ({TAG_CHECK}),
-            published_at TEXT NOT NULL,
-            first_seen_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL
+{NEWS_COLUMNS}
         );
-        CREATE INDEX news_newest ON news(published_at DESC, id DESC);
-        CREATE INDEX news_tag_newest ON news(tag, published_at DESC, id DESC);
-        CREATE INDEX news_source ON news(source);
+{NEWS_INDEXES}
         """
     )
     db["news"].enable_fts(["title", "summary"], create_triggers=True, tokenize="porter")
@@ -168,22 +177,14 @@ def m003_news_entry_keys(db):
         CREATE TABLE news_rebuilt (
             id TEXT PRIMARY KEY,
             url TEXT NOT NULL,
-            title TEXT NOT NULL,
-            summary TEXT NOT NULL,
-            source TEXT NOT NULL REFERENCES sources(name),
-            tag TEXT NOT NULL CHECK ({TAG_CHECK}),
-            published_at TEXT NOT NULL,
-            first_seen_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL,
+{NEWS_COLUMNS},
             entry_key TEXT
         );
         INSERT INTO news_rebuilt (rowid, id, url, title, summary, source, tag, published_at, first_seen_at, updated_at)
             SELECT rowid, id, url, title, summary, source, tag, published_at, first_seen_at, updated_at FROM news;
         DROP TABLE news;
         ALTER TABLE news_rebuilt RENAME TO news;
-        CREATE INDEX news_newest ON news(published_at DESC, id DESC);
-        CREATE INDEX news_tag_newest ON news(tag, published_at DESC, id DESC);
-        CREATE INDEX news_source ON news(source);
+{NEWS_INDEXES}
         CREATE INDEX news_url ON news(url);
         CREATE UNIQUE INDEX news_source_entry_key ON news(source, entry_key);
         """
@@ -224,32 +225,6 @@ def m004_redact_locations(db):
         )
 
 
-#: Fills ``news_counts`` from ``news`` (when the table is created, and after a bulk insert).
-COUNT_NEWS = """
-    INSERT INTO news_counts (span, period, tag, source, items)
-    SELECT 'month', substr(published_at, 1, 7), tag, source, count(*) FROM news GROUP BY 2, 3, 4
-    UNION ALL
-    SELECT 'day', substr(published_at, 1, 10), tag, source, count(*) FROM news GROUP BY 2, 3, 4
-"""
-
-
-def _count_changes(sign: str, row: str) -> str:
-    """The statements of a trigger that count ``row`` (``new`` or ``old``) in or out (``+`` or ``-``)."""
-    statements = []
-    for span, length in (("month", 7), ("day", 10)):
-        key = f"span = '{span}' AND period = substr({row}.published_at, 1, {length}) AND tag = {row}.tag AND source = {row}.source"
-        if sign == "+":
-            statements.append(
-                f"INSERT INTO news_counts (span, period, tag, source, items) "
-                f"VALUES ('{span}', substr({row}.published_at, 1, {length}), {row}.tag, {row}.source, 1) "
-                f"ON CONFLICT DO UPDATE SET items = items + 1;"
-            )
-        else:
-            statements.append(f"UPDATE news_counts SET items = items - 1 WHERE {key};")
-            statements.append(f"DELETE FROM news_counts WHERE {key} AND items = 0;")
-    return "\n            ".join(statements)
-
-
 @migrations()
 def m005_news_counts_and_indexes(db):
     """Counts kept by triggers and an index for every way into ``news``, so no API query reads it whole.
@@ -284,11 +259,11 @@ def m005_news_counts_and_indexes(db):
         ) WITHOUT ROWID;
 
         CREATE TRIGGER news_counts_insert AFTER INSERT ON news BEGIN
-            {_count_changes("+", "new")}
+            {count_changes("+", "new")}
         END;
 
         CREATE TRIGGER news_counts_delete AFTER DELETE ON news BEGIN
-            {_count_changes("-", "old")}
+            {count_changes("-", "old")}
         END;
 
         CREATE INDEX news_counts_source ON news_counts(source, span, items);
@@ -303,55 +278,12 @@ def m005_news_counts_and_indexes(db):
         CREATE TRIGGER news_counts_update AFTER UPDATE OF published_at, tag, source ON news
         WHEN old.published_at IS NOT new.published_at OR old.tag IS NOT new.tag OR old.source IS NOT new.source
         BEGIN
-            {_count_changes("-", "old")}
-            {_count_changes("+", "new")}
+            {count_changes("-", "old")}
+            {count_changes("+", "new")}
         END;
         """
     )
     db.execute(COUNT_NEWS)
-
-
-#: A ``news_search`` rowid is the item's minute, negated (bits 36 and up), and
-#: its ``news`` rowid (the low 36 bits): ascending rowids are newest first by
-#: minute, in any order within one, and ``& SEARCH_ROWID_MASK`` is the item's
-#: rowid. Negated because FTS5 reads a term's matches fastest in ascending
-#: rowid order (it seeks through a long one by its doclist index; going down,
-#: it loads it): a deep page of a common word took 5 ms descending, 0.03 ms
-#: ascending. 36 bits hold 68 billion rowids; the minute is clamped to 26 bits
-#: and a sign (years 1842 to 2097), which keeps the order.
-SEARCH_ROWID_BITS = 36
-SEARCH_ROWID_MASK = (1 << SEARCH_ROWID_BITS) - 1
-_MINUTE_MAX = (1 << 26) - 1
-
-
-def search_key(row: str) -> str:
-    """SQL: the ``news_search`` rowid of ``row`` (``new``, ``old`` or ``news``)."""
-    minute = f"CAST(strftime('%s', {row}.published_at) AS INTEGER) / 60"
-    return f"((-max({-_MINUTE_MAX}, min({_MINUTE_MAX}, {minute})) << {SEARCH_ROWID_BITS}) | {row}.rowid)"
-
-
-def search_columns(row: str) -> str:
-    """SQL: the ``news_search`` rowid, words and facets of ``row``.
-
-    Facets are terms no text makes, so a filter is one more term of the same
-    MATCH: the tag (``tagscience``), the source by its rowid in ``sources``
-    (``s3``; sources are only ever added) and both at once (``t3science``):
-    one term for a source and a tag, whose matches are few, rather than two
-    whose matches are many.
-    """
-    source = f"(SELECT rowid FROM sources WHERE name = {row}.source)"
-    facets = f"'tag' || lower({row}.tag) || coalesce(' s' || {source} || ' t' || {source} || lower({row}.tag), '')"
-    return f"{search_key(row)}, {row}.title || ' ' || {row}.summary, {facets}"
-
-
-#: Fills ``news_search`` from ``news`` (when the table is created, and after a bulk insert).
-INDEX_NEWS_SEARCH = f"INSERT INTO news_search (rowid, words, facets) SELECT {search_columns('news')} FROM news"
-
-#: A stored time ``strftime`` can read is what the search key is made of.
-_CHECK_TIME = (
-    "SELECT RAISE(ABORT, 'news.published_at must be a time such as 2026-11-20T08:00:00Z')"
-    " WHERE strftime('%s', new.published_at) IS NULL;"
-)
 
 
 @migrations()
@@ -362,7 +294,7 @@ def m006_news_search(db):
     rowid, which says nothing of its date: a search for a word most items hold
     had to read every match to find the newest twenty (a third of a second at
     a million items). ``news_search`` is keyed by minute first, newest first
-    (see :data:`SEARCH_ROWID_BITS`), so a page reads matches from its cursor
+    (see :data:`db.news_derived.SEARCH_ROWID_BITS`), so a page reads matches from its cursor
     and stops: ``api_news`` in metadata.yml takes the page's matches, then the
     rest of the oldest minute among them, and sorts those exactly.
     Tag and source are terms of the index too (``facets``), so a filtered search
@@ -381,7 +313,7 @@ def m006_news_search(db):
         );
 
         CREATE TRIGGER news_search_insert AFTER INSERT ON news BEGIN
-            {_CHECK_TIME}
+            {CHECK_TIME}
             INSERT INTO news_search (rowid, words, facets) VALUES ({search_columns("new")});
         END;
 
@@ -393,7 +325,7 @@ def m006_news_search(db):
         WHEN old.published_at IS NOT new.published_at OR old.title IS NOT new.title
           OR old.summary IS NOT new.summary OR old.tag IS NOT new.tag OR old.source IS NOT new.source
         BEGIN
-            {_CHECK_TIME}
+            {CHECK_TIME}
             INSERT INTO news_search (news_search, rowid, words, facets) VALUES ('delete', {search_columns("old")});
             INSERT INTO news_search (rowid, words, facets) VALUES ({search_columns("new")});
         END;

@@ -157,28 +157,27 @@ def ingest():
     """Pull the site export and news feeds into the database."""
 
 
+def ingest_options(command):
+    """What every ``qsite ingest`` command takes: the config, the single-writer wait, ``--quiet``."""
+    return common_options(single_writer(quiet_option(command)))
+
+
 @ingest.command(name="site")
-@common_options
-@single_writer
-@quiet_option
+@ingest_options
 def ingest_site_command(config, wait, quiet):
     """Ingest the site export. Example: qsite ingest site --config qsite.yml"""
     _ingest(config, wait, (SITE,), quiet)
 
 
 @ingest.command(name="news")
-@common_options
-@single_writer
-@quiet_option
+@ingest_options
 def ingest_news_command(config, wait, quiet):
     """Fetch the configured news feeds. Example: qsite ingest news --config qsite.yml"""
     _ingest(config, wait, (NEWS,), quiet)
 
 
 @ingest.command(name="all")
-@common_options
-@single_writer
-@quiet_option
+@ingest_options
 @click.option("--publish", is_flag=True, help="Then publish a snapshot if the data changed (as `qsite publish`).")
 def ingest_all_command(config, wait, quiet, publish):
     """Ingest the site export, then the news feeds. Example: qsite ingest all --publish"""

@@ -23,7 +23,8 @@ import yaml
 from config import load_config
 from db.snapshot import NAME_PATTERN, Pointer, snapshot_name
 from pipeline.store import open_database
-from service.replica.follow import Claim, Follower, remove_unclaimed
+from service.replica.claims import Claim, remove_unclaimed
+from service.replica.follow import Follower
 from service.serve import make_datasette
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.openapi_check import OpenAPICheck

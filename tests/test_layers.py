@@ -2,50 +2,27 @@
 
 from __future__ import annotations
 
+import graphlib
+
 import grimp
 
 PACKAGES = ("qsite", "pipeline", "service", "config", "db")
 
 
-def import_cycles(graph: grimp.ImportGraph) -> list[list[str]]:
-    """Every strongly connected group of modules larger than one: each holds an import cycle."""
-    # Tarjan's algorithm; grimp answers chains between two modules, not cycles.
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    groups: list[list[str]] = []
-
-    def visit(module: str) -> None:
-        index[module] = low[module] = len(index)
-        stack.append(module)
-        on_stack.add(module)
-        for imported in graph.find_modules_directly_imported_by(module):
-            if imported not in index:
-                visit(imported)
-                low[module] = min(low[module], low[imported])
-            elif imported in on_stack:
-                low[module] = min(low[module], index[imported])
-        if low[module] == index[module]:
-            group = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                group.append(member)
-                if member == module:
-                    break
-            if len(group) > 1:
-                groups.append(sorted(group))
-
-    for module in sorted(graph.modules):
-        if module not in index:
-            visit(module)
-    return groups
+def import_cycle(graph: grimp.ImportGraph) -> list[str]:
+    """The modules of one import cycle, sorted; ``[]`` when there is none."""
+    # The standard library's graphlib finds cycles; grimp answers chains between two modules, not cycles.
+    sorter = graphlib.TopologicalSorter({module: graph.find_modules_directly_imported_by(module) for module in graph.modules})
+    try:
+        sorter.prepare()
+    except graphlib.CycleError as error:
+        return sorted(set(error.args[1]))
+    return []
 
 
 def test_no_import_cycles_function_level_imports_included():
     graph = grimp.build_graph(*PACKAGES)
-    assert import_cycles(graph) == []
+    assert import_cycle(graph) == []
 
 
 def test_the_cycle_finder_finds_a_cycle(tmp_path, monkeypatch):
@@ -55,5 +32,5 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path, monkeypatch):
         (tmp_path / "cyc" / f"{name}.py").write_text(body)
     monkeypatch.syspath_prepend(str(tmp_path))
     graph = grimp.build_graph("cyc", cache_dir=None)
-    assert import_cycles(graph) == [["cyc.a", "cyc.b"]]
+    assert import_cycle(graph) == ["cyc.a", "cyc.b"]
 

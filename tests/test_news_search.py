@@ -20,7 +20,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import sqlite_utils
 
-from db.migrations import SEARCH_ROWID_MASK
+from db.news_derived import SEARCH_ROWID_MASK
 from db.model import NEWS, TAGS, format_time
 from pipeline.store.records import Item
 from pipeline.store import bump_version, open_database, transaction
@@ -200,7 +200,7 @@ def test_the_api_says_when_a_search_count_stops(make_config, tmp_path):
 
 def test_the_canned_queries_use_the_key_layout_the_migration_writes():
     """metadata.yml spells the key's mask, minute bound and bounds as literals (SQL has no constants): they must be these."""
-    from db.migrations import _MINUTE_MAX, SEARCH_ROWID_BITS
+    from db.news_derived import _MINUTE_MAX, SEARCH_ROWID_BITS
 
     for name in ("api_news", "api_news_count"):
         sql = SQL[name]

@@ -185,3 +185,19 @@ def test_entry_without_title_takes_its_summary_and_without_any_link_is_none():
     assert item.title == "Only a summary here." and (item.published_at, item.dated) == ("2025-06-01T12:00:00Z", False)
     assert normalise_entry({"title": "No link", "summary": "x"}, context()) is None
     assert normalise_entry({"title": "No link", "summary": "x"}, context(channel_link="https://site.example/")).url == "https://site.example/"
+
+
+def test_the_vendored_clearurls_rules_are_the_commit_their_source_names():
+    import hashlib
+    import json
+
+    from pipeline.news import tracking
+
+    folder = tracking.RULES_FILE.parent
+    source = dict(line.split(": ", 1) for line in (folder / "SOURCE").read_text().splitlines() if ": " in line)
+    assert source["repository"] == "https://github.com/ClearURLs/Rules" and len(source["commit"]) == 40
+    assert hashlib.sha256(tracking.RULES_FILE.read_bytes()).hexdigest() == source["sha256"]
+    assert "GNU LESSER GENERAL PUBLIC LICENSE" in (folder / "LICENSE").read_text()
+    rules = json.loads(tracking.RULES_FILE.read_text())["providers"]
+    assert [p.name for p in tracking.providers()] == [*rules, *tracking.ADDITIONS]
+    assert tracking.remove_tracking("https://example.org/a?utm_source=x&id=1", "https://example.org") == ("https://example.org/a?id=1", None)

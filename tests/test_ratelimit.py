@@ -12,6 +12,7 @@ import time
 from contextlib import ExitStack
 
 import httpx
+import limits
 import pytest
 from datasette.app import Datasette
 
@@ -178,6 +179,30 @@ def test_forwarded_for_honoured_one_hop_from_the_right(datasette_for):
         other = await ds.client.get("/-/versions.json", headers={"X-Forwarded-For": "203.0.113.8"})
         assert other.status_code == 200
         assert other.headers["ratelimit"].split(";")[1] == "r=1"
+
+    run(scenario())
+
+
+def test_limits_strategy_over_the_memory_counts():
+    """limits' own SlidingWindowCounterRateLimiter decides over service.http.windows' counts:
+    refused hits are not counted, the stats after a hit are that hit's, clear starts over."""
+    from limits.aio.strategies import SlidingWindowCounterRateLimiter
+
+    from service.http.windows import MemoryCounts
+
+    counts = MemoryCounts()
+    strategy = SlidingWindowCounterRateLimiter(counts)
+    item = limits.parse("2/day")  # no window turns during the test
+
+    async def scenario():
+        assert [await strategy.hit(item, "a") for _ in range(3)] == [True, True, False]
+        stats = await strategy.get_window_stats(item, "a")
+        assert stats.remaining == 0 and 0 < stats.reset_time - time.time() <= 86400
+        assert await strategy.hit(item, "b") and (await strategy.get_window_stats(item, "b")).remaining == 1
+        window = int(time.time() // 86400)
+        assert await counts.get(f"{item.key_for('a')}/{window}") == 2  # the refused hit was taken back
+        await strategy.clear(item, "a")
+        assert await strategy.hit(item, "a")
 
     run(scenario())
 

@@ -1,11 +1,12 @@
 """Tracking parameters out of links, by the ClearURLs rule set.
 
 The rules are not ours: they are the community-kept `ClearURLs
-<https://docs.clearurls.xyz/latest/specs/rules/>`_ rule set (LGPL-3.0), as
-the ``unalix-rev`` package ships it (``unalix/package_data/rulesets/data.min.json``).
-Only the data file is read; unalix's own cleaner is not used, because it
-tries all ~200 providers' patterns for every link (about 5 ms a link, which
-would cost more than parsing the feed). Here a provider's ``urlPattern`` is
+<https://docs.clearurls.xyz/latest/specs/rules/>`_ rule set (LGPL-3.0),
+vendored in ``pipeline/news/data/clearurls/`` with its licence and the commit
+it came from (``SOURCE``; ``tools/refresh_clearurls.py`` brings a newer one).
+No library's cleaner is used (unalix, which ships the same rules, tries all
+~200 providers' patterns for every link: about 5 ms a link, which would cost
+more than parsing the feed). Here a provider's ``urlPattern`` is
 tried once per site (origin) and remembered, and each provider's many
 patterns are joined into one regex, so a link costs a few microseconds.
 
@@ -24,7 +25,6 @@ for tracking in feed links that the rule set does not cover (see its comment).
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import re
 from dataclasses import dataclass
@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import unquote
 
-#: Where unalix-rev keeps the ClearURLs rules, inside its package folder.
-RULES_FILE = ("package_data", "rulesets", "data.min.json")
+#: The vendored ClearURLs rules.
+RULES_FILE = Path(__file__).parent / "data" / "clearurls" / "data.min.json"
 
 #: Ours, in ClearURLs' format, for what the rule set misses in feed links:
 #: ``src=rss`` and ``partner=rss`` (a link's "came from the RSS feed" marker; removed
@@ -96,18 +96,10 @@ class Provider:
         )
 
 
-def _rules_path() -> Path:
-    # find_spec, not import: importing unalix would build its own (slow) rule objects.
-    spec = importlib.util.find_spec("unalix")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("the unalix-rev package (the ClearURLs rules) is not installed")
-    return Path(spec.submodule_search_locations[0]).joinpath(*RULES_FILE)
-
-
 @functools.cache
 def providers() -> tuple[Provider, ...]:
     """The ClearURLs providers, then :data:`ADDITIONS`; read and compiled once per process."""
-    data = json.loads(_rules_path().read_text(encoding="utf-8"))["providers"]
+    data = json.loads(RULES_FILE.read_text(encoding="utf-8"))["providers"]
     return tuple(Provider.from_rules(name, rules) for name, rules in [*data.items(), *ADDITIONS.items()])
 
 

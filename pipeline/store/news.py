@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 
 import sqlite_utils
 
-from db.migrations import COUNT_NEWS, INDEX_NEWS_SEARCH
+from db.news_derived import COUNT_NEWS, INDEX_NEWS_SEARCH
 
 from pipeline.store.records import Item, Known, StoredItem, item_id
 

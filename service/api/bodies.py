@@ -75,6 +75,9 @@ def fts_query(q: str | None) -> str:
     words at all becomes an empty phrase that matches nothing, never a syntax
     error. ``None`` is no search (the canned query's empty ``:q``).
     """
+    # Not sqlite-utils' Database.quote_fts: it quotes raw text's space-separated bits, and a
+    # bit such as ``foo_bar`` is then a phrase against the index (tests/test_news_search.py);
+    # Words has already split ``q`` into the index's own words, so quoting each is all that is left.
     if q is None:
         return ""
     return " ".join(f'"{word}"' for word in q.split()) or '""'

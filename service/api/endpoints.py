@@ -149,7 +149,8 @@ class Endpoint:
     :param queries: the canned queries (``metadata.yml``, without ``api_``) ``build`` runs.
     :param datasets: the ``data_versions`` rows its body is built from; a change to any
         drops the cached body, and the newest is its ``updated_at``.
-    :param required: the dataset that must have been ingested, or the answer is 503.
+    :param required: the dataset that must have been ingested, or the answer is 503; by
+        default the first of ``datasets`` for an endpoint built from data (``build``).
     :param trailing_slash: also answers at ``path + "/"`` (said in its description).
     :param tag: its OpenAPI tag (:data:`TAGS_DOCUMENTED`).
     :param description: what it answers, for the OpenAPI document and the documentation page.
@@ -180,6 +181,10 @@ class Endpoint:
     #: Filled from :data:`PARAMETERS`: the query parameters it takes, and its path parameter.
     params: tuple[Param, ...] = field(default=(), compare=False)
     path_param: Param | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        if self.required is None and self.build is not None and self.datasets:
+            object.__setattr__(self, "required", self.datasets[0])
 
     @property
     def operation_id(self) -> str:
@@ -264,11 +269,10 @@ _TABLE = (
         "CourseList",
         "Courses in catalog order.",
         tag="catalog",
-        description="Every course in catalog order, with its sections and their slide counts. Never any quiz content.",
         build=bodies.courses,
         queries=("courses", "sections"),
         datasets=(CATALOG,),
-        required=CATALOG,
+        description="Every course in catalog order, with its sections and their slide counts. Never any quiz content.",
     ),
     Endpoint(
         "glossary",
@@ -277,12 +281,11 @@ _TABLE = (
         "GlossaryList",
         "Entries ordered by term.",
         tag="glossary",
-        description="Every glossary entry ordered by term, with its definition and the lesson that teaches it; "
-        "q searches terms and definitions.",
         build=bodies.glossary,
         queries=("glossary",),
         datasets=(GLOSSARY,),
-        required=GLOSSARY,
+        description="Every glossary entry ordered by term, with its definition and the lesson that teaches it; "
+        "q searches terms and definitions.",
     ),
     Endpoint(
         "glossary_entry",
@@ -291,11 +294,10 @@ _TABLE = (
         "GlossaryEntry",
         "The entry.",
         tag="glossary",
-        description="One glossary entry by its id; 404 when there is none.",
         build=bodies.glossary_entry,
         queries=("glossary",),
         datasets=(GLOSSARY,),
-        required=GLOSSARY,
+        description="One glossary entry by its id; 404 when there is none.",
     ),
     Endpoint(
         "news",
@@ -304,12 +306,11 @@ _TABLE = (
         "NewsPage",
         "One page of items.",
         tag="news",
-        description="One page of news items, newest first; follow next (or the Link header) for the page after it. "
-        "tag, source, since, until and q combine, and next keeps them, so every page applies the same filters.",
         build=bodies.news,
         queries=("news", "news_count"),
         datasets=(NEWS,),
-        required=NEWS,
+        description="One page of news items, newest first; follow next (or the Link header) for the page after it. "
+        "tag, source, since, until and q combine, and next keeps them, so every page applies the same filters.",
     ),
     Endpoint(
         "sources",
@@ -318,14 +319,13 @@ _TABLE = (
         "SourceList",
         "Every publisher.",
         tag="news",
-        description="Every publisher qsite follows: its name (as in the source of its items), its tag, the address "
-        "of its feed without credentials, how many of its items are held, and when its feed was last fetched "
-        "successfully.",
         build=bodies.sources,
         queries=("sources",),
         datasets=(NEWS,),
-        required=NEWS,
         fresh=True,
+        description="Every publisher qsite follows: its name (as in the source of its items), its tag, the address "
+        "of its feed without credentials, how many of its items are held, and when its feed was last fetched "
+        "successfully.",
     ),
     Endpoint(
         "stats",
@@ -334,12 +334,11 @@ _TABLE = (
         "Stats",
         "The totals.",
         tag="catalog",
-        description="Totals of the site: courses, slides, quizzes, the size of the question bank, glossary terms "
-        "and news items.",
         build=bodies.stats,
         queries=("stats",),
         datasets=(TOTALS, NEWS),
-        required=TOTALS,
+        description="Totals of the site: courses, slides, quizzes, the size of the question bank, glossary terms "
+        "and news items.",
     ),
     Endpoint(
         "snapshot",

@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Hashable, NamedTuple
 
 import orjson
+from werkzeug.http import parse_date, parse_etags
 
 from service.http.problems import CORS_HEADERS, JSON_CONTENT_TYPE, VARY
 
@@ -70,21 +71,18 @@ def etag_for(body: bytes) -> str:
 
 
 def etag_matches(if_none_match: str, etag: str) -> bool:
-    """RFC 9110 weak comparison of an ``If-None-Match`` list against ``etag``."""
-    if if_none_match.strip() == "*":
-        return True
-    opaque = etag.removeprefix("W/")
-    return any(tag.strip().removeprefix("W/") == opaque for tag in if_none_match.split(","))
+    """RFC 9110 weak comparison of an ``If-None-Match`` list against our strong ``etag`` (``"..."``).
+
+    werkzeug.http reads the list (``*``, ``W/``, commas inside quotes).
+    """
+    return parse_etags(if_none_match).contains_weak(etag[1:-1])
 
 
 #: The three forms of an HTTP-date (RFC 9110 5.6.7): IMF-fixdate, and the obsolete RFC 850 and asctime forms.
 _HTTP_DATES = (
-    (re.compile(r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT"), "%a, %d %b %Y %H:%M:%S GMT"),
-    (
-        re.compile(r"(Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), \d{2}-[A-Z][a-z]{2}-\d{2} \d{2}:\d{2}:\d{2} GMT"),
-        "%A, %d-%b-%y %H:%M:%S GMT",
-    ),
-    (re.compile(r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}"), "%a %b %d %H:%M:%S %Y"),
+    re.compile(r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT"),
+    re.compile(r"(Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), \d{2}-[A-Z][a-z]{2}-\d{2} \d{2}:\d{2}:\d{2} GMT"),
+    re.compile(r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}"),
 )
 
 
@@ -92,16 +90,14 @@ def parse_http_date(value: str) -> datetime | None:
     """``value`` as an aware UTC datetime if it is exactly one HTTP-date, else None.
 
     Strict on purpose: RFC 9110 13.1.3 says an ``If-Modified-Since`` that is
-    not a valid HTTP-date, or has more than one member, is ignored; a lenient
-    parser would read the first date of a list, or a date with no zone.
+    not a valid HTTP-date, or has more than one member, is ignored. The form
+    is checked here because werkzeug's ``parse_date`` alone is lenient (it
+    reads the first date of a list, a date with no zone or a numeric zone);
+    werkzeug then reads it (None for no such date: 31 Feb, 25:00).
     """
     value = value.strip()
-    for pattern, layout in _HTTP_DATES:
-        if pattern.fullmatch(value):
-            try:
-                return datetime.strptime(value, layout).replace(tzinfo=timezone.utc)
-            except ValueError:  # no such date (31 Feb, 25:00)
-                return None
+    if any(pattern.fullmatch(value) for pattern in _HTTP_DATES):
+        return parse_date(value)
     return None
 
 

@@ -63,6 +63,7 @@ from db.snapshot import NAME_PATTERN, Pointer, SnapshotError, verify_download
 
 from service.api.endpoints import ENDPOINTS
 from service.http.problems import send_problem
+from service.replica.claims import Claim, alive, remove_unclaimed
 
 log = logging.getLogger("qsite.follow")
 
@@ -73,88 +74,6 @@ GRACE = 5.0
 CURRENT = "current.json"
 #: In the data folder: held (exclusively) by the worker downloading or checking a snapshot.
 DOWNLOAD_LOCK = ".download.lock"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    """Whether ``path`` still names the file open as ``fd`` (not removed, nor replaced by another)."""
-    try:
-        named = os.stat(path)
-    except FileNotFoundError:
-        return False
-    opened = os.fstat(fd)
-    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
-
-
-class Claim:
-    """A shared ``flock`` on a snapshot file: this process serves it, so no worker deletes it.
-
-    Taken on the file itself (not a file beside it, which could be left behind
-    or outlive it). SQLite does not use ``flock`` on Linux (its locks are
-    ``fcntl`` byte ranges, a separate kind), and a snapshot's connections are
-    read-only, so the two never meet. Local filesystems only: over NFS,
-    ``flock`` is emulated with ``fcntl`` locks.
-    """
-
-    def __init__(self, fd: int, path: Path):
-        self.fd = fd
-        self.path = path
-
-    @classmethod
-    def take(cls, path: Path) -> "Claim":
-        """Claim the file ``path`` names; :class:`FileNotFoundError` if it is gone, or goes while the claim is taken.
-
-        Waits while a worker holds its exclusive lock to delete the file (a
-        moment), then finds it gone.
-        """
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-            if not _same_file(fd, path):
-                raise FileNotFoundError(f"{path} was removed")
-        except BaseException:
-            os.close(fd)
-            raise
-        return cls(fd, path)
-
-    def release(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)  # the lock goes with the descriptor
-            self.fd = -1
-
-
-def remove_unclaimed(path: Path) -> bool:
-    """Delete ``path`` if no process holds a :class:`Claim` on it; True if it was deleted.
-
-    Never waits: a file some worker serves is left for that worker to delete
-    when it retires it. The exclusive lock is held across the unlink, and the
-    name checked under it, so a worker claiming the file at the same moment
-    either gets it first (and this gives up) or finds it gone.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        if not _same_file(fd, path):
-            return False  # removed meanwhile by another worker
-        path.unlink()
-        return True
-    finally:
-        os.close(fd)
 
 
 class SnapshotDatabase(Database):
@@ -259,7 +178,7 @@ class Follower:
         for pattern in (".*.part", f".{CURRENT}.*.tmp"):
             for part in self.data_dir.glob(pattern):
                 pid = part.name.rsplit(".", 2)[-2]
-                if not (pid.isdigit() and _alive(int(pid))):
+                if not (pid.isdigit() and alive(int(pid))):
                     part.unlink(missing_ok=True)  # a download (or a record) a killed process left behind
         self._thread = threading.Thread(target=self._run, name="qsite-follow", daemon=True)
         self._thread.start()

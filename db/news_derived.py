@@ -1,0 +1,79 @@
+"""The SQL that derives ``news_counts`` and ``news_search`` from ``news``.
+
+Both tables are kept in step with ``news`` by triggers that the migrations
+create (:mod:`db.migrations`, m005 and m006), and are filled from it in one
+statement when they are created and after the pipeline's bulk inserts
+(:mod:`pipeline.store.news`). The SQL lives here, apart from the migrations,
+because both use it (and ``api_news`` in metadata.yml reads the search
+index's rowid layout described here).
+"""
+
+from __future__ import annotations
+
+#: Fills ``news_counts`` from ``news`` (when the table is created, and after a bulk insert).
+COUNT_NEWS = """
+    INSERT INTO news_counts (span, period, tag, source, items)
+    SELECT 'month', substr(published_at, 1, 7), tag, source, count(*) FROM news GROUP BY 2, 3, 4
+    UNION ALL
+    SELECT 'day', substr(published_at, 1, 10), tag, source, count(*) FROM news GROUP BY 2, 3, 4
+"""
+
+
+def count_changes(sign: str, row: str) -> str:
+    """The statements of a trigger that count ``row`` (``new`` or ``old``) in or out (``+`` or ``-``)."""
+    statements = []
+    for span, length in (("month", 7), ("day", 10)):
+        key = f"span = '{span}' AND period = substr({row}.published_at, 1, {length}) AND tag = {row}.tag AND source = {row}.source"
+        if sign == "+":
+            statements.append(
+                f"INSERT INTO news_counts (span, period, tag, source, items) "
+                f"VALUES ('{span}', substr({row}.published_at, 1, {length}), {row}.tag, {row}.source, 1) "
+                f"ON CONFLICT DO UPDATE SET items = items + 1;"
+            )
+        else:
+            statements.append(f"UPDATE news_counts SET items = items - 1 WHERE {key};")
+            statements.append(f"DELETE FROM news_counts WHERE {key} AND items = 0;")
+    return "\n            ".join(statements)
+
+
+#: A ``news_search`` rowid is the item's minute, negated (bits 36 and up), and
+#: its ``news`` rowid (the low 36 bits): ascending rowids are newest first by
+#: minute, in any order within one, and ``& SEARCH_ROWID_MASK`` is the item's
+#: rowid. Negated because FTS5 reads a term's matches fastest in ascending
+#: rowid order (it seeks through a long one by its doclist index; going down,
+#: it loads it): a deep page of a common word took 5 ms descending, 0.03 ms
+#: ascending. 36 bits hold 68 billion rowids; the minute is clamped to 26 bits
+#: and a sign (years 1842 to 2097), which keeps the order.
+SEARCH_ROWID_BITS = 36
+SEARCH_ROWID_MASK = (1 << SEARCH_ROWID_BITS) - 1
+_MINUTE_MAX = (1 << 26) - 1
+
+
+def search_key(row: str) -> str:
+    """SQL: the ``news_search`` rowid of ``row`` (``new``, ``old`` or ``news``)."""
+    minute = f"CAST(strftime('%s', {row}.published_at) AS INTEGER) / 60"
+    return f"((-max({-_MINUTE_MAX}, min({_MINUTE_MAX}, {minute})) << {SEARCH_ROWID_BITS}) | {row}.rowid)"
+
+
+def search_columns(row: str) -> str:
+    """SQL: the ``news_search`` rowid, words and facets of ``row``.
+
+    Facets are terms no text makes, so a filter is one more term of the same
+    MATCH: the tag (``tagscience``), the source by its rowid in ``sources``
+    (``s3``; sources are only ever added) and both at once (``t3science``):
+    one term for a source and a tag, whose matches are few, rather than two
+    whose matches are many.
+    """
+    source = f"(SELECT rowid FROM sources WHERE name = {row}.source)"
+    facets = f"'tag' || lower({row}.tag) || coalesce(' s' || {source} || ' t' || {source} || lower({row}.tag), '')"
+    return f"{search_key(row)}, {row}.title || ' ' || {row}.summary, {facets}"
+
+
+#: Fills ``news_search`` from ``news`` (when the table is created, and after a bulk insert).
+INDEX_NEWS_SEARCH = f"INSERT INTO news_search (rowid, words, facets) SELECT {search_columns('news')} FROM news"
+
+#: A stored time ``strftime`` can read is what the search key is made of.
+CHECK_TIME = (
+    "SELECT RAISE(ABORT, 'news.published_at must be a time such as 2026-11-20T08:00:00Z')"
+    " WHERE strftime('%s', new.published_at) IS NULL;"
+)
