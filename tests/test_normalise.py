@@ -134,15 +134,17 @@ def test_published_at_is_the_date_else_first_seen_and_never_far_ahead():
 
 
 def test_entry_link_order():
-    ctx = context("https://feeds.example/feed.atom", channel_link="https://site.example/", own_urls=frozenset({"https://feeds.example/feed.atom"}))
+    ctx = context("https://feeds.example/feed.atom", own_urls=frozenset({"https://feeds.example/feed.atom"}))
     pdf = {"rel": "alternate", "type": "application/pdf", "href": "https://site.example/p.pdf"}
     page = {"rel": "alternate", "type": "text/html", "href": "https://site.example/p.html"}
     assert entry_link({"links": [pdf, page], "link": "https://site.example/p.pdf"}, ctx) == "https://site.example/p.html"
     # Only a PDF, and feedparser's link is the tag: id: the PDF.
     assert entry_link({"links": [pdf], "link": "tag:site.example,2020:1", "guidislink": True, "id": "tag:site.example,2020:1"}, ctx) == "https://site.example/p.pdf"
-    # href="" resolved to the feed itself is never the item's url: the site's link is.
+    # href="" resolved to the feed itself is never the item's url: an http(s) id is, else there is none.
     own = {"rel": "alternate", "href": "https://feeds.example/feed.atom"}
-    assert entry_link({"links": [own], "link": "https://feeds.example/feed.atom"}, ctx) == "https://site.example/"
+    assert entry_link({"links": [own], "link": "https://feeds.example/feed.atom", "id": "https://site.example/?p=7"}, ctx) == "https://site.example/?p=7"
+    assert entry_link({"links": [own], "link": "https://feeds.example/feed.atom", "id": "tag:site.example,2020:7"}, ctx) is None
+    assert entry_link({"links": [own], "link": "https://feeds.example/feed.atom"}, ctx) is None
     # A permalink guid, then an enclosure.
     assert entry_link({"id": "https://site.example/g", "guidislink": True}, ctx) == "https://site.example/g"
     episode = {"rel": "enclosure", "type": "audio/mpeg", "href": "https://cdn.example/e1.mp3"}
@@ -184,4 +186,5 @@ def test_entry_without_title_takes_its_summary_and_without_any_link_is_none():
     item = normalise_entry({"link": "https://x.example/a", "summary": "Only a summary here."}, context())
     assert item.title == "Only a summary here." and (item.published_at, item.dated) == ("2025-06-01T12:00:00Z", False)
     assert normalise_entry({"title": "No link", "summary": "x"}, context()) is None
-    assert normalise_entry({"title": "No link", "summary": "x"}, context(channel_link="https://site.example/")).url == "https://site.example/"
+    # Never the feed's site link: a homepage is not a news item.
+    assert normalise_entry({"title": "No link", "summary": "x", "id": "urn:x:1"}, context("https://site.example/feed")) is None

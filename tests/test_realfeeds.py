@@ -74,6 +74,11 @@ def test_goldens_land_from_local_files(make_config):
     assert landed(db) == expected()
     warnings = {report.source: report.error for report in reports}
     assert warnings == {feed.name: load_golden(feed)["warning"] for feed in FEEDS}
+    # Entries with no usable link are skipped, and the run's audit row says why.
+    skipped = {report.source: report.counts.get("skipped_no_link", 0) for report in reports}
+    assert skipped == {feed.name: load_golden(feed)["skipped_no_link"] for feed in FEEDS}
+    audits = {source: json.loads(counts) for source, counts in db.execute("SELECT source, counts FROM ingest_runs")}
+    assert {source: counts.get("skipped_no_link", 0) for source, counts in audits.items()} == skipped
     assert FIRST_SEEN and SUMMARY_CHARS == 80
 
 

@@ -28,7 +28,7 @@ from db.model import format_time
 from pipeline.news.dates import DateReader
 from pipeline.news.legacy import legacy_id
 from pipeline.text import shorten, text_of
-from pipeline.news.urls import canonical_url
+from pipeline.news.urls import canonical_url, is_web_link
 from pipeline.store.records import Item
 
 #: Longest summary kept, in characters, ellipsis included.
@@ -39,7 +39,7 @@ TITLE_LIMIT = 120
 FUTURE_TOLERANCE = timedelta(days=1)
 #: The version of these rules. Part of each source's stored content key
 #: (:func:`pipeline.news.policy.content_key`), so that a new version reads every feed again once.
-RULES_VERSION = 2
+RULES_VERSION = 3
 
 #: :func:`canonical_url`, remembered: an entry's ``link`` is usually also its first ``alternate`` link.
 _canonical = functools.lru_cache(maxsize=2048)(canonical_url)
@@ -57,9 +57,8 @@ class FeedContext:
     #: Resolves relative links: where the feed came from, else its own channel link.
     base: str | None
     first_seen: datetime
-    #: The feed's site (``<channel><link>``), canonical: the last resort for an entry's url.
-    channel_link: str | None = None
-    #: The feed document's own URLs (fetched from, ``rel="self"``), canonical: never an item's url.
+    #: The feed document's own URLs (fetched from, ``Content-Location``, ``rel="self"``, its
+    #: ``xml:base``), canonical: never an item's url. An empty ``href=""`` resolves to one of them.
     own_urls: frozenset[str] = frozenset()
     dates: DateReader = field(default_factory=DateReader)
     #: Whether items need their :attr:`Item.legacy_id` (the source has unclaimed items of the old rules).
@@ -95,13 +94,16 @@ def published_at(moment: datetime | None, first_seen: datetime) -> tuple[str, bo
 
 
 def entry_link(entry: Mapping, context: FeedContext) -> str | None:
-    """The entry's url: the first usable candidate, canonical.
+    """The entry's url: the first usable candidate, canonical; ``None`` if it has none.
 
     In order: its ``alternate`` links (web pages before other types, such as
     a PDF), its ``link``, its guid when that is a permalink, its first
-    enclosure, then the feed's own site link. Usable means an http(s) URL
-    (relative ones resolved) that is not the feed document itself, which is
-    what an empty ``href=""`` resolves to.
+    enclosure, then its id when that is an http(s) URL (an Atom entry's id is
+    often its permalink, the one link left when its ``href`` is empty). Usable
+    means an http(s) URL (relative ones resolved) that is not one of the feed
+    document's own URLs, which is what an empty ``href=""`` resolves to. The
+    feed's site link is never an entry's url: a homepage is not a news item,
+    so an entry with no link of its own is skipped (and counted).
     """
     links = [link for link in entry.get("links") or () if isinstance(link, Mapping)]
     alternates = [link for link in links if (link.get("rel") or "alternate") == "alternate"]
@@ -111,12 +113,15 @@ def entry_link(entry: Mapping, context: FeedContext) -> str | None:
     if entry.get("guidislink"):
         candidates.append(entry.get("id"))
     candidates += [link.get("href") for link in links if link.get("rel") == "enclosure"]
+    guid = entry.get("id")
+    if is_web_link(guid):
+        candidates.append(guid)
     for candidate in candidates:
         if isinstance(candidate, str) and candidate.strip():
             url = _canonical(candidate, context.base)
             if url is not None and url not in context.own_urls:
                 return url
-    return context.channel_link
+    return None
 
 
 def entry_key(entry: Mapping, link: str | None, title: str, text: str) -> tuple[str, bool]:
