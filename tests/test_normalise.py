@@ -16,7 +16,7 @@ from pipeline.news.normalise import (
     normalise_entry,
     published_at,
 )
-from pipeline.text import html_to_text, shorten, text_of
+from pipeline.text import html_to_text, plain_text, shorten, text_of
 from pipeline.news.urls import canonical_url
 from pipeline.store.records import item_id
 
@@ -92,6 +92,26 @@ def test_one_story_whatever_the_spelling():
 )
 def test_html_to_text(markup, expected):
     assert html_to_text(markup) == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # Reddit's self-text, escaped twice: what reading the HTML once leaves.
+        ('<!-- SC_OFF --><div class="md"><p>A threesome</p> </div><!-- SC_ON --> submitted by', "A threesome submitted by"),
+        # Escaped three times: read until no markup is left.
+        ("&lt;p&gt;x&lt;/p&gt; <p>It&#39;s <b>bold</b></p>", "x It's bold"),
+        ("<!-- a comment --> text", "text"),
+        ("wiki text <!-- ==== NoMoreLinks ==== and the rest", "wiki text"),
+        ("1 < 2 && <b>not bold</b>", "1 < 2 && not bold"),
+        ("line<br/>break", "line break"),
+        # Text that mentions a tag (no closing tag, no attributes), or angle brackets that are no HTML, stays.
+        ("Draw on a <canvas> element, with std::vector<bool> and <your nick>", "Draw on a <canvas> element, with std::vector<bool> and <your nick>"),
+        ('<ref name="a">b</ref> &amp; x<y', '<ref name="a">b</ref> &amp; x<y'),
+    ],
+)
+def test_plain_text_reads_markup_left_in_text_as_html(text, expected):
+    assert plain_text(text) == expected
 
 
 def test_plain_text_values_are_never_decoded_again():

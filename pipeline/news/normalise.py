@@ -27,7 +27,7 @@ from db.model import format_time
 
 from pipeline.news.dates import DateReader
 from pipeline.news.legacy import legacy_id
-from pipeline.text import shorten, text_of
+from pipeline.text import plain_text, shorten, text_of
 from pipeline.news.urls import canonical_url, is_web_link
 from pipeline.store.records import Item
 
@@ -161,7 +161,8 @@ def entry_text(entry: Mapping) -> str:
     if not summary and content:
         summary, kind = content[0].get("value"), content[0].get("type")
     # A value with no type at all is taken to be HTML: stripping tags from text loses less than showing markup.
-    return text_of(summary, kind or "text/html") if isinstance(summary, str) else ""
+    # What still holds markup once read (HTML escaped twice, as Reddit's feeds do) is read as HTML again.
+    return plain_text(text_of(summary, kind or "text/html")) if isinstance(summary, str) else ""
 
 
 def normalise_entry(entry: Mapping, context: FeedContext) -> Item | None:
