@@ -15,6 +15,7 @@ from pipeline.news.normalise import (
     entry_link,
     normalise_entry,
     published_at,
+    shared_links,
 )
 from pipeline.text import html_to_text, plain_text, shorten, text_of
 from pipeline.news.urls import canonical_url
@@ -172,15 +173,32 @@ def test_entry_link_order():
     assert entry_link({}, context()) is None
 
 
-def test_entry_key_guid_else_link_and_enclosure_else_link_and_title_else_link_and_text():
+def test_entry_key_guid_else_link_and_enclosure_else_link_alone_or_if_shared_link_and_title_else_text():
     enclosure = {"rel": "enclosure", "href": "https://cdn.example/1.mp3"}
     assert entry_key({"id": "a"}, "https://x.example/", "T", "") != entry_key({"id": "b"}, "https://x.example/", "T", "")
     assert entry_key({"id": "a"}, "https://x.example/1", "T", "") == entry_key({"id": "a"}, "https://x.example/2", "U", "")
     one = entry_key({"links": [enclosure]}, "https://x.example/", "", "")
     assert one != entry_key({"links": [{**enclosure, "href": "https://cdn.example/2.mp3"}]}, "https://x.example/", "", "")
-    assert entry_key({}, "https://x.example/", "Two", "") != entry_key({}, "https://x.example/", "Three", "")
-    assert entry_key({}, "https://x.example/", "", "one text") != entry_key({}, "https://x.example/", "", "other text")
-    assert entry_key({}, "https://x.example/", "Same", "one") == entry_key({}, "https://x.example/", "Same", "two")
+    # A link of its own is the entry, whatever its title says (a typo fixed is the same item).
+    assert entry_key({}, "https://x.example/", "Tow", "") == entry_key({}, "https://x.example/", "Two", "")
+    assert entry_key({}, "https://x.example/a", "Two", "") != entry_key({}, "https://x.example/b", "Two", "")
+    # A link shared within the document: link and title, else link and text.
+    shared = {"shared": True}
+    assert entry_key({}, "https://x.example/", "Two", "", **shared) != entry_key({}, "https://x.example/", "Three", "", **shared)
+    assert entry_key({}, "https://x.example/", "", "one text", **shared) != entry_key({}, "https://x.example/", "", "other text", **shared)
+    assert entry_key({}, "https://x.example/", "Same", "one", **shared) == entry_key({}, "https://x.example/", "Same", "two", **shared)
+    assert entry_key({}, "https://x.example/", "Two", "", **shared) != entry_key({}, "https://x.example/", "Two", "")
+    # Only keys made without guid or enclosure may be a stored item's under another key.
+    assert [entry_key(e, "https://x.example/", "T", "")[1] for e in ({"id": "a"}, {"links": [enclosure]}, {})] == [False, False, True]
+
+
+def test_shared_links_are_those_of_two_entries_without_guid_or_enclosure():
+    entries = [
+        {"link": "/a", "title": "One"}, {"link": "https://x.example/a", "title": "Two"},
+        {"link": "/b", "title": "Three"}, {"link": "/b", "id": "guid-b"},
+        {"link": "/c", "links": [{"rel": "enclosure", "href": "https://cdn.example/1.mp3"}]}, {"link": "/c"},
+    ]
+    assert shared_links(entries, "https://x.example/feed") == {"https://x.example/a"}
 
 
 def test_normalise_entry():

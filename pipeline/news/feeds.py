@@ -20,7 +20,7 @@ from feedparser.exceptions import CharacterEncodingOverride, NonXMLContentType
 
 from pipeline.news.dates import DateReader
 from pipeline.news.encoding import check_encoding
-from pipeline.news.normalise import FeedContext, normalise_entry, parse_time
+from pipeline.news.normalise import FeedContext, normalise_entry, parse_time, shared_links
 from pipeline.store.records import Item
 from pipeline.news.tracking import providers
 from pipeline.news.urls import canonical_url, is_web_link
@@ -130,6 +130,7 @@ def feed_context(parsed, job: FeedJob) -> FeedContext:
         own_urls=frozenset(own),
         dates=DateReader(parsed.feed.get("language")),
         legacy=job.legacy,
+        shared_links=shared_links(parsed.entries, base),
     )
 
 

@@ -7,10 +7,12 @@ item together; :func:`pipeline.news.policy.merge_items` then decides what
 the items change in the database.
 
 An entry is identified within its source by its guid/id, else by its link
-plus its enclosure, else by its link plus its title, else (no title either)
-by its link plus its text: each distinct entry is its own item, even when
-many share one link (posts that are fragments of one page, podcast episodes
-all linking to the show). Across sources, one canonical URL is one story
+plus its enclosure, else by its link alone; only when that link repeats
+within the document (podcast episodes sharing the show's page, untitled
+posts on one page) by its link plus its title, else (no title either) its
+link plus its text. Each distinct entry is its own item, even when many
+share one link, and a publisher fixing a typo in a title changes the item,
+not makes a second one. Across sources, one canonical URL is one story
 (:mod:`pipeline.news.policy`).
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Mapping, Sequence
@@ -63,6 +66,8 @@ class FeedContext:
     dates: DateReader = field(default_factory=DateReader)
     #: Whether items need their :attr:`Item.legacy_id` (the source has unclaimed items of the old rules).
     legacy: bool = True
+    #: The own links (canonical) that more than one entry keyed by its link carries (:func:`shared_links`).
+    shared_links: frozenset[str] = frozenset()
 
 
 def classify(
@@ -124,27 +129,57 @@ def entry_link(entry: Mapping, context: FeedContext) -> str | None:
     return None
 
 
-def entry_key(entry: Mapping, link: str | None, title: str, text: str) -> tuple[str, bool]:
-    """The entry's identity within its feed, as 32 hex digits, and whether it is made of its text.
+def _enclosure(entry: Mapping) -> str | None:
+    links = entry.get("links") or ()
+    return next((link.get("href") for link in links if isinstance(link, Mapping) and link.get("rel") == "enclosure"), None)
+
+
+def own_link(entry: Mapping, base: str | None) -> str | None:
+    """The entry's own ``link``, canonical (its fragment kept): what identifies a guid-less entry."""
+    link = entry.get("link")
+    return _canonical(link, base) if isinstance(link, str) else None
+
+
+def shared_links(entries: Iterable[Mapping], base: str | None) -> frozenset[str]:
+    """The own links that more than one entry without guid or enclosure carries in one document.
+
+    Only those entries are told apart by their title (or text): an entry whose
+    link is its own is that link, whatever its title says.
+    """
+    keyed_by_link = Counter(
+        own_link(entry, base)
+        for entry in entries
+        if not (isinstance(entry.get("id"), str) and entry["id"].strip()) and not _enclosure(entry)
+    )
+    return frozenset(link for link, count in keyed_by_link.items() if link and count > 1)
+
+
+def entry_key(entry: Mapping, link: str | None, title: str, text: str, *, shared: bool = False) -> tuple[str, bool]:
+    """The entry's identity within its feed, as 32 hex digits, and whether it rests on its link alone or its text.
 
     Its guid/id; else its own link (canonical, fragment kept) plus its first
-    enclosure; else that link plus its title; else that link plus its text.
+    enclosure; else that link alone, unless the link is ``shared`` by other
+    entries of the document (:func:`shared_links`): then that link plus its
+    title, else that link plus its text. The second value tells
+    :func:`pipeline.news.policy.merge_items` that a stored item at the same
+    url may be this entry under another key (its title edited while its link
+    was shared, or stored by the rules before, which keyed every guid-less
+    entry by link and title).
     """
     guid = entry.get("id")
     if isinstance(guid, str) and guid.strip():
-        parts = ("id", guid.strip())
+        parts: tuple[str, ...] = ("id", guid.strip())
     else:
-        enclosure = next(
-            (link.get("href") for link in entry.get("links") or () if isinstance(link, Mapping) and link.get("rel") == "enclosure"),
-            None,
-        )
+        enclosure = _enclosure(entry)
         if enclosure:
             parts = ("link+enclosure", link or "", enclosure.strip())
+        elif link and not shared:
+            parts = ("link", link)
         elif title:
             parts = ("link+title", link or "", title)
         else:
             parts = ("link+text", link or "", text)
-    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32], parts[0] in ("link+title", "link+text")
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32], parts[0] not in ("id", "link+enclosure")
 
 
 def _detail_type(entry: Mapping, key: str) -> str | None:
@@ -173,8 +208,8 @@ def normalise_entry(entry: Mapping, context: FeedContext) -> Item | None:
     full_text = entry_text(entry)
     raw_title = entry.get("title")
     title = text_of(raw_title, _detail_type(entry, "title")) if isinstance(raw_title, str) else ""
-    own_link = _canonical(entry.get("link"), context.base) if isinstance(entry.get("link"), str) else None
-    key, key_from_text = entry_key(entry, own_link, title, full_text)
+    link = own_link(entry, context.base)
+    key, key_from_text = entry_key(entry, link, title, full_text, shared=link in context.shared_links)
     categories = [tag.get("term") or "" for tag in entry.get("tags") or () if isinstance(tag, Mapping)]
     title = title or shorten(full_text, TITLE_LIMIT) or url
     when, dated = published_at(context.dates.read(entry), context.first_seen)
