@@ -15,12 +15,20 @@ the rest of the summary as raw text. Embedded and scripted content
 (``script``, ``style``, ``noscript``, ``iframe``, ``object``...) is dropped with
 everything inside it; every block-level element separates words; inline
 elements do not (``T<sub>1</sub>`` is ``T1``).
+
+A summary is plain text whatever the feed did: :func:`plain_text` reads again,
+as HTML, text that still carries markup once read (HTML escaped twice, as
+Reddit's feeds send ``&amp;lt;!-- SC_OFF --&amp;gt;&amp;lt;div class="md"&amp;gt;``
+inside an XHTML description, or HTML in a value typed as plain text).
 """
 
 from __future__ import annotations
 
+import re
+
 import lxml.etree
 import lxml.html
+import lxml.html.defs
 
 #: Types whose value is markup; anything else feedparser reports is text.
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "html", "xhtml"})
@@ -80,6 +88,33 @@ def html_to_text(markup: str | None) -> str:
             if element.tail:
                 chunks.append(element.tail)
     return one_line("".join(chunks))
+
+
+#: The elements HTML defines (lxml's list), longest name first so that ``<br`` is not read as ``<b``.
+_HTML_NAMES = "|".join(sorted(lxml.html.defs.tags, key=len, reverse=True))
+#: What says text is still markup: a comment (an unclosed one runs to the end, as in HTML), or a
+#: closing tag, a self-closed tag or a tag with attributes, of an element HTML defines. A bare ``<canvas>`` or ``std::vector<bool>`` in text is
+#: taken as written: text that mentions a tag rarely closes it or gives it attributes.
+_MARKUP = re.compile(
+    rf"<!--|</(?:{_HTML_NAMES})\s*>|<(?:{_HTML_NAMES})(?:\s+[^<>]*?)?\s*/>|<(?:{_HTML_NAMES})\s+[a-z-]+\s*=[^<>]*>",
+    re.IGNORECASE | re.DOTALL,
+)
+#: Reads as HTML at most this many times: HTML escaped thrice is as far as publishers go.
+_MAX_READS = 3
+
+
+def has_markup(text: str) -> bool:
+    """Whether ``text`` (already plain text) still holds HTML markup or comments (see :data:`_MARKUP`)."""
+    return "<" in text and _MARKUP.search(text) is not None
+
+
+def plain_text(text: str) -> str:
+    """``text`` with any markup it still holds read as HTML (:func:`html_to_text`), until none is left."""
+    for _ in range(_MAX_READS):
+        if not has_markup(text):
+            break
+        text = html_to_text(text)
+    return text
 
 
 def text_of(value: str | None, kind: str | None) -> str:

@@ -124,10 +124,20 @@ def test_truncated_feed_without_entries_is_an_error():
     assert read_feed(job(RSS[:120])).error
 
 
-def test_entries_without_link_take_the_sites_link_or_are_skipped_and_counted():
+def test_entries_without_a_link_of_their_own_are_skipped_and_counted():
+    # The channel has a link of its own (https://t.example/): it is never an entry's url.
     body = RSS.replace(b"<link>https://t.example/2</link>", b"")
     result = read_feed(job(body))
-    assert result.skipped == 0 and [item.url for item in result.items] == ["https://t.example/1", "https://t.example/", "https://t.example/3"]
-    orphan = body.replace(b"<link>https://t.example/</link>", b"")
-    result = read_feed(job(orphan))
     assert result.skipped == 1 and [item.url for item in result.items] == ["https://t.example/1", "https://t.example/3"]
+
+
+def test_an_empty_href_is_no_link_the_entry_id_is_else_it_is_skipped():
+    entries = [Entry("https://t.example/1", "One", "2025-03-03T08:00:00Z"), Entry("https://t.example/2", "Two", "2025-03-04T08:00:00Z")]
+    body = atom(entries, base="https://t.example/wp-atom.php").encode()
+    body = body.replace(b'href="https://t.example/1"', b'href=""').replace(b'href="https://t.example/2"', b'href=""')
+    body = body.replace(b"<id>https://t.example/2</id>", b"<id>tag:t.example,2025:2</id>")
+    # Fetched from elsewhere: the xml:base document is the feed's own all the same.
+    result = read_feed(job(body, location="https://elsewhere.example/feed"))
+    assert [item.url for item in result.items] == ["https://t.example/1"] and result.skipped == 1
+
+

@@ -342,16 +342,15 @@ def test_retention_prunes_old_items_and_does_not_insert_them(http_server, news):
     assert db.execute("SELECT count(*) FROM news_fts WHERE news_fts MATCH 'old'").fetchone()[0] == 0
 
 
-def test_entries_without_link_take_the_sites_link_or_are_skipped_and_counted(http_server, news):
+def test_entries_without_a_link_are_skipped_and_counted_with_the_reason(http_server, news):
+    # The channel's own link (the site's homepage) is never an item: the entry is skipped.
     http_server.routes["/feed"] = Reply(200, THREE.replace(b"<link>https://t.example/b</link>", b""))
     reports, db = news([{"name": "T", "url": http_server.url("/feed"), "tag": "Science"}])
-    assert reports["T"].counts["skipped"] == 0 and reports["T"].counts["new"] == 3
-    assert db.execute("SELECT url FROM news WHERE title = 'Beta raises funding'").fetchone()[0] == "https://t.example/"
-    # A channel without a link of its own (or only the feed's own URL) leaves the entry nothing to link to.
-    orphan = THREE.replace(b"<link>https://t.example/b</link>", b"").replace(b"<link>https://t.example/</link>", b"")
-    http_server.routes["/orphan"] = Reply(200, orphan)
-    reports, _ = news([{"name": "O", "url": http_server.url("/orphan"), "tag": "Science"}])
-    assert reports["O"].counts["skipped"] == 1 and reports["O"].counts["duplicates"] == 2  # a and c are T's
+    assert reports["T"].counts["skipped"] == 1 and reports["T"].counts["skipped_no_link"] == 1
+    assert reports["T"].counts["new"] == 2 and "skipped_no_link 1" in reports["T"].line()
+    assert db.execute("SELECT count(*) FROM news WHERE url = 'https://t.example/'").fetchone()[0] == 0
+    (audit,) = db.execute("SELECT counts FROM ingest_runs WHERE source = 'T'").fetchall()
+    assert json.loads(audit[0])["skipped_no_link"] == 1
 
 
 def test_process_pool_and_in_process_parsing_store_the_same(http_server, news):

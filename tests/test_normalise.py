@@ -15,8 +15,9 @@ from pipeline.news.normalise import (
     entry_link,
     normalise_entry,
     published_at,
+    shared_links,
 )
-from pipeline.text import html_to_text, shorten, text_of
+from pipeline.text import html_to_text, plain_text, shorten, text_of
 from pipeline.news.urls import canonical_url
 from pipeline.store.records import item_id
 
@@ -94,6 +95,26 @@ def test_html_to_text(markup, expected):
     assert html_to_text(markup) == expected
 
 
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # Reddit's self-text, escaped twice: what reading the HTML once leaves.
+        ('<!-- SC_OFF --><div class="md"><p>A threesome</p> </div><!-- SC_ON --> submitted by', "A threesome submitted by"),
+        # Escaped three times: read until no markup is left.
+        ("&lt;p&gt;x&lt;/p&gt; <p>It&#39;s <b>bold</b></p>", "x It's bold"),
+        ("<!-- a comment --> text", "text"),
+        ("wiki text <!-- ==== NoMoreLinks ==== and the rest", "wiki text"),
+        ("1 < 2 && <b>not bold</b>", "1 < 2 && not bold"),
+        ("line<br/>break", "line break"),
+        # Text that mentions a tag (no closing tag, no attributes), or angle brackets that are no HTML, stays.
+        ("Draw on a <canvas> element, with std::vector<bool> and <your nick>", "Draw on a <canvas> element, with std::vector<bool> and <your nick>"),
+        ('<ref name="a">b</ref> &amp; x<y', '<ref name="a">b</ref> &amp; x<y'),
+    ],
+)
+def test_plain_text_reads_markup_left_in_text_as_html(text, expected):
+    assert plain_text(text) == expected
+
+
 def test_plain_text_values_are_never_decoded_again():
     assert text_of("Why std::vector<bool> is special", "text/plain") == "Why std::vector<bool> is special"
     assert text_of("AT&amp;T", "text/plain") == "AT&amp;T"
@@ -134,15 +155,17 @@ def test_published_at_is_the_date_else_first_seen_and_never_far_ahead():
 
 
 def test_entry_link_order():
-    ctx = context("https://feeds.example/feed.atom", channel_link="https://site.example/", own_urls=frozenset({"https://feeds.example/feed.atom"}))
+    ctx = context("https://feeds.example/feed.atom", own_urls=frozenset({"https://feeds.example/feed.atom"}))
     pdf = {"rel": "alternate", "type": "application/pdf", "href": "https://site.example/p.pdf"}
     page = {"rel": "alternate", "type": "text/html", "href": "https://site.example/p.html"}
     assert entry_link({"links": [pdf, page], "link": "https://site.example/p.pdf"}, ctx) == "https://site.example/p.html"
     # Only a PDF, and feedparser's link is the tag: id: the PDF.
     assert entry_link({"links": [pdf], "link": "tag:site.example,2020:1", "guidislink": True, "id": "tag:site.example,2020:1"}, ctx) == "https://site.example/p.pdf"
-    # href="" resolved to the feed itself is never the item's url: the site's link is.
+    # href="" resolved to the feed itself is never the item's url: an http(s) id is, else there is none.
     own = {"rel": "alternate", "href": "https://feeds.example/feed.atom"}
-    assert entry_link({"links": [own], "link": "https://feeds.example/feed.atom"}, ctx) == "https://site.example/"
+    assert entry_link({"links": [own], "link": "https://feeds.example/feed.atom", "id": "https://site.example/?p=7"}, ctx) == "https://site.example/?p=7"
+    assert entry_link({"links": [own], "link": "https://feeds.example/feed.atom", "id": "tag:site.example,2020:7"}, ctx) is None
+    assert entry_link({"links": [own], "link": "https://feeds.example/feed.atom"}, ctx) is None
     # A permalink guid, then an enclosure.
     assert entry_link({"id": "https://site.example/g", "guidislink": True}, ctx) == "https://site.example/g"
     episode = {"rel": "enclosure", "type": "audio/mpeg", "href": "https://cdn.example/e1.mp3"}
@@ -150,15 +173,32 @@ def test_entry_link_order():
     assert entry_link({}, context()) is None
 
 
-def test_entry_key_guid_else_link_and_enclosure_else_link_and_title_else_link_and_text():
+def test_entry_key_guid_else_link_and_enclosure_else_link_alone_or_if_shared_link_and_title_else_text():
     enclosure = {"rel": "enclosure", "href": "https://cdn.example/1.mp3"}
     assert entry_key({"id": "a"}, "https://x.example/", "T", "") != entry_key({"id": "b"}, "https://x.example/", "T", "")
     assert entry_key({"id": "a"}, "https://x.example/1", "T", "") == entry_key({"id": "a"}, "https://x.example/2", "U", "")
     one = entry_key({"links": [enclosure]}, "https://x.example/", "", "")
     assert one != entry_key({"links": [{**enclosure, "href": "https://cdn.example/2.mp3"}]}, "https://x.example/", "", "")
-    assert entry_key({}, "https://x.example/", "Two", "") != entry_key({}, "https://x.example/", "Three", "")
-    assert entry_key({}, "https://x.example/", "", "one text") != entry_key({}, "https://x.example/", "", "other text")
-    assert entry_key({}, "https://x.example/", "Same", "one") == entry_key({}, "https://x.example/", "Same", "two")
+    # A link of its own is the entry, whatever its title says (a typo fixed is the same item).
+    assert entry_key({}, "https://x.example/", "Tow", "") == entry_key({}, "https://x.example/", "Two", "")
+    assert entry_key({}, "https://x.example/a", "Two", "") != entry_key({}, "https://x.example/b", "Two", "")
+    # A link shared within the document: link and title, else link and text.
+    shared = {"shared": True}
+    assert entry_key({}, "https://x.example/", "Two", "", **shared) != entry_key({}, "https://x.example/", "Three", "", **shared)
+    assert entry_key({}, "https://x.example/", "", "one text", **shared) != entry_key({}, "https://x.example/", "", "other text", **shared)
+    assert entry_key({}, "https://x.example/", "Same", "one", **shared) == entry_key({}, "https://x.example/", "Same", "two", **shared)
+    assert entry_key({}, "https://x.example/", "Two", "", **shared) != entry_key({}, "https://x.example/", "Two", "")
+    # Only keys made without guid or enclosure may be a stored item's under another key.
+    assert [entry_key(e, "https://x.example/", "T", "")[1] for e in ({"id": "a"}, {"links": [enclosure]}, {})] == [False, False, True]
+
+
+def test_shared_links_are_those_of_two_entries_without_guid_or_enclosure():
+    entries = [
+        {"link": "/a", "title": "One"}, {"link": "https://x.example/a", "title": "Two"},
+        {"link": "/b", "title": "Three"}, {"link": "/b", "id": "guid-b"},
+        {"link": "/c", "links": [{"rel": "enclosure", "href": "https://cdn.example/1.mp3"}]}, {"link": "/c"},
+    ]
+    assert shared_links(entries, "https://x.example/feed") == {"https://x.example/a"}
 
 
 def test_normalise_entry():
@@ -184,7 +224,8 @@ def test_entry_without_title_takes_its_summary_and_without_any_link_is_none():
     item = normalise_entry({"link": "https://x.example/a", "summary": "Only a summary here."}, context())
     assert item.title == "Only a summary here." and (item.published_at, item.dated) == ("2025-06-01T12:00:00Z", False)
     assert normalise_entry({"title": "No link", "summary": "x"}, context()) is None
-    assert normalise_entry({"title": "No link", "summary": "x"}, context(channel_link="https://site.example/")).url == "https://site.example/"
+    # Never the feed's site link: a homepage is not a news item.
+    assert normalise_entry({"title": "No link", "summary": "x", "id": "urn:x:1"}, context("https://site.example/feed")) is None
 
 
 def test_the_vendored_clearurls_rules_are_the_commit_their_source_names():

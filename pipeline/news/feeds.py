@@ -20,7 +20,7 @@ from feedparser.exceptions import CharacterEncodingOverride, NonXMLContentType
 
 from pipeline.news.dates import DateReader
 from pipeline.news.encoding import check_encoding
-from pipeline.news.normalise import FeedContext, normalise_entry, parse_time
+from pipeline.news.normalise import FeedContext, normalise_entry, parse_time, shared_links
 from pipeline.store.records import Item
 from pipeline.news.tracking import providers
 from pipeline.news.urls import canonical_url, is_web_link
@@ -57,7 +57,7 @@ class FeedResult:
     """What :func:`read_feed` made of one body: items, or an error."""
 
     items: list[Item] = field(default_factory=list)
-    #: Entries dropped because they had no usable link.
+    #: Entries dropped because they had no usable link (reported as ``skipped_no_link``).
     skipped: int = 0
     warning: str | None = None
     error: str | None = None
@@ -108,27 +108,36 @@ def _feedparser(body: bytes, response_headers: dict[str, str]):
 
 def feed_context(parsed, job: FeedJob) -> FeedContext:
     """What the entries of ``parsed`` are normalised with: the base for relative links, the feed's own URLs."""
-    base = parsed.get("headers", {}).get("content-location") or (job.location if is_web_link(job.location) else None)
+    location = parsed.get("headers", {}).get("content-location")
+    base = location or (job.location if is_web_link(job.location) else None)
     channel = parsed.feed.get("link") or ""
     selves = [link.get("href") for link in parsed.feed.get("links") or () if link.get("rel") == "self"]
     if base is None:
         # A feed read from a file (feedparser already applied any xml:base) has only its own
         # channel link, else its rel="self" link, left to resolve relative item links against.
         base = next((link for link in [channel, *selves] if is_web_link(link)), None)
+    # The document's own URLs: where it was fetched, where it says it lives, and the base
+    # feedparser resolved its links against (its xml:base, else Content-Location), which is
+    # what an empty href="" becomes (WordPress: .../wp-atom.php).
     own = {canonical_url(job.location)} if is_web_link(job.location) else set()
-    own |= {canonical_url(link, base) for link in selves}
+    own |= {canonical_url(link, base) for link in [location, *selves, *_document_bases(parsed.feed)]}
     own.discard(None)
-    channel_link = canonical_url(channel, base)
     return FeedContext(
         tag=job.tag,
         rules=job.rules,
         base=base,
         first_seen=parse_time(job.seen_at),
-        channel_link=None if channel_link in own else channel_link,
         own_urls=frozenset(own),
         dates=DateReader(parsed.feed.get("language")),
         legacy=job.legacy,
+        shared_links=shared_links(parsed.entries, base),
     )
+
+
+def _document_bases(feed) -> set[str]:
+    """The bases feedparser resolved the feed's own elements against (it keeps them only in each ``*_detail``)."""
+    details = [value for key, value in feed.items() if key.endswith("_detail") and isinstance(value, dict)]
+    return {detail["base"] for detail in details if isinstance(detail.get("base"), str) and detail["base"]}
 
 
 def prepare() -> None:

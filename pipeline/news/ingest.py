@@ -246,6 +246,9 @@ def _store_outcome(sweep: _Sweep, source: SourceConfig, outcome: _Outcome) -> Ru
                 news_store.claim_items(db, changes.claimed)
             counts = changes.counts
             counts["skipped"] += result.skipped
+            if result.skipped:
+                # The reason, in the run's audit row (ingest_runs.counts) and report line.
+                counts["skipped_no_link"] = result.skipped
             status, warning = ("warning", result.warning) if result.warning else ("ok", None)
             if changes.new or changes.updated:
                 runs_store.bump_version(db, NEWS, now)

@@ -7,10 +7,12 @@ item together; :func:`pipeline.news.policy.merge_items` then decides what
 the items change in the database.
 
 An entry is identified within its source by its guid/id, else by its link
-plus its enclosure, else by its link plus its title, else (no title either)
-by its link plus its text: each distinct entry is its own item, even when
-many share one link (posts that are fragments of one page, podcast episodes
-all linking to the show). Across sources, one canonical URL is one story
+plus its enclosure, else by its link alone; only when that link repeats
+within the document (podcast episodes sharing the show's page, untitled
+posts on one page) by its link plus its title, else (no title either) its
+link plus its text. Each distinct entry is its own item, even when many
+share one link, and a publisher fixing a typo in a title changes the item,
+not makes a second one. Across sources, one canonical URL is one story
 (:mod:`pipeline.news.policy`).
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Mapping, Sequence
@@ -27,8 +30,8 @@ from db.model import format_time
 
 from pipeline.news.dates import DateReader
 from pipeline.news.legacy import legacy_id
-from pipeline.text import shorten, text_of
-from pipeline.news.urls import canonical_url
+from pipeline.text import plain_text, shorten, text_of
+from pipeline.news.urls import canonical_url, is_web_link
 from pipeline.store.records import Item
 
 #: Longest summary kept, in characters, ellipsis included.
@@ -39,7 +42,7 @@ TITLE_LIMIT = 120
 FUTURE_TOLERANCE = timedelta(days=1)
 #: The version of these rules. Part of each source's stored content key
 #: (:func:`pipeline.news.policy.content_key`), so that a new version reads every feed again once.
-RULES_VERSION = 2
+RULES_VERSION = 3
 
 #: :func:`canonical_url`, remembered: an entry's ``link`` is usually also its first ``alternate`` link.
 _canonical = functools.lru_cache(maxsize=2048)(canonical_url)
@@ -57,13 +60,14 @@ class FeedContext:
     #: Resolves relative links: where the feed came from, else its own channel link.
     base: str | None
     first_seen: datetime
-    #: The feed's site (``<channel><link>``), canonical: the last resort for an entry's url.
-    channel_link: str | None = None
-    #: The feed document's own URLs (fetched from, ``rel="self"``), canonical: never an item's url.
+    #: The feed document's own URLs (fetched from, ``Content-Location``, ``rel="self"``, its
+    #: ``xml:base``), canonical: never an item's url. An empty ``href=""`` resolves to one of them.
     own_urls: frozenset[str] = frozenset()
     dates: DateReader = field(default_factory=DateReader)
     #: Whether items need their :attr:`Item.legacy_id` (the source has unclaimed items of the old rules).
     legacy: bool = True
+    #: The own links (canonical) that more than one entry keyed by its link carries (:func:`shared_links`).
+    shared_links: frozenset[str] = frozenset()
 
 
 def classify(
@@ -95,13 +99,16 @@ def published_at(moment: datetime | None, first_seen: datetime) -> tuple[str, bo
 
 
 def entry_link(entry: Mapping, context: FeedContext) -> str | None:
-    """The entry's url: the first usable candidate, canonical.
+    """The entry's url: the first usable candidate, canonical; ``None`` if it has none.
 
     In order: its ``alternate`` links (web pages before other types, such as
     a PDF), its ``link``, its guid when that is a permalink, its first
-    enclosure, then the feed's own site link. Usable means an http(s) URL
-    (relative ones resolved) that is not the feed document itself, which is
-    what an empty ``href=""`` resolves to.
+    enclosure, then its id when that is an http(s) URL (an Atom entry's id is
+    often its permalink, the one link left when its ``href`` is empty). Usable
+    means an http(s) URL (relative ones resolved) that is not one of the feed
+    document's own URLs, which is what an empty ``href=""`` resolves to. The
+    feed's site link is never an entry's url: a homepage is not a news item,
+    so an entry with no link of its own is skipped (and counted).
     """
     links = [link for link in entry.get("links") or () if isinstance(link, Mapping)]
     alternates = [link for link in links if (link.get("rel") or "alternate") == "alternate"]
@@ -111,35 +118,68 @@ def entry_link(entry: Mapping, context: FeedContext) -> str | None:
     if entry.get("guidislink"):
         candidates.append(entry.get("id"))
     candidates += [link.get("href") for link in links if link.get("rel") == "enclosure"]
+    guid = entry.get("id")
+    if is_web_link(guid):
+        candidates.append(guid)
     for candidate in candidates:
         if isinstance(candidate, str) and candidate.strip():
             url = _canonical(candidate, context.base)
             if url is not None and url not in context.own_urls:
                 return url
-    return context.channel_link
+    return None
 
 
-def entry_key(entry: Mapping, link: str | None, title: str, text: str) -> tuple[str, bool]:
-    """The entry's identity within its feed, as 32 hex digits, and whether it is made of its text.
+def _enclosure(entry: Mapping) -> str | None:
+    links = entry.get("links") or ()
+    return next((link.get("href") for link in links if isinstance(link, Mapping) and link.get("rel") == "enclosure"), None)
+
+
+def own_link(entry: Mapping, base: str | None) -> str | None:
+    """The entry's own ``link``, canonical (its fragment kept): what identifies a guid-less entry."""
+    link = entry.get("link")
+    return _canonical(link, base) if isinstance(link, str) else None
+
+
+def shared_links(entries: Iterable[Mapping], base: str | None) -> frozenset[str]:
+    """The own links that more than one entry without guid or enclosure carries in one document.
+
+    Only those entries are told apart by their title (or text): an entry whose
+    link is its own is that link, whatever its title says.
+    """
+    keyed_by_link = Counter(
+        own_link(entry, base)
+        for entry in entries
+        if not (isinstance(entry.get("id"), str) and entry["id"].strip()) and not _enclosure(entry)
+    )
+    return frozenset(link for link, count in keyed_by_link.items() if link and count > 1)
+
+
+def entry_key(entry: Mapping, link: str | None, title: str, text: str, *, shared: bool = False) -> tuple[str, bool]:
+    """The entry's identity within its feed, as 32 hex digits, and whether it rests on its link alone or its text.
 
     Its guid/id; else its own link (canonical, fragment kept) plus its first
-    enclosure; else that link plus its title; else that link plus its text.
+    enclosure; else that link alone, unless the link is ``shared`` by other
+    entries of the document (:func:`shared_links`): then that link plus its
+    title, else that link plus its text. The second value tells
+    :func:`pipeline.news.policy.merge_items` that a stored item at the same
+    url may be this entry under another key (its title edited while its link
+    was shared, or stored by the rules before, which keyed every guid-less
+    entry by link and title).
     """
     guid = entry.get("id")
     if isinstance(guid, str) and guid.strip():
-        parts = ("id", guid.strip())
+        parts: tuple[str, ...] = ("id", guid.strip())
     else:
-        enclosure = next(
-            (link.get("href") for link in entry.get("links") or () if isinstance(link, Mapping) and link.get("rel") == "enclosure"),
-            None,
-        )
+        enclosure = _enclosure(entry)
         if enclosure:
             parts = ("link+enclosure", link or "", enclosure.strip())
+        elif link and not shared:
+            parts = ("link", link)
         elif title:
             parts = ("link+title", link or "", title)
         else:
             parts = ("link+text", link or "", text)
-    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32], parts[0] in ("link+title", "link+text")
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32], parts[0] not in ("id", "link+enclosure")
 
 
 def _detail_type(entry: Mapping, key: str) -> str | None:
@@ -156,7 +196,8 @@ def entry_text(entry: Mapping) -> str:
     if not summary and content:
         summary, kind = content[0].get("value"), content[0].get("type")
     # A value with no type at all is taken to be HTML: stripping tags from text loses less than showing markup.
-    return text_of(summary, kind or "text/html") if isinstance(summary, str) else ""
+    # What still holds markup once read (HTML escaped twice, as Reddit's feeds do) is read as HTML again.
+    return plain_text(text_of(summary, kind or "text/html")) if isinstance(summary, str) else ""
 
 
 def normalise_entry(entry: Mapping, context: FeedContext) -> Item | None:
@@ -167,8 +208,8 @@ def normalise_entry(entry: Mapping, context: FeedContext) -> Item | None:
     full_text = entry_text(entry)
     raw_title = entry.get("title")
     title = text_of(raw_title, _detail_type(entry, "title")) if isinstance(raw_title, str) else ""
-    own_link = _canonical(entry.get("link"), context.base) if isinstance(entry.get("link"), str) else None
-    key, key_from_text = entry_key(entry, own_link, title, full_text)
+    link = own_link(entry, context.base)
+    key, key_from_text = entry_key(entry, link, title, full_text, shared=link in context.shared_links)
     categories = [tag.get("term") or "" for tag in entry.get("tags") or () if isinstance(tag, Mapping)]
     title = title or shorten(full_text, TITLE_LIMIT) or url
     when, dated = published_at(context.dates.read(entry), context.first_seen)

@@ -152,9 +152,13 @@ def merge_items(items: Iterable[Item], known: Known, source: str, cutoff: str | 
     (a duplicate); else it is new, with id :func:`pipeline.store.records.item_id`
     of its URL, or of URL and key when that id is taken (one URL, many entries).
     An entry key repeated within the feed counts once. An entry without guid
-    or enclosure is keyed by its text (title), so a corrected title is a new
-    key: when it is the only entry at its URL and this source has exactly one
-    item there that no entry of the feed claims, that item is the entry's.
+    or enclosure is keyed by its link alone, or by link and title while the
+    link is shared (:func:`pipeline.news.normalise.entry_key`), so its key
+    changes when its link starts or stops being shared, when a shared entry's
+    title is corrected, and from the rules before (link and title always).
+    Its stored item is then found at its URL, among this source's items there
+    that no entry of the feed claims: the one with its title, if exactly one
+    has it; else, when it is the only entry at its URL, the only such item.
 
     An update changes title, summary and tag; ``published_at`` and
     ``first_seen_at`` never move, except that an item stored with the time it
@@ -177,10 +181,14 @@ def merge_items(items: Iterable[Item], known: Known, source: str, cutoff: str | 
                 continue
             old = legacy
             claimed.add(legacy.id)
-        if old is None and item.key_from_text and per_url[item.url] == 1:
+        if old is None and item.key_from_text:
             others = [row for row in known.at_url.get(item.url, ()) if row.entry_key not in keys and row.id not in claimed]
-            if len(others) == 1:  # the same entry, its title edited
+            titled = [row for row in others if row.title == item.title]
+            if len(titled) == 1:  # the same entry under another key
+                old = titled[0]
+            elif per_url[item.url] == 1 and len(others) == 1:  # the same entry, its title edited
                 old = others[0]
+            if old is not None:
                 claimed.add(old.id)
         if old is None:
             if known.url_sources.get(item.url, source) != source:

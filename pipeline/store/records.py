@@ -32,8 +32,10 @@ class Item(NamedTuple):
     dated: bool
     #: The id this entry had under the rules before migration 3, to recognise its stored item.
     legacy_id: str | None = None
-    #: Whether :attr:`key` is made of the entry's own text (title, else summary): it has no guid and
-    #: no enclosure, so an edited title is a new key, which :func:`pipeline.news.policy.merge_items` allows for.
+    #: Whether :attr:`key` rests on the entry's link alone or its text (it has no guid and no enclosure):
+    #: a stored item at its url may be this entry under another key (a title edited while the link was
+    #: shared, or the rules before, which keyed by link and title); :func:`pipeline.news.policy.merge_items`
+    #: allows for it.
     key_from_text: bool = False
 
 

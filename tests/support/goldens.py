@@ -69,7 +69,7 @@ def read_golden_of(feed: Path) -> dict:
         if item.key not in keys:
             keys.add(item.key)
             items.append(item_record(item.title, item.url, item.published_at, item.summary, item.dated))
-    return {"file": feed.name, "warning": result.warning, "items": items}
+    return {"file": feed.name, "warning": result.warning, "skipped_no_link": result.skipped, "items": items}
 
 
 def load_golden(feed: Path) -> dict:
