@@ -20,6 +20,7 @@ from feedparser.exceptions import CharacterEncodingOverride, NonXMLContentType
 
 from pipeline.news.dates import DateReader
 from pipeline.news.encoding import check_encoding
+from pipeline.news.media import feed_logos
 from pipeline.news.normalise import FeedContext, normalise_entry, parse_time
 from pipeline.store.records import Item
 from pipeline.news.tracking import providers
@@ -128,6 +129,7 @@ def feed_context(parsed, job: FeedJob) -> FeedContext:
         own_urls=frozenset(own),
         dates=DateReader(parsed.feed.get("language")),
         legacy=job.legacy,
+        logos=feed_logos(parsed.feed, base),
     )
 
 

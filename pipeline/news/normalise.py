@@ -27,6 +27,8 @@ from db.model import format_time
 
 from pipeline.news.dates import DateReader
 from pipeline.news.legacy import legacy_id
+from pipeline.news.media import entry_image
+from pipeline.news.people import entry_authors
 from pipeline.text import shorten, text_of
 from pipeline.news.urls import canonical_url
 from pipeline.store.records import Item
@@ -39,7 +41,8 @@ TITLE_LIMIT = 120
 FUTURE_TOLERANCE = timedelta(days=1)
 #: The version of these rules. Part of each source's stored content key
 #: (:func:`pipeline.news.policy.content_key`), so that a new version reads every feed again once.
-RULES_VERSION = 2
+#: 3: items carry their image and authors.
+RULES_VERSION = 3
 
 #: :func:`canonical_url`, remembered: an entry's ``link`` is usually also its first ``alternate`` link.
 _canonical = functools.lru_cache(maxsize=2048)(canonical_url)
@@ -64,6 +67,8 @@ class FeedContext:
     dates: DateReader = field(default_factory=DateReader)
     #: Whether items need their :attr:`Item.legacy_id` (the source has unclaimed items of the old rules).
     legacy: bool = True
+    #: The feed's own pictures (:func:`pipeline.news.media.feed_logos`): never an item's image.
+    logos: frozenset[str] = frozenset()
 
 
 def classify(
@@ -182,4 +187,6 @@ def normalise_entry(entry: Mapping, context: FeedContext) -> Item | None:
         dated=dated,
         legacy_id=legacy_id(entry.get("link"), context.base) if context.legacy else None,
         key_from_text=key_from_text,
+        image_url=entry_image(entry, context.base, context.logos),
+        authors=entry_authors(entry),
     )

@@ -35,6 +35,10 @@ class Item(NamedTuple):
     #: Whether :attr:`key` is made of the entry's own text (title, else summary): it has no guid and
     #: no enclosure, so an edited title is a new key, which :func:`pipeline.news.policy.merge_items` allows for.
     key_from_text: bool = False
+    #: The entry's own image (:func:`pipeline.news.media.entry_image`), canonical, or ``None``.
+    image_url: str | None = None
+    #: Its authors' names, cleaned (:func:`pipeline.news.people.entry_authors`).
+    authors: tuple[str, ...] = ()
 
 
 class StoredItem(NamedTuple):
@@ -49,6 +53,8 @@ class StoredItem(NamedTuple):
     tag: str
     published_at: str
     first_seen_at: str
+    image_url: str | None = None
+    authors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
