@@ -24,10 +24,9 @@ import mimetypes
 from typing import Iterable, Iterator, Mapping
 from urllib.parse import urlsplit
 
-from pipeline.news.urls import canonical_url
+from db.model import IMAGE_URL_MAX
 
-#: A longer URL is not served: no real image link needs it, and each item carries one.
-IMAGE_URL_MAX = 2048
+from pipeline.news.urls import canonical_url
 
 #: Python's own table of file name extensions only (no files of the system's are read),
 #: so that an untyped image is recognised the same on every machine.

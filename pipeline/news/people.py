@@ -7,8 +7,8 @@ Only names are kept, and cleaned: an email address anywhere in a name is
 removed with what encloses it (``Jane Doe <jane@x.org>`` is ``Jane Doe``), and
 what is left with no letter or digit (a bare address) is dropped. Names are
 kept as written otherwise (``Doe, Jane`` is one name: no list is split on
-commas), once each (ignoring letter case), at most :data:`AUTHORS_MAX` of
-them and :data:`AUTHOR_CHARS` characters each.
+commas), once each (ignoring letter case), at most :data:`~db.model.AUTHORS_MAX` of
+them and :data:`~db.model.AUTHOR_CHARS` characters each.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-from pipeline.text import one_line, shorten
+from db.model import AUTHOR_CHARS, AUTHORS_MAX
 
-AUTHORS_MAX = 20
-AUTHOR_CHARS = 200
+from pipeline.text import one_line, shorten
 
 #: An email address, with a ``mailto:`` before it and brackets around it if there are any.
 _EMAIL = re.compile(r"[(<\[]?\s*(?:mailto:)?[^\s()<>\[\]@,;:\"']+@[^\s()<>\[\]@,;:\"']+\s*[)>\]]?", re.IGNORECASE)

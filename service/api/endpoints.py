@@ -59,7 +59,9 @@ PARAMETERS = (
         on=("news",),
         description="Only items of this category, matched ignoring letter case. Omitted: all tags.",
     ),
-    Param("limit", Integer(LIMIT_MIN, LIMIT_MAX), on=("news",), description="Items per page.", default=LIMIT_DEFAULT),
+    Param(
+        "limit", Integer(LIMIT_MIN, LIMIT_MAX), on=("news", "news_removed"), description="Items per page.", default=LIMIT_DEFAULT
+    ),
     Param(
         "cursor",
         Cursor(),
@@ -90,6 +92,17 @@ PARAMETERS = (
         "value is always one whole name. A name no publisher has matches nothing.",
     ),
     Param(
+        "updated_since",
+        DateTime(),
+        on=("news",),
+        excludes=("since", "until", "q"),
+        description="Only items qsite added or changed at or after this RFC 3339 time (with a time zone), for keeping "
+        "a copy in sync. The page is then oldest change first (updated_at, then id) and the cursor is keyed on "
+        "(updated_at, id): an item changed while you page comes again at the end, so a walk misses nothing. Give "
+        "the newest updated_at you received as updated_since next time (an item at that time comes again); removed "
+        "items are listed by /api/v1/news/removed. Combines with tag and source, not with since, until or q.",
+    ),
+    Param(
         "q",
         Words(Q_MAX),
         on=("news",),
@@ -111,6 +124,22 @@ PARAMETERS = (
         default=DEFAULT_LANGUAGE.code,
         description="The language of the texts for people, by its BCP 47 code (any letter case); English when "
         "omitted. Identifiers are the same in every language.",
+    ),
+    Param(
+        "since",
+        DateTime(),
+        on=("news_removed",),
+        component="removedSince",
+        description="Only items removed at or after this RFC 3339 time (with a time zone): the newest removed_at you "
+        "received last time (an item at that time comes again). Omitted: every removal qsite has recorded.",
+    ),
+    Param(
+        "cursor",
+        Cursor(),
+        on=("news_removed",),
+        component="removedCursor",
+        description="Opaque; only as given in next. Keyset on (removed_at, id), so paging stays right while "
+        "more items are removed.",
     ),
     Param("id", Segment(), on=("glossary_entry",), where="path"),
     Param(
@@ -296,7 +325,23 @@ _TABLE = (
         description="One page of news items, newest first; follow next (or the Link header) for the page after it. "
         "tag, source, since, until and q combine, and next keeps them, so every page applies the same filters.",
         build=bodies.news,
-        queries=("news", "news_count"),
+        queries=("news", "news_count", "news_changes", "news_changes_count"),
+        datasets=(NEWS,),
+        required=NEWS,
+    ),
+    Endpoint(
+        "news_removed",
+        "/news/removed",
+        "News items qsite removed, for keeping a copy in sync",
+        "RemovedPage",
+        "One page of removed items.",
+        tag="news",
+        description="The ids of the news items qsite no longer holds (published before the retention window), with "
+        "when each was removed, oldest removal first; follow next for the page after it. A copy kept in sync with "
+        "updated_since on /api/v1/news deletes these. An item that comes back is listed by /api/v1/news again, and "
+        "no longer here.",
+        build=bodies.news_removed,
+        queries=("news_removed", "news_removed_count"),
         datasets=(NEWS,),
         required=NEWS,
     ),

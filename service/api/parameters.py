@@ -236,6 +236,7 @@ class Param:
     :param component: its key under ``components/parameters`` in the OpenAPI document, by
         default its name; two parameters of one name (on different endpoints) need two.
     :param repeat: how many times it may be given (its values form a set); 0: once.
+    :param excludes: the names of parameters it cannot be given with (a 400 names it).
     """
 
     name: str
@@ -247,6 +248,7 @@ class Param:
     where: str = "query"
     component: str = ""
     repeat: int = 0
+    excludes: tuple[str, ...] = ()
 
     @property
     def ref(self) -> str:
@@ -327,6 +329,10 @@ def parse_params(params: tuple[Param, ...], query: bytes) -> tuple[dict, list[di
             errors.append({"parameter": param.name, "detail": param.kind.detail})
             continue
         values[param.name] = tuple(sorted(set(parsed))) if param.repeat else parsed[0]
+    for param in params:
+        clashing = [name for name in param.excludes if values[param.name] is not None and values.get(name) is not None]
+        if clashing:
+            errors.append({"parameter": param.name, "detail": "cannot be combined with " + ", ".join(clashing)})
     order = {name: i for i, name in enumerate(by_name)}
     errors.sort(key=lambda error: order.get(error["parameter"], len(order)))
     return values, errors
