@@ -99,8 +99,8 @@ PARAMETERS = (
         description="Only items qsite added or changed at or after this RFC 3339 time (with a time zone), for keeping "
         "a copy in sync. The page is then oldest change first (updated_at, then id) and the cursor is keyed on "
         "(updated_at, id): an item changed while you page comes again at the end, so a walk misses nothing. Give "
-        "the newest updated_at you received as updated_since next time (an item at that time comes again); removed "
-        "items are listed by /api/v1/news/removed. Combines with tag and source, not with since, until or q.",
+        "the newest updated_at you received as updated_since next time (an item at that time comes again); "
+        "/api/v1/news/removed lists the items removed. Combines with tag and source, not with since, until or q.",
     ),
     Param(
         "q",

@@ -139,7 +139,7 @@ def schemas() -> dict:
         ),
         "RemovedItem": _object(
             {
-                "id": {"type": "string", "description": "The id the item had in /api/v1/news."},
+                "id": {"type": "string", "description": "The id the item had in /api/v1/news, where it is no longer listed."},
                 "removed_at": {**_TIME, "description": "When qsite removed it. UTC, RFC 3339 with Z, whole seconds."},
             }
         ),
