@@ -20,8 +20,11 @@ import sqlite_utils
 
 from config import load_config
 from db.migrations import migrations
+from db.model import NEWS
 from pipeline.news.ingest import ingest_news
-from pipeline.store import open_database
+from pipeline.store import bump_version, open_database, transaction
+from pipeline.store import news as news_store
+from pipeline.store.records import Item, item_id
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.goldens import REAL
 from tests.support.local_server import Reply
@@ -197,10 +200,11 @@ def test_migration_7_upgrades_a_database_of_schema_6_in_place(tmp_path, make_con
     db = open_database(path)
     assert migrations.pending(db) == []
     columns = [row[1] for row in db.execute("PRAGMA table_info(news)")]
-    assert db.execute(f"SELECT rowid, {', '.join(columns[:-2])} FROM news").fetchall() == before
+    assert db.execute(f"SELECT rowid, {', '.join(columns[:-3])} FROM news").fetchall() == before
     assert db.execute("SELECT image_url, authors FROM news").fetchall() == [(None, "[]")]
     assert {"news_updated"} <= {row[1] for row in db.execute("PRAGMA index_list(news)")}
-    plan = [row[3] for row in db.execute("EXPLAIN QUERY PLAN SELECT id FROM news WHERE updated_at >= ? ORDER BY updated_at, id", ["x"])]
+    assert db.execute("SELECT DISTINCT change_key FROM news").fetchall() == [("2018-01-03T00:00:00Z#000000000",)]
+    plan = [row[3] for row in db.execute("EXPLAIN QUERY PLAN SELECT id FROM news WHERE change_key >= ? ORDER BY change_key, id", ["x"])]
     assert any("USING COVERING INDEX news_updated" in step for step in plan), plan
     db.close()
 
@@ -213,6 +217,38 @@ def test_migration_7_upgrades_a_database_of_schema_6_in_place(tmp_path, make_con
     assert authors and all("@" not in name for name in authors)
     # The old row is untouched (no entry of the feed is it) and has no tombstone; deleting it leaves one.
     assert db.execute("SELECT updated_at FROM news WHERE url = 'https://www.theguardian.com/old'").fetchone()[0] == "2018-01-03T00:00:00Z"
-    db.execute("DELETE FROM news WHERE url = 'https://www.theguardian.com/old'")
-    assert db.execute("SELECT count(*) FROM news_removed").fetchone()[0] == 1
+    assert db.execute("SELECT count(*) FROM news_removed").fetchone()[0] == 0
     db.close()
+
+
+def test_a_change_within_the_second_a_walk_has_reached_still_comes_after_it(make_config):
+    """Times are whole seconds, so many changes share one: the walk's order (change_key) still puts a later one last.
+
+    Every item here is stamped in the same second (a stored change far ahead
+    of the clock: a stamp never goes back past one). The walk passes the item
+    with the smallest id, that item is edited within the same second, and the
+    rest of the walk must bring it again.
+    """
+    config = make_config(api={"rate_limit": "off"})
+    db = open_database(load_config(config).database_path)
+    items = [(item_id(f"https://same.example/{n}"), Item(f"k{n}", f"https://same.example/{n}", f"Title {n}", "", "Science",
+                                                          "2026-11-20T08:00:00Z", True)) for n in range(5)]
+    second = "2999-01-01T00:00:00Z"
+    with transaction(db):
+        db["sources"].insert({"name": "Same", "url": "https://same.example/feed", "tag": "Science"})
+        news_store.insert_items(db, "Same", items, "2026-11-20T08:00:00Z")
+        db.execute("UPDATE news SET updated_at = ?, change_key = ? || '#000000000'", [second, second])
+        bump_version(db, NEWS, "2026-11-20T08:00:00Z")
+    with ApiClient(datasette_for_config(config)) as client:
+        first_page = client.get(f"/api/v1/news?updated_since={second}&limit=2").json()
+    passed = first_page["results"][0]
+    assert passed["id"] == min(id_ for id_, _ in items) and first_page["next"]
+    edit = next(item for id_, item in items if id_ == passed["id"])._replace(title="Edited")
+    with transaction(db):
+        news_store.update_items(db, [(passed["id"], edit, edit.published_at)])
+        bump_version(db, NEWS, "2026-11-20T08:00:01Z")
+    db.close()
+    with ApiClient(datasette_for_config(config)) as client:
+        rest = list(Mirror().walk(client, first_page["next"]))
+    assert rest[-1]["id"] == passed["id"] and rest[-1]["title"] == "Edited" and rest[-1]["updated_at"] == second
+    assert len(rest) == 4

@@ -15,7 +15,8 @@ from typing import Iterable, Sequence
 import sqlite_utils
 
 from db.migrations import COUNT_NEWS, INDEX_NEWS_SEARCH
-from db.news_sync import CHANGE_TIME
+from db.model import utc_now
+from db.news_sync import LATEST_CHANGE, next_change
 
 from pipeline.store.records import Item, Known, StoredItem, item_id
 
@@ -32,13 +33,14 @@ def authors_json(authors: Sequence[str]) -> str:
     return json.dumps(list(authors), ensure_ascii=False)
 
 
-def change_time(db: sqlite_utils.Database) -> str:
-    """The time to stamp the changes of the open transaction with (:data:`db.news_sync.CHANGE_TIME`).
+def change_time(db: sqlite_utils.Database) -> tuple[str, str]:
+    """The ``(updated_at, change_key)`` to stamp the changes of the open transaction with.
 
-    Read inside the write transaction, never at the start of a run: stamps
-    must grow in the order changes become visible, which is commit order.
+    Read inside the write transaction, never at the start of a run: one writer
+    commits at a time, so keys then grow in the order changes become visible
+    (:mod:`db.news_sync`).
     """
-    return db.execute(f"SELECT {CHANGE_TIME}").fetchone()[0]
+    return next_change(db.execute(LATEST_CHANGE).fetchone()[0], utc_now())
 
 
 def known_items(db: sqlite_utils.Database, source: str, items: Sequence[Item]) -> Known:
@@ -75,14 +77,14 @@ def sources_with_unclaimed_items(db: sqlite_utils.Database) -> set[str]:
 
 def insert_items(db: sqlite_utils.Database, source: str, items: list[tuple[str, Item]], seen_at: str) -> None:
     """Store new items of ``source`` (``(id, item)`` pairs), first seen at ``seen_at``, updated now (:func:`change_time`)."""
-    updated_at = change_time(db)
+    updated_at, change_key = change_time(db)
     db.conn.executemany(
         """INSERT INTO news (id, entry_key, url, title, summary, source, tag, published_at, first_seen_at, updated_at,
-                             image_url, authors)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                             image_url, authors, change_key)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
         [
             (id_, i.key, i.url, i.title, i.summary, source, i.tag, i.published_at, seen_at, updated_at,
-             i.image_url, authors_json(i.authors))
+             i.image_url, authors_json(i.authors), change_key)
             for id_, i in items
         ],
     )
@@ -95,13 +97,14 @@ def update_items(db: sqlite_utils.Database, items: list[tuple[str, Item, str]], 
     here, so ``updated_at`` moves on a real change only: to ``updated_at``, by
     default now (:func:`change_time`).
     """
-    updated_at = updated_at or change_time(db)
+    now, change_key = change_time(db)
     db.conn.executemany(
         """UPDATE news SET entry_key = ?, title = ?, summary = ?, tag = ?, published_at = ?, image_url = ?, authors = ?,
-                           updated_at = ?
+                           updated_at = ?, change_key = ?
            WHERE id = ?""",
         [
-            (i.key, i.title, i.summary, i.tag, published, i.image_url, authors_json(i.authors), updated_at, id_)
+            (i.key, i.title, i.summary, i.tag, published, i.image_url, authors_json(i.authors), updated_at or now,
+             change_key, id_)
             for id_, i, published in items
         ],
     )
@@ -115,8 +118,15 @@ def claim_items(db: sqlite_utils.Database, claims: list[tuple[str, str]]) -> Non
 def delete_published_before(db: sqlite_utils.Database, cutoff: str) -> int:
     """Delete the items published before ``cutoff``; return how many went.
 
-    Each leaves a tombstone in ``news_removed`` (trigger ``news_removed_record``, :mod:`db.news_sync`).
+    Each leaves a tombstone in ``news_removed`` (:mod:`db.news_sync`), so that mirrors drop it too.
     """
+    removed_at, change_key = change_time(db)
+    db.execute(
+        """INSERT INTO news_removed (id, removed_at, change_key)
+           SELECT id, ?, ? FROM news WHERE published_at < ?
+           ON CONFLICT (id) DO UPDATE SET removed_at = excluded.removed_at, change_key = excluded.change_key""",
+        [removed_at, change_key, cutoff],
+    )
     return db.execute("DELETE FROM news WHERE published_at < ?", [cutoff]).rowcount
 
 
@@ -165,15 +175,16 @@ def bulk_insert_items(
             db.execute(f"DROP {kind.upper()} [{name}]")
         total = 0
         rows = iter(rows)
+        change_key = next_change("", seen_at)[1]
         while chunk := [
             (id_, i.key, i.url, i.title, i.summary, source, i.tag, i.published_at, seen_at, seen_at,
-             i.image_url, authors_json(i.authors))
+             i.image_url, authors_json(i.authors), change_key)
             for source, id_, i in itertools.islice(rows, batch)
         ]:
             db.conn.executemany(
                 """INSERT INTO news (id, entry_key, url, title, summary, source, tag, published_at, first_seen_at, updated_at,
-                                     image_url, authors)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                                     image_url, authors, change_key)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 chunk,
             )
             total += len(chunk)

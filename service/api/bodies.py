@@ -129,8 +129,10 @@ def news_filters(values: dict) -> dict:
 
 
 def news_item(row: dict) -> dict:
-    """One ``news`` row as served: its authors, stored as a JSON array, as a list."""
-    return {**row, "authors": json.loads(row["authors"] or "[]")}
+    """One ``news`` row as served: its authors, stored as a JSON array, as a list; its change key is not served."""
+    item = {**row, "authors": json.loads(row["authors"] or "[]")}
+    item.pop("change_key", None)
+    return item
 
 
 def _page(build: Build, query: str, params: dict, position) -> tuple[list[dict], str | None, int, bool]:
@@ -154,7 +156,7 @@ def _news_changes(build: Build):
     values = build.values
     filters = news_filters(values)
     params = {"updated_since": values["updated_since"], "tag": filters["tag"], "sources": filters["sources"]}
-    page, link, count, exact = _page(build, "news_changes", params, lambda row: (row["updated_at"], row["id"]))
+    page, link, count, exact = _page(build, "news_changes", params, lambda row: (row["change_key"], row["id"]))
     payload = {
         "count": count,
         "count_exact": exact,
@@ -170,14 +172,14 @@ def _news_changes(build: Build):
 def news_removed(build: Build):
     """/news/removed: tombstones, oldest first, so a mirror drops what qsite dropped."""
     since = build.values["since"] or ""
-    page, link, count, exact = _page(build, "news_removed", {"since": since}, lambda row: (row["removed_at"], row["id"]))
+    page, link, count, exact = _page(build, "news_removed", {"since": since}, lambda row: (row["change_key"], row["id"]))
     payload = {
         "count": count,
         "count_exact": exact,
         "limit": build.values["limit"],
         "next": link,
         "updated_at": build.updated_at,
-        "results": page,
+        "results": [{"id": row["id"], "removed_at": row["removed_at"]} for row in page],
     }
     return payload, ((b"link", f'<{link}>; rel="next"'.encode()),) if link else ()
 

@@ -97,8 +97,9 @@ PARAMETERS = (
         on=("news",),
         excludes=("since", "until", "q"),
         description="Only items qsite added or changed at or after this RFC 3339 time (with a time zone), for keeping "
-        "a copy in sync. The page is then oldest change first (updated_at, then id) and the cursor is keyed on "
-        "(updated_at, id): an item changed while you page comes again at the end, so a walk misses nothing. Give "
+        "a copy in sync. The page is then in the order the changes were made, oldest first (updated_at never "
+        "decreases along it), and the cursor keeps that order: an item changed while you page comes again at the end, "
+        "so a walk misses nothing. Give "
         "the newest updated_at you received as updated_since next time (an item at that time comes again); "
         "/api/v1/news/removed lists the items removed. Combines with tag and source, not with since, until or q.",
     ),
@@ -138,7 +139,7 @@ PARAMETERS = (
         Cursor(),
         on=("news_removed",),
         component="removedCursor",
-        description="Opaque; only as given in next. Keyset on (removed_at, id), so paging stays right while "
+        description="Opaque; only as given in next. Keyset on the order of removal, so paging stays right while "
         "more items are removed.",
     ),
     Param("id", Segment(), on=("glossary_entry",), where="path"),

@@ -134,8 +134,8 @@ def schemas() -> dict:
                 "updated_at": _TIME,
                 "results": {"type": "array", "maxItems": LIMIT_MAX, "items": ref("schemas", "NewsItem")},
             },
-            "Newest first: published_at descending, then id descending; with updated_since, oldest change "
-            "first: updated_at, then id.",
+            "Newest first: published_at descending, then id descending; with updated_since, in the order the "
+            "changes were made, oldest first (updated_at never decreases).",
         ),
         "RemovedItem": _object(
             {
@@ -160,7 +160,7 @@ def schemas() -> dict:
                 "updated_at": _TIME,
                 "results": {"type": "array", "maxItems": LIMIT_MAX, "items": ref("schemas", "RemovedItem")},
             },
-            "Oldest removal first: removed_at, then id.",
+            "In the order the items were removed, oldest first (removed_at never decreases).",
         ),
         "Source": _object(
             {
