@@ -28,6 +28,7 @@ from db.model import CATALOG, DATASETS, GLOSSARY, NEWS, TAGS, TOTALS
 from service.api import bodies
 from service.i18n import DEFAULT_LANGUAGE, LANGUAGES
 from service.api.parameters import Cursor, DateTime, Integer, Name, OneOf, Param, Segment, Words
+from service.api.sync import NEWS_REMOVED, REMOVED_PARAMETERS, UPDATED_SINCE
 from service.http.problems import API_PREFIX
 
 #: The media types of the 200 bodies: JSON but for the documentation page and the snapshot file.
@@ -91,18 +92,7 @@ PARAMETERS = (
         "Repeat the parameter for several publishers (source=A&source=B): names may contain commas, so one "
         "value is always one whole name. A name no publisher has matches nothing.",
     ),
-    Param(
-        "updated_since",
-        DateTime(),
-        on=("news",),
-        excludes=("since", "until", "q"),
-        description="Only items qsite added or changed at or after this RFC 3339 time (with a time zone), for keeping "
-        "a copy in sync. The page is then in the order the changes were made, oldest first (updated_at never "
-        "decreases along it), and the cursor keeps that order: an item changed while you page comes again at the end, "
-        "so a walk misses nothing. Give "
-        "the newest updated_at you received as updated_since next time (an item at that time comes again); "
-        "/api/v1/news/removed lists the items removed. Combines with tag and source, not with since, until or q.",
-    ),
+    UPDATED_SINCE,
     Param(
         "q",
         Words(Q_MAX),
@@ -126,22 +116,7 @@ PARAMETERS = (
         description="The language of the texts for people, by its BCP 47 code (any letter case); English when "
         "omitted. Identifiers are the same in every language.",
     ),
-    Param(
-        "since",
-        DateTime(),
-        on=("news_removed",),
-        component="removedSince",
-        description="Only items removed at or after this RFC 3339 time (with a time zone): the newest removed_at you "
-        "received last time (an item at that time comes again). Omitted: every removal qsite has recorded.",
-    ),
-    Param(
-        "cursor",
-        Cursor(),
-        on=("news_removed",),
-        component="removedCursor",
-        description="Opaque; only as given in next. Keyset on the order of removal, so paging stays right while "
-        "more items are removed.",
-    ),
+    *REMOVED_PARAMETERS,
     Param("id", Segment(), on=("glossary_entry",), where="path"),
     Param(
         "file",
@@ -330,22 +305,7 @@ _TABLE = (
         datasets=(NEWS,),
         required=NEWS,
     ),
-    Endpoint(
-        "news_removed",
-        "/news/removed",
-        "News items qsite removed, for keeping a copy in sync",
-        "RemovedPage",
-        "One page of removed items.",
-        tag="news",
-        description="The ids of the news items qsite no longer holds (published before the retention window), with "
-        "when each was removed, oldest removal first; follow next for the page after it. A copy kept in sync with "
-        "updated_since on /api/v1/news deletes these. An item that comes back is listed by /api/v1/news again, and "
-        "no longer here.",
-        build=bodies.news_removed,
-        queries=("news_removed", "news_removed_count"),
-        datasets=(NEWS,),
-        required=NEWS,
-    ),
+    Endpoint(**NEWS_REMOVED),
     Endpoint(
         "sources",
         "/sources",
