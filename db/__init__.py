@@ -1,7 +1,7 @@
 """The database both sides share: its schema and migrations, the values it holds, and its published snapshots.
 
-:mod:`~db.migrations` is the schema, and :mod:`~db.news_derived` the SQL of
-the tables derived from ``news``; :mod:`~db.model` the values writers store
+:mod:`~db.migrations` is the schema, :mod:`~db.news_derived` the SQL of
+the tables derived from ``news`` and :mod:`~db.news_sync` the part that keeps mirrors in step; :mod:`~db.model` the values writers store
 and readers serve; :mod:`~db.urls` and :mod:`~db.redact` how locations may be
 shown; :mod:`~db.snapshot` what a published snapshot is and
 :mod:`~db.snapshot_store` where snapshots are kept (a folder or an S3 bucket).

@@ -13,6 +13,7 @@ researchers, so the only safe place for such data is nowhere.
 from sqlite_utils.migrations import Migrations
 
 from db.news_derived import CHECK_TIME, COUNT_NEWS, INDEX_NEWS_SEARCH, count_changes, search_columns
+from db import news_sync
 from db.redact import redact_text
 from db.urls import public_location
 
@@ -332,3 +333,9 @@ def m006_news_search(db):
         """
     )
     db.execute(INDEX_NEWS_SEARCH)
+
+
+@migrations()
+def m007_news_sync(db):
+    """Images, authors, a change-time index and tombstones, for mirrors (:mod:`db.news_sync`)."""
+    db.executescript(news_sync.SCHEMA)

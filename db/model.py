@@ -24,6 +24,12 @@ TAGS = ("Science", "Industry", "Investing")
 #: naming an id of any other shape.
 ITEM_ID_DIGITS = 32
 
+#: The longest image URL an item carries (a longer one is not kept: no real image link needs it).
+IMAGE_URL_MAX = 2048
+#: How many author names an item carries at most, and the longest name (cut with an ellipsis).
+AUTHORS_MAX = 20
+AUTHOR_CHARS = 200
+
 #: The rows of ``data_versions``: each is bumped by the transaction that changes its data.
 CATALOG = "catalog"
 GLOSSARY = "glossary"

@@ -63,7 +63,12 @@ def all_news(tag=None):
     items = news_items(45)
     items.sort(key=lambda item: (item["published_at"], item["id"]), reverse=True)
     return [
-        {key: item[key] for key in ("id", "title", "url", "source", "summary", "tag", "published_at")}
+        {
+            **{key: item[key] for key in ("id", "title", "url", "source", "summary", "tag", "published_at")},
+            "image_url": None,
+            "authors": [],
+            "updated_at": item["updated_at"],
+        }
         for item in items
         if tag is None or item["tag"] == tag
     ]

@@ -185,3 +185,14 @@ def test_an_entry_keyed_by_its_title_keeps_its_item_when_the_title_is_corrected(
     twin = item(2, title="Twin", url="https://lab.example/1", key_from_text=True)
     changes = policy.merge_items([corrected, twin], policy.Known({}, {}, {}, at_url), "Lab", None)
     assert len(changes.new) == 2 and not changes.updated
+
+
+def test_a_new_image_or_author_is_an_update_and_the_same_ones_are_not():
+    """updated_at moves on a real change only: what merge_items calls updated is what the store stamps."""
+    image, authors = "https://lab.example/1.jpg", ("Jane Doe",)
+    same = stored(1, image_url=image, authors=authors)
+    unchanged = policy.merge_items([item(1, image_url=image, authors=authors)], known(same), "Lab", None)
+    assert unchanged.counts["unchanged"] == 1 and not unchanged.updated
+    for changed in (item(1, image_url="https://lab.example/2.jpg", authors=authors), item(1, image_url=None, authors=authors),
+                    item(1, image_url=image, authors=("Jane Doe", "John Roe")), item(1, image_url=image)):
+        assert [row[0] for row in policy.merge_items([changed], known(same), "Lab", None).updated] == ["id1"]

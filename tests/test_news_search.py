@@ -102,7 +102,7 @@ def assert_searches_match(db, rounds: int, seed: int) -> None:
     for _ in range(rounds):
         params = random_params(db, rng)
         expected = db.execute(
-            f"""SELECT news.id, news.title, url, source, news.summary, tag, published_at {MATCHES}
+            f"""SELECT news.id, news.title, url, source, news.summary, tag, published_at, image_url, authors, updated_at {MATCHES}
                 AND (:before = '' OR (published_at, news.id) < (:before, :before_id))
                 ORDER BY published_at DESC, news.id DESC LIMIT :limit""",
             params,

@@ -64,6 +64,9 @@ VALUES = {
     ("q",): [("",), ('"qubit"',)],
     # below the matches of "qubit" in both databases (300 and 1,200): a count that stops
     ("count_limit",): [(101,)],
+    # a sync walk: every item changed at or after it (all are, in these databases), and its cursor
+    ("updated_since",): [("",), (newer(days=1),)],
+    ("after", "after_id"): [("", ""), (newer(days=5), "item-00100")],
     ("id",): [("",), ("qubit",)],
     ("course",): [("",), ("quantum-basics",)],
 }
@@ -98,6 +101,8 @@ def news_database(path, count: int):
         db["sources"].insert_all([{"name": name, "url": f"https://{tag}.example/feed", "tag": tag} for tag, name in SOURCES.items()])
         for source, items in by_source.items():
             news_store.insert_items(db, source, items, format_time(NEWEST))
+        # Retention takes the oldest fiftieth, leaving tombstones for /news/removed (db/news_sync.py).
+        news_store.delete_published_before(db, format_time(NEWEST - (count - count // 50) * EVERY))
     return db
 
 
@@ -188,3 +193,28 @@ def test_the_checks_would_catch_a_scan(databases):
     sql = "select count(*) from news where (:tag = '' or tag = :tag)"
     assert any(SCAN.search(step) for step in plan(small, sql, {"tag": "Science"}))
     assert steps(big, sql, {"tag": "Science"})[0] > 3 * steps(small, sql, {"tag": "Science"})[0]
+
+
+#: The index each sync query must walk, in its own order (no sort of what it read: a TEMP B-TREE).
+SYNC_WALKS = {
+    "news_changes": "SEARCH news USING INDEX news_updated ((change_key,id)>(?,?))",
+    "news_changes_count": "SEARCH news USING INDEX news_updated (change_key>?)",
+    "news_removed": "SEARCH news_removed USING INDEX news_removed_at ((change_key,id)>(?,?))",
+    "news_removed_count": "SEARCH news_removed USING COVERING INDEX news_removed_at (change_key>?)",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SYNC_WALKS))
+def test_sync_walks_read_their_index_in_order(databases, name):
+    """updated_since and /news/removed read from their position in (time, id) order and stop at the page's end.
+
+    Whatever the size of the table: at a million items, a sync asking for the
+    last hour's changes reads the last hour's index entries only.
+    """
+    conn, _ = databases
+    sql = QUERIES[name]
+    for make in combinations(sql):
+        params = make(oldest(conn))
+        found = plan(conn, sql, params)
+        assert SYNC_WALKS[name] in found, f"api_{name} with {params}: {found}"
+        assert not [step for step in found if "TEMP B-TREE" in step], f"api_{name} with {params} sorts: {found}"

@@ -20,6 +20,7 @@ from feedparser.exceptions import CharacterEncodingOverride, NonXMLContentType
 
 from pipeline.news.dates import DateReader
 from pipeline.news.encoding import check_encoding
+from pipeline.news.media import feed_logos
 from pipeline.news.normalise import FeedContext, normalise_entry, parse_time, shared_links
 from pipeline.store.records import Item
 from pipeline.news.tracking import providers
@@ -131,6 +132,7 @@ def feed_context(parsed, job: FeedJob) -> FeedContext:
         dates=DateReader(parsed.feed.get("language")),
         legacy=job.legacy,
         shared_links=shared_links(parsed.entries, base),
+        logos=feed_logos(parsed.feed, base),
     )
 
 

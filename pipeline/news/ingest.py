@@ -241,7 +241,7 @@ def _store_outcome(sweep: _Sweep, source: SourceConfig, outcome: _Outcome) -> Ru
             if changes.new:
                 news_store.insert_items(db, source.name, changes.new, now)
             if changes.updated:
-                news_store.update_items(db, changes.updated, now)
+                news_store.update_items(db, changes.updated)
             if changes.claimed:
                 news_store.claim_items(db, changes.claimed)
             counts = changes.counts

@@ -30,6 +30,8 @@ from db.model import format_time
 
 from pipeline.news.dates import DateReader
 from pipeline.news.legacy import legacy_id
+from pipeline.news.media import entry_image
+from pipeline.news.people import entry_authors
 from pipeline.text import plain_text, shorten, text_of
 from pipeline.news.urls import canonical_url, is_web_link
 from pipeline.store.records import Item
@@ -42,6 +44,7 @@ TITLE_LIMIT = 120
 FUTURE_TOLERANCE = timedelta(days=1)
 #: The version of these rules. Part of each source's stored content key
 #: (:func:`pipeline.news.policy.content_key`), so that a new version reads every feed again once.
+#: 3: an entry keyed by its link alone unless the link repeats in the document; items carry their image and authors.
 RULES_VERSION = 3
 
 #: :func:`canonical_url`, remembered: an entry's ``link`` is usually also its first ``alternate`` link.
@@ -68,6 +71,8 @@ class FeedContext:
     legacy: bool = True
     #: The own links (canonical) that more than one entry keyed by its link carries (:func:`shared_links`).
     shared_links: frozenset[str] = frozenset()
+    #: The feed's own pictures (:func:`pipeline.news.media.feed_logos`): never an item's image.
+    logos: frozenset[str] = frozenset()
 
 
 def classify(
@@ -223,4 +228,6 @@ def normalise_entry(entry: Mapping, context: FeedContext) -> Item | None:
         dated=dated,
         legacy_id=legacy_id(entry.get("link"), context.base) if context.legacy else None,
         key_from_text=key_from_text,
+        image_url=entry_image(entry, context.base, context.logos),
+        authors=entry_authors(entry),
     )

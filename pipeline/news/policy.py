@@ -131,7 +131,7 @@ class ItemChanges:
 
     #: ``(id, item)`` of items to insert.
     new: list[tuple[str, Item]] = field(default_factory=list)
-    #: ``(id, item, published_at)`` of stored items whose text, tag or date changes (their entry key is set too).
+    #: ``(id, item, published_at)`` of stored items whose text, tag, image, authors or date changes (their entry key is set too).
     updated: list[tuple[str, Item, str]] = field(default_factory=list)
     #: ``(id, entry_key)`` of items stored under the old rules that an unchanged entry claims.
     claimed: list[tuple[str, str]] = field(default_factory=list)
@@ -160,7 +160,7 @@ def merge_items(items: Iterable[Item], known: Known, source: str, cutoff: str | 
     that no entry of the feed claims: the one with its title, if exactly one
     has it; else, when it is the only entry at its URL, the only such item.
 
-    An update changes title, summary and tag; ``published_at`` and
+    An update changes title, summary, tag, image and authors; ``published_at`` and
     ``first_seen_at`` never move, except that an item stored with the time it
     was first seen (its date could not be read) takes the feed's date once it reads.
     """
@@ -204,7 +204,8 @@ def merge_items(items: Iterable[Item], known: Known, source: str, cutoff: str | 
             continue
         moved = item.dated and old.published_at == old.first_seen_at and item.published_at != old.published_at
         published = item.published_at if moved else old.published_at
-        if (old.title, old.summary, old.tag) != (item.title, item.summary, item.tag) or moved:
+        served = (old.title, old.summary, old.tag, old.image_url, old.authors)
+        if served != (item.title, item.summary, item.tag, item.image_url, item.authors) or moved:
             changes.updated.append((old.id, item, published))
             continue
         if old.entry_key != item.key:

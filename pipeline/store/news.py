@@ -15,10 +15,32 @@ from typing import Iterable, Sequence
 import sqlite_utils
 
 from db.news_derived import COUNT_NEWS, INDEX_NEWS_SEARCH
+from db.model import utc_now
+from db.news_sync import LATEST_CHANGE, next_change
 
 from pipeline.store.records import Item, Known, StoredItem, item_id
 
-_STORED = "id, source, entry_key, title, summary, tag, published_at, first_seen_at"
+_STORED = "id, source, entry_key, title, summary, tag, published_at, first_seen_at, image_url, authors"
+
+
+def _stored(row: Sequence) -> StoredItem:
+    """A ``news`` row read with :data:`_STORED` (authors are stored as a JSON array)."""
+    return StoredItem(*row[:-1], authors=tuple(json.loads(row[-1] or "[]")))
+
+
+def authors_json(authors: Sequence[str]) -> str:
+    """How ``news.authors`` stores a list of names."""
+    return json.dumps(list(authors), ensure_ascii=False)
+
+
+def change_time(db: sqlite_utils.Database) -> tuple[str, str]:
+    """The ``(updated_at, change_key)`` to stamp the changes of the open transaction with.
+
+    Read inside the write transaction, never at the start of a run: one writer
+    commits at a time, so keys then grow in the order changes become visible
+    (:mod:`db.news_sync`).
+    """
+    return next_change(db.execute(LATEST_CHANGE).fetchone()[0], utc_now())
 
 
 def known_items(db: sqlite_utils.Database, source: str, items: Sequence[Item]) -> Known:
@@ -27,20 +49,20 @@ def known_items(db: sqlite_utils.Database, source: str, items: Sequence[Item]) -
     ids = json.dumps([item.legacy_id for item in items if item.legacy_id] + [item_id(item.url) for item in items])
     urls = json.dumps([item.url for item in items])
     by_key = {
-        row[2]: StoredItem(*row)
+        row[2]: _stored(row)
         for row in db.execute(
             f"SELECT {_STORED} FROM news WHERE source = ? AND entry_key IN (SELECT value FROM json_each(?))",
             [source, keys],
         )
     }
     by_id = {
-        row[0]: StoredItem(*row)
+        row[0]: _stored(row)
         for row in db.execute(f"SELECT {_STORED} FROM news WHERE id IN (SELECT value FROM json_each(?))", [ids])
     }
     url_sources: dict[str, str] = {}
     at_url: dict[str, list[StoredItem]] = {}
     for row in db.execute(f"SELECT url, {_STORED} FROM news WHERE url IN (SELECT value FROM json_each(?))", [urls]):
-        stored = StoredItem(*row[1:])
+        stored = _stored(row[1:])
         if stored.source == source:
             at_url.setdefault(row[0], []).append(stored)
         else:
@@ -54,19 +76,37 @@ def sources_with_unclaimed_items(db: sqlite_utils.Database) -> set[str]:
 
 
 def insert_items(db: sqlite_utils.Database, source: str, items: list[tuple[str, Item]], seen_at: str) -> None:
-    """Store new items of ``source`` (``(id, item)`` pairs), first seen (and last updated) at ``seen_at``."""
+    """Store new items of ``source`` (``(id, item)`` pairs), first seen at ``seen_at``, updated now (:func:`change_time`)."""
+    updated_at, change_key = change_time(db)
     db.conn.executemany(
-        """INSERT INTO news (id, entry_key, url, title, summary, source, tag, published_at, first_seen_at, updated_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-        [(id_, i.key, i.url, i.title, i.summary, source, i.tag, i.published_at, seen_at, seen_at) for id_, i in items],
+        """INSERT INTO news (id, entry_key, url, title, summary, source, tag, published_at, first_seen_at, updated_at,
+                             image_url, authors, change_key)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        [
+            (id_, i.key, i.url, i.title, i.summary, source, i.tag, i.published_at, seen_at, updated_at,
+             i.image_url, authors_json(i.authors), change_key)
+            for id_, i in items
+        ],
     )
 
 
-def update_items(db: sqlite_utils.Database, items: list[tuple[str, Item, str]], updated_at: str) -> None:
-    """Change the title, summary, tag and entry key of stored items (``(id, item, published_at)``)."""
+def update_items(db: sqlite_utils.Database, items: list[tuple[str, Item, str]], updated_at: str | None = None) -> None:
+    """Change what is served of stored items (``(id, item, published_at)``) and their entry key.
+
+    Only items that :func:`pipeline.news.policy.merge_items` found changed come
+    here, so ``updated_at`` moves on a real change only: to ``updated_at``, by
+    default now (:func:`change_time`).
+    """
+    now, change_key = change_time(db)
     db.conn.executemany(
-        "UPDATE news SET entry_key = ?, title = ?, summary = ?, tag = ?, published_at = ?, updated_at = ? WHERE id = ?",
-        [(i.key, i.title, i.summary, i.tag, published, updated_at, id_) for id_, i, published in items],
+        """UPDATE news SET entry_key = ?, title = ?, summary = ?, tag = ?, published_at = ?, image_url = ?, authors = ?,
+                           updated_at = ?, change_key = ?
+           WHERE id = ?""",
+        [
+            (i.key, i.title, i.summary, i.tag, published, i.image_url, authors_json(i.authors), updated_at or now,
+             change_key, id_)
+            for id_, i, published in items
+        ],
     )
 
 
@@ -76,7 +116,17 @@ def claim_items(db: sqlite_utils.Database, claims: list[tuple[str, str]]) -> Non
 
 
 def delete_published_before(db: sqlite_utils.Database, cutoff: str) -> int:
-    """Delete the items published before ``cutoff``; return how many went."""
+    """Delete the items published before ``cutoff``; return how many went.
+
+    Each leaves a tombstone in ``news_removed`` (:mod:`db.news_sync`), so that mirrors drop it too.
+    """
+    removed_at, change_key = change_time(db)
+    db.execute(
+        """INSERT INTO news_removed (id, removed_at, change_key)
+           SELECT id, ?, ? FROM news WHERE published_at < ?
+           ON CONFLICT (id) DO UPDATE SET removed_at = excluded.removed_at, change_key = excluded.change_key""",
+        [removed_at, change_key, cutoff],
+    )
     return db.execute("DELETE FROM news WHERE published_at < ?", [cutoff]).rowcount
 
 
@@ -125,13 +175,16 @@ def bulk_insert_items(
             db.execute(f"DROP {kind.upper()} [{name}]")
         total = 0
         rows = iter(rows)
+        change_key = next_change("", seen_at)[1]
         while chunk := [
-            (id_, i.key, i.url, i.title, i.summary, source, i.tag, i.published_at, seen_at, seen_at)
+            (id_, i.key, i.url, i.title, i.summary, source, i.tag, i.published_at, seen_at, seen_at,
+             i.image_url, authors_json(i.authors), change_key)
             for source, id_, i in itertools.islice(rows, batch)
         ]:
             db.conn.executemany(
-                """INSERT INTO news (id, entry_key, url, title, summary, source, tag, published_at, first_seen_at, updated_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                """INSERT INTO news (id, entry_key, url, title, summary, source, tag, published_at, first_seen_at, updated_at,
+                                     image_url, authors, change_key)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 chunk,
             )
             total += len(chunk)

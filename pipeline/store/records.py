@@ -37,6 +37,10 @@ class Item(NamedTuple):
     #: shared, or the rules before, which keyed by link and title); :func:`pipeline.news.policy.merge_items`
     #: allows for it.
     key_from_text: bool = False
+    #: The entry's own image (:func:`pipeline.news.media.entry_image`), canonical, or ``None``.
+    image_url: str | None = None
+    #: Its authors' names, cleaned (:func:`pipeline.news.people.entry_authors`).
+    authors: tuple[str, ...] = ()
 
 
 class StoredItem(NamedTuple):
@@ -51,6 +55,8 @@ class StoredItem(NamedTuple):
     tag: str
     published_at: str
     first_seen_at: str
+    image_url: str | None = None
+    authors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from db.model import CATALOG, DATASETS, GLOSSARY, NEWS, TAGS, TOTALS
 from service.api import bodies
 from service.i18n import DEFAULT_LANGUAGE, LANGUAGES
 from service.api.parameters import Cursor, DateTime, Integer, Name, OneOf, Param, Segment, Words
+from service.api.sync import NEWS_REMOVED, REMOVED_PARAMETERS, UPDATED_SINCE
 from service.http.problems import API_PREFIX
 
 #: The media types of the 200 bodies: JSON but for the documentation page and the snapshot file.
@@ -63,7 +64,9 @@ PARAMETERS = (
         description="Only items of this category, matched ignoring letter case. Omitted: all tags.",
         example="Science",
     ),
-    Param("limit", Integer(LIMIT_MIN, LIMIT_MAX), on=("news",), description="Items per page.", default=LIMIT_DEFAULT),
+    Param(
+        "limit", Integer(LIMIT_MIN, LIMIT_MAX), on=("news", "news_removed"), description="Items per page.", default=LIMIT_DEFAULT
+    ),
     Param(
         "cursor",
         Cursor(),
@@ -96,6 +99,7 @@ PARAMETERS = (
         "value is always one whole name. A name no publisher has matches nothing.",
         example=["Quantum Lab Notes"],
     ),
+    UPDATED_SINCE,
     Param(
         "q",
         Words(Q_MAX),
@@ -122,6 +126,7 @@ PARAMETERS = (
         "omitted. Identifiers are the same in every language.",
         example="de",
     ),
+    *REMOVED_PARAMETERS,
     Param("id", Segment(), on=("glossary_entry",), where="path", example="qubit"),
     Param(
         "file",
@@ -307,11 +312,12 @@ _TABLE = (
         "One page of items.",
         tag="news",
         build=bodies.news,
-        queries=("news", "news_count"),
+        queries=("news", "news_count", "news_changes", "news_changes_count"),
         datasets=(NEWS,),
         description="One page of news items, newest first; follow next (or the Link header) for the page after it. "
         "tag, source, since, until and q combine, and next keeps them, so every page applies the same filters.",
     ),
+    Endpoint(**NEWS_REMOVED),
     Endpoint(
         "sources",
         "/sources",

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from urllib.parse import unquote, unquote_to_bytes
 
 from db.model import ITEM_ID_DIGITS, format_time
+from db.news_sync import COUNTER_DIGITS
 
 from service.http.problems import problem_response
 
@@ -32,6 +33,8 @@ _RFC3339 = re.compile(
     r"^(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(\.\d{1,9})?(?:([Zz])|([+-])(\d{2}):(\d{2}))$"
 )
 _STORED_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+#: A sync walk's cursor holds a change key instead: a stored time, ``#`` and a counter (:mod:`db.news_sync`).
+_CHANGE_KEY = re.compile(rf"^(\d{{4}}-\d{{2}}-\d{{2}}T\d{{2}}:\d{{2}}:\d{{2}}Z)#\d{{{COUNTER_DIGITS}}}$")
 _ITEM_ID = re.compile(rf"^[0-9a-f]{{{ITEM_ID_DIGITS}}}$")
 #: The length of every cursor :func:`encode_cursor` writes (a stored time and an item id).
 _CURSOR_MAX = 96
@@ -168,7 +171,8 @@ def encode_cursor(published_at: str, item_id: str) -> str:
 def decode_cursor(value: str) -> tuple[str, str] | None:
     """The ``(published_at, item_id)`` of a cursor exactly as :func:`encode_cursor` writes it, else None.
 
-    Down to the shape of each part: a stored time that is a real moment, an
+    Down to the shape of each part: a stored time that is a real moment (or a
+    sync walk's change key of one, :mod:`db.news_sync`), an
     item id as the pipeline makes them (:data:`~db.model.ITEM_ID_DIGITS` hex
     digits), and the one encoding of those two. Anything else cannot come
     from a ``next`` link; refusing it keeps made-up cursors from building
@@ -183,10 +187,12 @@ def decode_cursor(value: str) -> tuple[str, str] | None:
         return None
     if not (isinstance(published_at, str) and isinstance(item_id, str)):
         return None
-    if not (_STORED_TIME.fullmatch(published_at) and _ITEM_ID.fullmatch(item_id)):
+    change = _CHANGE_KEY.fullmatch(published_at)
+    moment = change.group(1) if change else published_at
+    if not (_STORED_TIME.fullmatch(moment) and _ITEM_ID.fullmatch(item_id)):
         return None
     try:
-        datetime.strptime(published_at, "%Y-%m-%dT%H:%M:%SZ")
+        datetime.strptime(moment, "%Y-%m-%dT%H:%M:%SZ")
     except ValueError:  # the right shape, but no such moment (month 13, 25 o'clock)
         return None
     if encode_cursor(published_at, item_id) != value:
@@ -266,6 +272,7 @@ class Param:
     :param component: its key under ``components/parameters`` in the OpenAPI document, by
         default its name; two parameters of one name (on different endpoints) need two.
     :param repeat: how many times it may be given (its values form a set); 0: once.
+    :param excludes: the names of parameters it cannot be given with (a 400 names it).
     """
 
     name: str
@@ -277,6 +284,7 @@ class Param:
     where: str = "query"
     component: str = ""
     repeat: int = 0
+    excludes: tuple[str, ...] = ()
 
     @property
     def ref(self) -> str:
@@ -357,6 +365,10 @@ def parse_params(params: tuple[Param, ...], query: bytes) -> tuple[dict, list[di
             errors.append({"parameter": param.name, "detail": param.kind.detail})
             continue
         values[param.name] = tuple(sorted(set(parsed))) if param.repeat else parsed[0]
+    for param in params:
+        clashing = [name for name in param.excludes if values[param.name] is not None and values.get(name) is not None]
+        if clashing:
+            errors.append({"parameter": param.name, "detail": "cannot be combined with " + ", ".join(clashing)})
     order = {name: i for i, name in enumerate(by_name)}
     errors.sort(key=lambda error: order.get(error["parameter"], len(order)))
     return values, errors

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from http import HTTPStatus
 
+from db.model import AUTHOR_CHARS, AUTHORS_MAX, IMAGE_URL_MAX
+
 from service.api.bodies import SEARCH_COUNT_MAX
 from service.api.endpoints import ENDPOINTS, LIMIT_MAX, LIMIT_MIN, PARAMETERS, SQLITE
 from service.api.parameters import ECHO_MAX, MAX_ERRORS, OneOf
@@ -111,18 +113,37 @@ def schemas() -> dict:
                 "summary": {"type": "string"},
                 "tag": TAG,
                 "published_at": _TIME,
+                "image_url": nullable(
+                    {**_URL, "maxLength": IMAGE_URL_MAX},
+                    description="The item's own image as its feed gives it (Media RSS, an image enclosure, "
+                    "itunes:image), http(s) only; null when it has none. Never the feed's logo, even when an item "
+                    "repeats it.",
+                ),
+                "authors": {
+                    "type": "array",
+                    "maxItems": AUTHORS_MAX,
+                    "items": {"type": "string", "minLength": 1, "maxLength": AUTHOR_CHARS},
+                    "description": "Its authors' names as the feed gives them, never an email address; empty when "
+                    "the feed names none.",
+                },
+                "updated_at": {
+                    **_TIME,
+                    "description": "When qsite last changed anything served of this item (added it, or its title, "
+                    "summary, date, tag, image or authors changed). UTC, RFC 3339 with Z, whole seconds.",
+                },
             }
         ),
         "NewsPage": _object(
             {
                 "count": {
                     **count,
-                    "description": "All items matching the filters (tag, source, since, until, q), not just this page.",
+                    "description": "All items matching the filters (tag, source, since, until, q, updated_since), "
+                    "not just this page.",
                 },
                 "count_exact": {
                     "type": "boolean",
-                    "description": f"false when a search (q) matches more than {SEARCH_COUNT_MAX} items: count is then "
-                    f"{SEARCH_COUNT_MAX}, a lower bound. Otherwise true.",
+                    "description": f"false when a search (q) or updated_since matches more than {SEARCH_COUNT_MAX} "
+                    f"items: count is then {SEARCH_COUNT_MAX}, a lower bound. Otherwise true.",
                 },
                 "tag": nullable(TAG, description="null: all tags."),
                 "limit": {"type": "integer", "minimum": LIMIT_MIN, "maximum": LIMIT_MAX},
@@ -133,7 +154,32 @@ def schemas() -> dict:
                 "updated_at": _TIME,
                 "results": {"type": "array", "maxItems": LIMIT_MAX, "items": ref("schemas", "NewsItem")},
             },
-            "Newest first: published_at descending, then id descending.",
+            "Newest first: published_at descending, then id descending; with updated_since, in the order the "
+            "changes were made, oldest first (updated_at never decreases).",
+        ),
+        "RemovedItem": _object(
+            {
+                "id": {"type": "string", "description": "The id the item had in /api/v1/news, where it is no longer listed."},
+                "removed_at": {**_TIME, "description": "When qsite removed it. UTC, RFC 3339 with Z, whole seconds."},
+            }
+        ),
+        "RemovedPage": _object(
+            {
+                "count": {**count, "description": "All items removed at or after since, not just this page."},
+                "count_exact": {
+                    "type": "boolean",
+                    "description": f"false when more than {SEARCH_COUNT_MAX} items match: count is then "
+                    f"{SEARCH_COUNT_MAX}, a lower bound. Otherwise true.",
+                },
+                "limit": {"type": "integer", "minimum": LIMIT_MIN, "maximum": LIMIT_MAX},
+                "next": nullable(
+                    {"type": "string", "format": "uri-reference"},
+                    description="The next page (also sent as Link rel=next); null on the last page.",
+                ),
+                "updated_at": _TIME,
+                "results": {"type": "array", "maxItems": LIMIT_MAX, "items": ref("schemas", "RemovedItem")},
+            },
+            "In the order the items were removed, oldest first (removed_at never decreases).",
         ),
         "Source": _object(
             {

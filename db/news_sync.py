@@ -1,0 +1,75 @@
+"""What keeps a mirror of the news in step: each item's image, authors and change, and what was removed.
+
+Migration 7 (:func:`db.migrations.m007_news_sync`) adds, to ``news``:
+
+- ``image_url``: the entry's own image, canonical, or null;
+- ``authors``: a JSON array of its authors' names (``[]`` when none);
+- ``change_key``: the position of its last change in the order changes were
+  committed (:func:`next_change`), and the index ``news_updated`` on
+  ``(change_key, id)``: the order a sync walk reads
+  (``/api/v1/news?updated_since=``, ``api_news_changes`` in ``metadata.yml``),
+  so a walk reads only the items changed since its time, whatever the size
+  of the table;
+
+and the table ``news_removed``: one row (a tombstone) per item qsite deleted
+(retention), with when and its own ``change_key``, so a mirror learns to drop
+it (``/api/v1/news/removed``). Tombstones are small (an id and two times) and
+kept for good: a mirror that has not synced for any length of time still
+learns of every item removed since. An item stored again under a removed id
+loses its tombstone (trigger ``news_removed_back``), so the two lists never
+disagree about it.
+
+``updated_at`` (there since migration 2) is when qsite last changed any
+field of the item it serves, to the second, as every served time is. Two
+commits in one second share it, so it cannot order a walk by itself: a
+walk that has passed an item at 08:00:00 must still see an item changed later
+within 08:00:00. ``change_key`` is that second, ``#`` and a counter
+(``2026-11-20T08:00:00Z#000000003``): greater than every key already
+committed, so a change committed while a walk pages always lands after the
+walk's position, and it compares with a bare time as that second's start
+(``updated_since=2026-11-20T08:00:00Z`` takes every key of that second).
+Existing rows keep their ``updated_at`` and get ``updated_at#000000000``.
+"""
+
+from __future__ import annotations
+
+#: Digits of a change key's counter: more commits in one second than this would need is not possible.
+COUNTER_DIGITS = 9
+
+#: SQL: the greatest change key committed, of items and tombstones ('' when none).
+LATEST_CHANGE = (
+    "SELECT max(coalesce((SELECT max(change_key) FROM news), ''),"
+    " coalesce((SELECT max(change_key) FROM news_removed), ''))"
+)
+
+
+def next_change(latest: str, now: str) -> tuple[str, str]:
+    """The ``(updated_at, change_key)`` of a change committed after ``latest`` (a change key, or ``''``) at ``now``.
+
+    The time is ``now``, but never earlier than the latest change's (a clock
+    stepping back does not reorder changes); the key counts on within that second.
+    """
+    second, _, counter = latest.partition("#")
+    if second and second >= now:
+        return second, f"{second}#{int(counter or 0) + 1:0{COUNTER_DIGITS}d}"
+    return now, f"{now}#{0:0{COUNTER_DIGITS}d}"
+
+
+SCHEMA = f"""
+    ALTER TABLE news ADD COLUMN image_url TEXT;
+    ALTER TABLE news ADD COLUMN authors TEXT NOT NULL DEFAULT '[]';  -- a JSON array of names
+    ALTER TABLE news ADD COLUMN change_key TEXT NOT NULL DEFAULT '';
+    UPDATE news SET change_key = updated_at || '#{0:0{COUNTER_DIGITS}d}';
+    CREATE INDEX news_updated ON news(change_key, id);
+
+    CREATE TABLE news_removed (
+        id TEXT PRIMARY KEY,
+        removed_at TEXT NOT NULL,
+        change_key TEXT NOT NULL
+    );
+    CREATE INDEX news_removed_at ON news_removed(change_key, id);
+
+    CREATE TRIGGER news_removed_back AFTER INSERT ON news BEGIN
+        DELETE FROM news_removed WHERE id = new.id;
+    END;
+"""
