@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+from datetime import datetime, timezone
 import importlib
 import inspect
 import os
@@ -194,6 +195,13 @@ def test_the_python_client_calls_every_endpoint_and_parses_every_answer(python_c
     assert everything.tag is None and everything.count >= page.count
     problem = call("news", 400, models.Problem, limit=0)
     assert [error.parameter for error in problem.errors] == ["limit"]
+    EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    # what changed since a time, oldest change first (a mirror's sync), and what was removed
+    changed = call("news", 200, models.NewsPage, updated_since=EPOCH, limit=3)
+    assert [item.updated_at for item in changed.results] == sorted(item.updated_at for item in changed.results)
+    removed = call("news_removed", 200, models.RemovedPage, since=EPOCH)
+    assert removed.count == len(removed.results) and removed.next_ is None
+    error("news_removed", "/api/v1/news/removed?since=yesterday", 400)
     sources = call("sources", 200, models.SourceList)
     assert {source.tag for source in sources.results} <= set(models.Tag)
     assert call("stats", 200, models.Stats).news_items == everything.count
@@ -236,7 +244,7 @@ def test_openapi_typescript_types_compile_and_call_every_endpoint(document_file,
         env={**os.environ, "QSITE_BASE": replica.base},
     )
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
-    assert ran.stdout.split() == ["ok", "endpoints=11"], ran.stdout
+    assert ran.stdout.split() == ["ok", "endpoints=12"], ran.stdout
 
 
 def test_schemathesis_follows_the_snapshot_to_its_file_on_a_replica(replica):

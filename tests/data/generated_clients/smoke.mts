@@ -94,6 +94,13 @@ check(everything.tag === "Science", "news any case");
 const refused = await problem("news", url("/api/v1/news", { limit: 0 }), 400);
 check(refused.errors?.[0]?.parameter === "limit", "news error names limit");
 
+const changed = await get<Ok<"/api/v1/news">>(url("/api/v1/news", { updated_since: "1970-01-01T00:00:00Z", limit: 3 }), 200);
+check(changed.results.every((item, i) => i === 0 || changed.results[i - 1].updated_at <= item.updated_at), "news updated_since order");
+const removedQuery: Query<"/api/v1/news/removed"> = { since: "1970-01-01T00:00:00Z" };
+const removed = await get<Ok<"/api/v1/news/removed">>(url("/api/v1/news/removed", removedQuery), 200);
+check(removed.count === removed.results.length && removed.results.every((item) => typeof item.removed_at === "string"), "news removed");
+await problem("news_removed", url("/api/v1/news/removed", { since: "yesterday" }), 400);
+
 const sources = await get<Ok<"/api/v1/sources">>(url("/api/v1/sources"), 200);
 check(sources.results.every((source) => tags.includes(source.tag) && (source.last_success_at === null || typeof source.last_success_at === "string")), "sources");
 await problem("sources", url("/api/v1/sources", { tag: "Science" }), 400);
