@@ -46,8 +46,11 @@ $(NODE_STAMP): tools/package.json tools/package-lock.json
 # Only the tests need Node.js: serving does not.
 tools: $(NODE_STAMP)
 
+# `make up PORT=8080 HOST=0.0.0.0`: where to serve (default 127.0.0.1:8001); a port in use is refused in one line.
+PORT ?= 8001
+HOST ?= 127.0.0.1
 up: install
-	$(BIN)/qsite up
+	$(BIN)/qsite up --host $(HOST) --port $(PORT)
 
 test: dev tools
 	$(BIN)/lint-imports --no-cache
