@@ -125,7 +125,10 @@ def log_figures(logs: list[Path]) -> dict:
     }
 
 
-@pytest.mark.parametrize("store_kind", ["s3", "folder"])
+pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.requires("nginx", "redis-server")]
+
+
+@pytest.mark.parametrize("store_kind", [pytest.param("s3", marks=pytest.mark.requires("weed")), "folder"])
 def test_replicas_follow_published_snapshots_through_nginx_without_a_failed_request(store_kind, tmp_path, http_server, monkeypatch):
     for key, value in cluster_module.S3_ENV.items():
         monkeypatch.setenv(key, value)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import resource
-import shutil
 import signal
 import socket
 import time
@@ -79,9 +78,8 @@ def test_slowloris_and_silent_sockets_are_closed_while_others_are_served(served_
         assert stop(server.process) == 0
 
 
+@pytest.mark.requires("prlimit")
 def test_idle_sockets_beyond_the_descriptor_limit_do_not_lock_other_clients_out(served_config, tmp_path):
-    if shutil.which("prlimit") is None:
-        pytest.fail("prlimit (util-linux) is missing")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     needed = IDLE_SOCKETS + 200
     if soft < needed:
@@ -119,6 +117,7 @@ def test_idle_sockets_beyond_the_descriptor_limit_do_not_lock_other_clients_out(
     assert text.count("file descriptors in use") <= 1 + int(SOAK)
 
 
+@pytest.mark.requires("prlimit")
 def test_soft_descriptor_limit_is_raised_to_the_hard_limit(served_config, tmp_path):
     log = tmp_path / "serve.log"
     with qsite_serve(served_config, log, ready=READY, wrapper=["prlimit", "--nofile=256:1024"]) as server:
