@@ -43,6 +43,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import limits
 from datasette import hookimpl
@@ -203,8 +204,10 @@ def make_windows(storage_uri: str, expiry: int):
 class FairUse:
     """One limit, one storage and the client rule of one Datasette instance."""
 
-    def __init__(self, item: limits.RateLimitItem, storage_uri: str, trusted_proxies: int):
+    def __init__(self, item: limits.RateLimitItem, storage_uri: str, trusted_proxies: int, clock: Callable[[], float] = time.time):
         self.item = item
+        #: Wall-clock seconds the windows are aligned to (so replicas sharing Redis agree); tests set their own.
+        self.clock = clock
         self.policy = policy_header(item)
         self.expiry = item.get_expiry()
         self.trusted_proxies = trusted_proxies
@@ -217,7 +220,7 @@ class FairUse:
         """Count one request of ``client``; None when the storage cannot say."""
         if self._down_until and time.monotonic() < self._down_until:
             return None
-        now = time.time()
+        now = self.clock()
         window = int(now // self.expiry)
         try:
             previous, current = await self.windows.add(client, window)
