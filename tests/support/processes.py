@@ -125,3 +125,27 @@ def worker_pids(pid: int) -> list[int]:
     for task in Path(f"/proc/{pid}/task").iterdir():
         children += [int(child) for child in (task / "children").read_text().split()]
     return children
+
+
+def _cpu_ticks(pid: int) -> dict[str, int]:
+    ticks = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        ticks[task.name] = int(fields[11]) + int(fields[12])  # utime + stime (proc(5) fields 14 and 15)
+    return ticks
+
+
+def threads_on_cpu(pid: int, interval: float = 0.2) -> int:
+    """How many threads of ``pid`` used the CPU during the next ``interval`` seconds (from ``/proc``).
+
+    The event a test waits for when work it started runs in a server's threads,
+    with nothing else to show for it (a SQL query counting for ever). The sleep
+    is the measuring window, not a guess at how long something takes.
+    """
+    before = _cpu_ticks(pid)
+    time.sleep(interval)
+    after = _cpu_ticks(pid)
+    return sum(1 for tid, ticks in after.items() if ticks > before.get(tid, ticks))
