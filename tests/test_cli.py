@@ -84,6 +84,7 @@ def test_news_plain_lines_when_piped(qsite, make_config):
     assert "[" not in result.stdout + result.stderr and "%" not in result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_global_options_go_before_or_after_the_command(qsite, make_config, tmp_path):
     config = make_config(database=str(tmp_path / "unused.db"))
     db = tmp_path / "given.db"

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from config import load_config
 from pipeline.store.lock import writer_lock
@@ -34,6 +35,9 @@ from tests.support.feeds import growing_feed
 from tests.support.processes import qsite_serve, wait_until
 from tests.support.site_exports import configs_for_both_exports
 from tests.support.snapshot import snapshot
+
+#: Real processes and servers, seconds each: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 KILLS = 200 if SOAK else 22

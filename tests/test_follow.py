@@ -92,6 +92,7 @@ def pointer_for(data: bytes, data_version: int) -> Pointer:
     return Pointer(snapshot_name(data_version, sha256), sha256, data_version, "2026-11-22T10:00:00Z", len(data), 2)
 
 
+@pytest.mark.slow
 def test_replicas_answer_503_until_the_first_snapshot_then_serve_it_with_the_same_validators(writer, tmp_path):
     with ExitStack() as stack:
         replicas = [stack.enter_context(follow(writer, tmp_path, f"replica-{n}")) for n in range(2)]
@@ -160,6 +161,7 @@ def test_replicas_answer_503_until_the_first_snapshot_then_serve_it_with_the_sam
         assert f"&#34;file&#34;: &#34;{latest.file}&#34;" in docs.text  # the example, answered by this replica
 
 
+@pytest.mark.slow
 def test_a_swap_lets_a_download_in_flight_finish_on_the_old_file_and_then_removes_it(writer, tmp_path, sample_export):
     writer.publish()
     # 24 MB of run history: far more than loopback socket buffers hold, so the replica is still
@@ -195,6 +197,7 @@ def test_a_swap_lets_a_download_in_flight_finish_on_the_old_file_and_then_remove
         assert json.loads((data_dir / "current.json").read_text())["file"] == second.file
 
 
+@pytest.mark.slow
 def test_snapshots_that_do_not_check_out_are_never_served(writer, tmp_path, sample_export):
     good = writer.publish()
     real = (writer.store / good.file).read_bytes()
@@ -238,6 +241,7 @@ def test_snapshots_that_do_not_check_out_are_never_served(writer, tmp_path, samp
         assert wait_until(lambda: serving(replica) == fixed.file, 20)
 
 
+@pytest.mark.slow
 def test_a_restarted_replica_serves_its_last_checked_snapshot_while_the_store_is_down(writer, tmp_path):
     latest = writer.publish()
     with follow(writer, tmp_path, "replica") as replica:
@@ -396,6 +400,7 @@ def workers_retired(log: Path, file: str) -> set[int]:
     return {int(pid) for pid in re.findall(rf"retired {re.escape(file)} \(worker (\d+)\)", log.read_text())}
 
 
+@pytest.mark.slow
 def test_two_workers_on_one_data_folder_swap_three_times_under_load_without_a_failed_request(writer, tmp_path, sample_export):
     """``qsite serve --workers 2 --follow``: three swaps while clients keep asking; every answer a 200.
 

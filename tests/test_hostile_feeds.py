@@ -73,6 +73,7 @@ def check_outcome(db, docs, reports):
 
 
 @pytest.mark.parametrize("workers", [0, 2], ids=["in-process", "process-pool"])
+@pytest.mark.slow
 def test_corpus_fails_each_source_alone(make_config, http_server, workers):
     docs = corpus(SCALE)
     config = load_config(make_config(news={"sources": serve_corpus(http_server, docs)}))
@@ -84,6 +85,7 @@ def test_corpus_fails_each_source_alone(make_config, http_server, workers):
     check_outcome(db, docs, reports)
 
 
+@pytest.mark.slow
 def test_corpus_through_the_real_command(make_config, http_server):
     """The real ``qsite ingest news`` (8+ sources, so its process pool parses): exit 1, nothing lost."""
     docs = corpus(SCALE)
@@ -124,6 +126,7 @@ def test_oversize_bodies_are_refused_after_decompression(make_config, http_serve
         assert reports[name].failed and "byte limit" in reports[name].error, reports[name].line()
 
 
+@pytest.mark.slow
 def test_stalling_and_dripping_servers_end_at_the_timeouts(make_config, http_server):
     http_server.routes["/good.xml"] = Reply(200, good_feed(GOOD_ITEMS), RSS_TYPE)
     http_server.routes["/stall.xml"] = Reply(200, good_feed(1), stall=3)
@@ -203,6 +206,7 @@ def turning_source(http_server, hostile_body):
 
 
 @pytest.mark.parametrize("workers", [0, 2], ids=["in-process-over-threshold", "process-pool"])
+@pytest.mark.slow
 def test_a_parse_past_its_deadline_fails_that_source_alone(make_config, http_server, workers):
     """~18 s of parsing, a 1 s deadline: the worker is killed, the source failed, its items and the other source fine."""
     body = slow_to_parse(3 * 1024 * 1024)

@@ -23,11 +23,15 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.feeds import growing_feed
 from tests.support.local_server import Reply
 from tests.support.processes import qsite_serve, run_qsite
 from tests.support.site_exports import configs_for_both_exports
+
+#: Real processes and servers, seconds each: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 DURATION = 300.0 if SOAK else 10.0

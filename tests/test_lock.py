@@ -82,6 +82,7 @@ def test_lock_is_reentrant_in_a_thread_and_exclusive_between_threads(tmp_path):
     assert not lock_is_held(db)
 
 
+@pytest.mark.slow
 def test_second_ingest_gives_up_after_wait_with_a_clear_message(qsite, make_config, tmp_path):
     config = make_config()
     holder = hold_lock(tmp_path / "site.db")
@@ -97,6 +98,7 @@ def test_second_ingest_gives_up_after_wait_with_a_clear_message(qsite, make_conf
     assert not (tmp_path / "site.db").exists()  # it never touched the database
 
 
+@pytest.mark.slow
 def test_second_ingest_waits_for_the_first_to_finish(qsite, make_config, tmp_path):
     config = make_config()
     holder = hold_lock(tmp_path / "site.db")
@@ -121,6 +123,7 @@ def test_lock_of_a_killed_process_does_not_block(qsite, make_config, tmp_path):
 
 
 @pytest.mark.parametrize("wait", ["0", "30"])
+@pytest.mark.slow
 def test_two_concurrent_ingest_all_runs_never_overlap(qsite, make_config, http_server, sample_export, tmp_path, wait):
     """One ingests; the other waits for it (long --wait) or exits 1 (no wait). Never both at once."""
     body = __import__("json").dumps(sample_export)
@@ -150,6 +153,7 @@ def test_two_concurrent_ingest_all_runs_never_overlap(qsite, make_config, http_s
         assert spans[1] - spans[0] >= 1.0
 
 
+@pytest.mark.slow
 def test_migrations_of_a_new_database_wait_for_the_writer_lock(qsite, tmp_path):
     """Parallel `qsite migrate` on a new file: all succeed (no "table ... already exists"), because migrating takes the lock."""
     db_path = tmp_path / "held.db"

@@ -15,6 +15,9 @@ import pytest
 from service.serve import claim_port
 from tests.support.processes import free_port, qsite_serve, run_qsite
 
+#: Real processes and servers, seconds each: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
+
 
 def refused(result, port: int) -> str:
     """The one line of a refused start, checked: status 1, one stderr line naming the port and what to do."""
@@ -26,7 +29,6 @@ def refused(result, port: int) -> str:
     return lines[0]
 
 
-@pytest.mark.slow
 def test_a_second_qsite_serve_on_a_busy_port_is_refused(seeded_config, tmp_path):
     with qsite_serve(seeded_config, tmp_path / "first.log") as first:
         second = run_qsite("serve", "--config", str(seeded_config), "--port", str(first.port), "--log-level", "WARNING", timeout=60)

@@ -44,6 +44,7 @@ def snapshots_in(store: Path) -> list[str]:
     return sorted(path.name for path in store.glob("site-v*.db"))
 
 
+@pytest.mark.slow
 def test_publish_uploads_a_checked_copy_then_the_pointer(qsite, growing, tmp_path):
     assert qsite("ingest", "all", "--config", str(growing)).returncode == 0
     result = qsite("publish", "--config", str(growing))
@@ -70,6 +71,7 @@ def test_publish_uploads_a_checked_copy_then_the_pointer(qsite, growing, tmp_pat
     snap.close()
 
 
+@pytest.mark.slow
 def test_nothing_changed_uploads_nothing_and_says_so_in_one_line(qsite, growing, tmp_path):
     assert qsite("ingest", "all", "--config", str(growing), "--publish").returncode == 0
     store = tmp_path / "store"
@@ -80,6 +82,7 @@ def test_nothing_changed_uploads_nothing_and_says_so_in_one_line(qsite, growing,
     assert ((store / "latest.json").read_bytes(), snapshots_in(store), (store / "latest.json").stat().st_mtime_ns) == before
 
 
+@pytest.mark.slow
 def test_ingest_all_publish_publishes_each_change_and_prunes_beyond_keep(qsite, growing, tmp_path):
     store = tmp_path / "store"
     published = []
@@ -94,6 +97,7 @@ def test_ingest_all_publish_publishes_each_change_and_prunes_beyond_keep(qsite, 
     assert snapshots_in(store) == sorted(published[-2:])
 
 
+@pytest.mark.slow
 def test_keep_zero_never_deletes_the_pointed_snapshot(qsite, make_config, tmp_path):
     config = make_config(snapshots={"store": "store", "keep": 0})
     assert qsite("ingest", "site", "--config", str(config)).returncode == 0
@@ -122,6 +126,7 @@ def test_publish_takes_a_consistent_copy_while_a_write_is_open(qsite, make_confi
     snap.close()
 
 
+@pytest.mark.slow
 def test_default_store_is_a_folder_beside_the_database(qsite, make_config, tmp_path):
     config = make_config()
     assert qsite("ingest", "site", "--config", str(config)).returncode == 0
@@ -135,6 +140,7 @@ def test_publish_without_a_database_fails_with_one_line(qsite, make_config, tmp_
     assert result.stderr.strip().splitlines() == [f"Error: {tmp_path / 'site.db'}: no database yet; run `qsite ingest all` first"]
 
 
+@pytest.mark.slow
 def test_a_store_that_is_down_fails_the_publish_and_leaves_nothing_half_done(qsite, make_config, tmp_path):
     port = free_port()  # nothing listens there
     config = make_config(snapshots={"store": "s3://bucket/prefix", "endpoint_url": f"http://127.0.0.1:{port}"})
@@ -146,6 +152,7 @@ def test_a_store_that_is_down_fails_the_publish_and_leaves_nothing_half_done(qsi
     assert not list(tmp_path.glob(".qsite-publish-*"))
 
 
+@pytest.mark.slow
 def test_the_scheduler_publishes_after_ingests_that_changed_data(make_config, http_server, tmp_path):
     from pipeline.ops.schedule import Scheduler
 

@@ -20,6 +20,7 @@ SOURCES = [
     [("migrate",), ("ingest", "site"), ("ingest", "news"), ("ingest", "all")],
     ids=lambda command: " ".join(command),
 )
+@pytest.mark.slow
 def test_quiet_success_prints_nothing(qsite, make_config, command):
     path = make_config(news={"sources": SOURCES})
     loud = qsite(*command, "--config", str(path), env={"QSITE_LOG_LEVEL": "INFO"})
@@ -30,6 +31,7 @@ def test_quiet_success_prints_nothing(qsite, make_config, command):
         assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
 
 
+@pytest.mark.slow
 def test_quiet_ingest_stored_the_data(qsite, make_config):
     from pipeline.store import open_database
 
@@ -41,6 +43,7 @@ def test_quiet_ingest_stored_the_data(qsite, make_config):
     assert {row[0] for row in db.execute("SELECT DISTINCT source FROM news")} == {"Lab Notes", "Industry Wire"}
 
 
+@pytest.mark.slow
 def test_quiet_failure_prints_only_the_failures_on_stderr(qsite, make_config, tmp_path):
     missing = tmp_path / "gone.json"
     path = make_config(site_export={"source": str(missing)}, news={"sources": [*SOURCES, {**SOURCES[0], "name": "Gone", "url": str(tmp_path / "gone.xml")}]})

@@ -73,6 +73,7 @@ def assert_rate_limited(response: httpx.Response, quota: int, window: int):
     return retry_after
 
 
+@pytest.mark.slow
 def test_limit_reached_refused_then_reset(datasette_for):
     ds = datasette_for(rate_limit="3 per 2 seconds")
     clock = service.http.ratelimit.fair_use(ds).clock
@@ -306,6 +307,7 @@ READY = "/-/static/app.css"
 
 
 @pytest.mark.requires("redis-server")
+@pytest.mark.slow
 def test_two_replicas_share_one_redis_limit(make_config, qsite, redis_server, tmp_path):
     path = make_config(api={"rate_limit": "4/minute", "rate_limit_storage": redis_server.url})
     assert qsite("ingest", "site", "--config", str(path)).returncode == 0
@@ -324,6 +326,7 @@ def test_two_replicas_share_one_redis_limit(make_config, qsite, redis_server, tm
         assert httpx.get(replicas[0].url("/-/versions.json"), timeout=5).status_code == 429
 
 
+@pytest.mark.slow
 def test_real_server_ignores_spoofed_forwarded_for(make_config, qsite, tmp_path):
     path = make_config(api={"rate_limit": "2/minute", "trusted_proxies": 0})
     open_database(load_config(path).database_path).close()
@@ -338,6 +341,7 @@ def test_real_server_ignores_spoofed_forwarded_for(make_config, qsite, tmp_path)
 
 
 @pytest.mark.requires("redis-server")
+@pytest.mark.slow
 def test_two_workers_share_one_budget_in_redis(make_config, qsite, redis_server, tmp_path):
     """Each request on a new connection, so the kernel spreads them over both workers;
     the remaining budget still falls by one per request: one count, never one per worker."""

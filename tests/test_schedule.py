@@ -11,11 +11,16 @@ import threading
 import time
 from contextlib import contextmanager
 
+import pytest
+
 from config import load_config
 from pipeline.ops.schedule import JobSpec, Scheduler, run_forever
 from pipeline.report import RunReport
 from tests.support.local_server import Reply
 from tests.support.processes import QSITE, stop, wait_until
+
+#: Real processes and servers, seconds each: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
 
 
 @contextmanager

@@ -37,6 +37,9 @@ from pipeline.store.records import Item
 from tests.support.known_data import SOURCES, seeded_database
 from tests.support.processes import qsite_serve
 
+#: Real processes and servers, seconds each: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
+
 FIGURES = Path(os.environ.get("QSITE_FIGURES", "/tmp/qsite-reliability")) / "slow_reads.json"
 TIME_LIMIT_MS = 400
 #: Items searched through: the search below takes about 0.9 s over them on this machine's cores.
