@@ -24,7 +24,7 @@ NODE_STAMP := tools/node_modules/.installed
 LOCALES := service/locales
 POT := $(LOCALES)/qsite.pot
 
-.PHONY: install dev lock tools up test bench profile soak cluster clean messages i18n-extract i18n-update i18n-compile
+.PHONY: install dev lock tools up test test-fast bench profile soak cluster clean messages i18n-extract i18n-update i18n-compile
 
 $(UV):
 	$(PYTHON) -m pip install --quiet --quiet --disable-pip-version-check --target $(dir $(@D)) uv==$(UV_VERSION)
@@ -52,9 +52,18 @@ HOST ?= 127.0.0.1
 up: install
 	$(BIN)/qsite up --host $(HOST) --port $(PORT)
 
+# The whole suite in parallel (pytest-xdist, one worker per core; TEST_WORKERS=1 for one process).
+# --dist loadfile keeps a file's tests on one worker: its module fixtures (a served database) are built
+# once, and the files that write figures or share a server never interleave. tests/README.md: subsets.
+TEST_WORKERS ?= auto
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 test: dev tools
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
+
+# While working: everything but the slow, cluster and browser tests; under a minute, no Node tools needed.
+test-fast: dev
+	$(PYTEST) -m "not slow and not cluster and not browser"
 
 # Benchmark: API vs raw ASGI and Datasette, ingestion vs feedparser, memory, and the uncached
 # path at a million news items (see bench/run.py; `bench/run.sh --skip uncached` for a quick run);

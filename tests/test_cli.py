@@ -11,6 +11,9 @@ import pytest
 from tests.support.paths import FEEDS
 from tests.support.processes import QSITE
 
+#: Real ``qsite`` processes, a second or more each: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
+
 SOURCES = [
     {"name": "Lab Notes", "url": str(FEEDS / "lab-notes.xml"), "tag": "Science"},
     {"name": "Industry Wire", "url": str(FEEDS / "industry-wire.atom"), "tag": "Industry"},
@@ -84,7 +87,6 @@ def test_news_plain_lines_when_piped(qsite, make_config):
     assert "[" not in result.stdout + result.stderr and "%" not in result.stdout + result.stderr
 
 
-@pytest.mark.slow
 def test_global_options_go_before_or_after_the_command(qsite, make_config, tmp_path):
     config = make_config(database=str(tmp_path / "unused.db"))
     db = tmp_path / "given.db"

@@ -112,6 +112,7 @@ def test_second_ingest_waits_for_the_first_to_finish(qsite, make_config, tmp_pat
     assert table_count(tmp_path / "site.db", "courses") > 0
 
 
+@pytest.mark.slow
 def test_lock_of_a_killed_process_does_not_block(qsite, make_config, tmp_path):
     config = make_config()
     holder = hold_lock(tmp_path / "site.db")

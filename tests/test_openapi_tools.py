@@ -45,6 +45,7 @@ def run(tool: str, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.requires("spectral")
 def test_spectral_oas_finds_no_error(document_file):
     result = run("spectral", "lint", "--ruleset", str(TOOLS / ".spectral.yaml"), "--format", "json", "--quiet", str(document_file))
@@ -54,6 +55,7 @@ def test_spectral_oas_finds_no_error(document_file):
     assert result.returncode == 0, result.stderr[-2000:]
 
 
+@pytest.mark.slow
 @pytest.mark.requires("redocly")
 def test_redocly_recommended_finds_no_error(document_file):
     result = run("redocly", "lint", "--config", str(TOOLS / "redocly.yaml"), "--format", "json", str(document_file))

@@ -9,6 +9,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.paths import ROOT
 
 CONFTEST = '''
@@ -34,6 +36,7 @@ def test_needs_nothing():
 '''
 
 
+@pytest.mark.slow
 def test_a_missing_program_is_one_line_naming_its_install_command(tmp_path):
     (tmp_path / "conftest.py").write_text(CONFTEST, encoding="utf-8")
     (tmp_path / "test_needs.py").write_text(TESTS, encoding="utf-8")

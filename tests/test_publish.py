@@ -105,6 +105,7 @@ def test_keep_zero_never_deletes_the_pointed_snapshot(qsite, make_config, tmp_pa
     assert snapshots_in(tmp_path / "store") == [pointer(tmp_path / "store")["file"]]
 
 
+@pytest.mark.slow
 def test_publish_takes_a_consistent_copy_while_a_write_is_open(qsite, make_config, tmp_path):
     """VACUUM INTO reads one snapshot: an uncommitted write neither blocks it nor lands in it."""
     config = make_config(snapshots={"store": "store"})
@@ -134,6 +135,7 @@ def test_default_store_is_a_folder_beside_the_database(qsite, make_config, tmp_p
     assert (tmp_path / "snapshots" / "latest.json").exists()
 
 
+@pytest.mark.slow
 def test_publish_without_a_database_fails_with_one_line(qsite, make_config, tmp_path):
     result = qsite("publish", "--config", str(make_config(snapshots={"store": "store"})))
     assert result.returncode == 1

@@ -9,6 +9,9 @@ import pytest
 from tests.support.paths import FEEDS
 from tests.support.processes import run_qsite
 
+#: Real ``qsite`` processes, a second or more each: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
+
 SOURCES = [
     {"name": "Lab Notes", "url": str(FEEDS / "lab-notes.xml"), "tag": "Science"},
     {"name": "Industry Wire", "url": str(FEEDS / "industry-wire.atom"), "tag": "Industry"},
@@ -20,7 +23,6 @@ SOURCES = [
     [("migrate",), ("ingest", "site"), ("ingest", "news"), ("ingest", "all")],
     ids=lambda command: " ".join(command),
 )
-@pytest.mark.slow
 def test_quiet_success_prints_nothing(qsite, make_config, command):
     path = make_config(news={"sources": SOURCES})
     loud = qsite(*command, "--config", str(path), env={"QSITE_LOG_LEVEL": "INFO"})
@@ -31,7 +33,6 @@ def test_quiet_success_prints_nothing(qsite, make_config, command):
         assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
 
 
-@pytest.mark.slow
 def test_quiet_ingest_stored_the_data(qsite, make_config):
     from pipeline.store import open_database
 
@@ -43,7 +44,6 @@ def test_quiet_ingest_stored_the_data(qsite, make_config):
     assert {row[0] for row in db.execute("SELECT DISTINCT source FROM news")} == {"Lab Notes", "Industry Wire"}
 
 
-@pytest.mark.slow
 def test_quiet_failure_prints_only_the_failures_on_stderr(qsite, make_config, tmp_path):
     missing = tmp_path / "gone.json"
     path = make_config(site_export={"source": str(missing)}, news={"sources": [*SOURCES, {**SOURCES[0], "name": "Gone", "url": str(tmp_path / "gone.xml")}]})

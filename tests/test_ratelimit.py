@@ -15,6 +15,7 @@ from datasette.app import Datasette
 
 import service.http.ratelimit
 from config import ConfigError, load_config
+from pipeline.ops.ingest import SITE, run_ingest
 from pipeline.store import open_database
 from service.describe.openapi import build_document
 from tests.support.openapi_check import OpenAPICheck
@@ -42,14 +43,14 @@ START = 1_800_000_000.05
 
 
 @pytest.fixture
-def datasette_for(make_config, qsite):
+def datasette_for(make_config):
     """A Datasette over a migrated (or, with ``ingest``, filled) database whose qsite config has these ``api`` keys."""
 
     def make(ingest=False, **api) -> Datasette:
         path = make_config(api=api)
         config = load_config(path)
-        if ingest:
-            assert qsite("ingest", "site", "--config", str(path)).returncode == 0
+        if ingest:  # in this process: the data is the point here, not the command (tests/test_cli.py has that)
+            assert not any(report.failed for report in run_ingest(config, 0, (SITE,)))
         else:
             open_database(config.database_path).close()
         ds = Datasette(
@@ -219,6 +220,7 @@ def test_bad_rate_limit_is_a_config_error(make_config, value):
     assert "api.rate_limit:" in str(error.value)
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_bad_rate_limit(make_config, qsite):
     result = qsite("migrate", "--config", str(make_config(api={"rate_limit": "fast"})))
     assert result.returncode == 2
@@ -360,6 +362,7 @@ def test_two_workers_share_one_budget_in_redis(make_config, qsite, redis_server,
     assert remaining == [f"r={n}" for n in range(9, -1, -1)] + ["r=0"] * 4
 
 
+@pytest.mark.slow
 def test_memory_storage_refuses_more_than_one_worker(make_config, qsite):
     with pytest.raises(ConfigError) as error:
         load_config(make_config(api={"workers": 2, "rate_limit_storage": "memory://"}))
