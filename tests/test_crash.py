@@ -99,7 +99,7 @@ def test_sigkill_at_random_points_loses_nothing(make_config, http_server, tmp_pa
                 zygote.stdin.flush()
                 pid = int(zygote.stdout.readline())
                 delay = rand.uniform(0, KILL_WITHIN)
-                time.sleep(delay)
+                time.sleep(delay)  # review: a kill at a random moment of the ingest is the test (fault injection), not a wait
                 committed = committed_news(db_path)
                 os.kill(pid, signal.SIGKILL)
                 delays.append(delay)

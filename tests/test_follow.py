@@ -284,7 +284,7 @@ async def logged(caplog, words: str, times: int = 1, timeout: float = 20) -> Non
     deadline = asyncio.get_running_loop().time() + timeout
     while sum(words in record.getMessage() for record in caplog.records) < times:
         assert asyncio.get_running_loop().time() < deadline, f"never logged {times} x {words!r}: {caplog.text[-2000:]}"
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # polls for the event (the log line), letting the loop's timers run
 
 
 def test_a_snapshot_another_worker_serves_is_kept_until_that_worker_retires_it(writer, tmp_path, sample_export, caplog):

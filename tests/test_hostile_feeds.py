@@ -24,7 +24,7 @@ from pipeline.store import open_database
 from tests.support.feeds import RSS_TYPE
 from tests.support.hostile_feeds import corpus, good_feed, gzip_bomb, slow_to_parse
 from tests.support.local_server import DripServer, Reply
-from tests.support.processes import run_qsite
+from tests.support.processes import cpu_seconds, run_qsite, wait_until
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 SCALE = 4 if SOAK else 1
@@ -230,6 +230,10 @@ def test_a_parse_past_its_deadline_fails_that_source_alone(make_config, http_ser
     assert child_pids() <= children  # no worker outlives ingest_news
 
 
+#: CPU a pool worker has used once it is surely parsing the slow feed (forked, it starts with none).
+PARSING_CPU_SECONDS = 0.1
+
+
 def test_a_parser_process_that_dies_fails_that_source_alone(make_config, http_server):
     """A worker killed mid-parse (as the out-of-memory killer would) fails its feed; the run goes on."""
     body = slow_to_parse(2 * 1024 * 1024)
@@ -244,10 +248,12 @@ def test_a_parser_process_that_dies_fails_that_source_alone(make_config, http_se
         deadline = time.monotonic() + 10
         while not killed and time.monotonic() < deadline:
             for pid in child_pids() - children:
-                time.sleep(0.5)  # let it take the job
+                # once it has parsed for a while it has the job: a forked worker waiting for one uses no CPU
+                if not wait_until(lambda: cpu_seconds(int(pid)) >= PARSING_CPU_SECONDS, 10):
+                    continue
                 os.kill(int(pid), signal.SIGKILL)
                 killed.append(pid)
-            time.sleep(0.05)
+            time.sleep(0.05)  # polls for the worker process to appear (the event)
 
     killer = threading.Thread(target=kill_the_worker)
     killer.start()

@@ -168,6 +168,7 @@ def test_consistent_answers_under_load_while_ingesting_with_a_failing_source(mak
                 if response.status_code == 200:
                     etags[path] = response.headers["etag"]
                 elif response.status_code == 429:
+                    # review: a polite client backing off as Retry-After asks (part of the load's shape), not a wait
                     time.sleep(min(0.2, float(response.headers.get("retry-after", "1"))))
 
     with qsite_serve(config_a, tmp_path / "serve.log") as served:

@@ -149,3 +149,12 @@ def threads_on_cpu(pid: int, interval: float = 0.2) -> int:
     time.sleep(interval)
     after = _cpu_ticks(pid)
     return sum(1 for tid, ticks in after.items() if ticks > before.get(tid, ticks))
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time ``pid`` has used so far (its own, all threads), or 0.0 once it is gone; from ``/proc``."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
