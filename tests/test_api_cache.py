@@ -141,7 +141,7 @@ def test_new_ingest_is_visible_within_two_seconds_and_only_news_is_rebuilt(clien
         fresh = client.get("/api/v1/news?limit=5")
         if fresh.json()["results"][0]["id"] == "late" or time.monotonic() > deadline:
             break
-        time.sleep(0.05)
+        time.sleep(0.05)  # polls for the event above
     assert fresh.json()["results"][0]["id"] == "late"
     assert fresh.json()["count"] == 46
     assert fresh.headers["etag"] != news.headers["etag"]

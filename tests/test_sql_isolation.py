@@ -100,7 +100,7 @@ def test_heavy_sql_from_other_clients_never_holds_up_the_api(tmp_path):
         def wait_for(predicate) -> None:
             deadline = time.monotonic() + 6 * TIME_LIMIT_MS / 1000  # a guard against a hang, not a measurement
             while not predicate() and time.monotonic() < deadline:
-                time.sleep(0.01)
+                time.sleep(0.01)  # polls for the event (the predicate), with a guard deadline
             assert predicate(), answers
 
         threads = [threading.Thread(target=heavy, args=("127.0.0.2",)) for _ in range(2 + MAX_WAITING)]

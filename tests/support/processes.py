@@ -44,7 +44,7 @@ def wait_until(predicate, timeout: float, interval: float = 0.05):
         value = predicate()
         if value:
             return value
-        time.sleep(interval)
+        time.sleep(interval)  # polls for the event (the predicate)
     return predicate()
 
 
@@ -146,7 +146,7 @@ def threads_on_cpu(pid: int, interval: float = 0.2) -> int:
     is the measuring window, not a guess at how long something takes.
     """
     before = _cpu_ticks(pid)
-    time.sleep(interval)
+    time.sleep(interval)  # review: the measuring window (see above), not a wait
     after = _cpu_ticks(pid)
     return sum(1 for tid, ticks in after.items() if ticks > before.get(tid, ticks))
 
