@@ -71,7 +71,7 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 class PortInUse(Exception):
-    """The address is taken: by another program, or by another qsite server."""
+    """The address cannot be served: another program or another qsite server listens there, or it is not ours to bind."""
 
 
 def _in_use(host: str, port: int, by: str) -> PortInUse:
@@ -126,11 +126,15 @@ def claim_port(host: str, port: int) -> Iterator[None]:
         lock.acquire()
     except Timeout:
         raise _in_use(host, port, "another qsite server is starting or serving there") from None
+    except OSError as exc:  # e.g. another user's lock file: the probe alone still guards the port
+        log.debug("no lock file for %s:%d: %s", host, port, exc)
+        lock = None
     try:
         check_port_free(host, port)
         yield
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
 
 
 def make_datasette(config: Config, settings: dict | None = None, files: list[str] | None = None) -> Datasette:
