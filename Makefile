@@ -54,16 +54,18 @@ up: install
 
 # The whole suite in parallel (pytest-xdist, one worker per core; TEST_WORKERS=1 for one process).
 # --dist loadfile keeps a file's tests on one worker: its module fixtures (a served database) are built
-# once, and the files that write figures or share a server never interleave. tests/README.md: subsets.
+# once, and the files that write figures or share a server never interleave. The tests that measure a
+# server's latency (marker serial) run afterwards, alone. tests/README.md: subsets.
 TEST_WORKERS ?= auto
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 test: dev tools
 	$(BIN)/lint-imports --no-cache
-	$(PYTEST)
+	$(PYTEST) -m "not serial"
+	$(BIN)/python -m pytest -q -m serial
 
 # While working: everything but the slow, cluster and browser tests; under a minute, no Node tools needed.
 test-fast: dev
-	$(PYTEST) -m "not slow and not cluster and not browser"
+	$(PYTEST) -m "not slow and not cluster and not browser and not serial"
 
 # Benchmark: API vs raw ASGI and Datasette, ingestion vs feedparser, memory, and the uncached
 # path at a million news items (see bench/run.py; `bench/run.sh --skip uncached` for a quick run);

@@ -32,8 +32,8 @@ from service.http.sql_budget import MAX_WAITING
 from tests.support.known_data import seeded_database
 from tests.support.processes import qsite_serve, threads_on_cpu, wait_until, worker_pids
 
-#: Real processes and servers, seconds each: `make test-fast` leaves these out (tests/README.md).
-pytestmark = pytest.mark.slow
+#: A real server's latency measured: `make test` runs it alone, after the parallel part (tests/README.md).
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 FIGURES = Path(os.environ.get("QSITE_FIGURES", "/tmp/qsite-reliability")) / "sql_isolation.json"
 #: Long enough that the API requests below finish well inside it on a busy machine.
