@@ -34,8 +34,6 @@ EXIT_USAGE = 2
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="Print nothing on success; failures only, on stderr.")
 
 
-#: Where ``--config``, ``--db`` and ``--log-level`` also come from, when not given on the command line.
-ENVVARS = {"config_path": "QSITE_CONFIG", "db_path": "QSITE_DB", "log_level": "QSITE_LOG_LEVEL"}
 DEFAULT_LOG_LEVEL = "INFO"
 
 
@@ -48,21 +46,21 @@ def global_options(envvar: bool):
     """
 
     def env(name):
-        return ENVVARS[name] if envvar else None
+        return f"QSITE_{name}" if envvar else None
 
     def decorate(function):
         for option in reversed([
             click.option(
-                "--config", "config_path", type=click.Path(dir_okay=False), envvar=env("config_path"),
+                "--config", "config_path", type=click.Path(dir_okay=False), envvar=env("CONFIG"),
                 help="Config YAML (default: the bundled one). Env: QSITE_CONFIG.",
             ),
             click.option(
-                "--db", "db_path", type=click.Path(dir_okay=False), envvar=env("db_path"),
+                "--db", "db_path", type=click.Path(dir_okay=False), envvar=env("DB"),
                 help="Database file; overrides the config. Env: QSITE_DB.",
             ),
             click.option(
                 "--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-                envvar=env("log_level"), help=f"Logging level [default: {DEFAULT_LOG_LEVEL}]. Env: QSITE_LOG_LEVEL.",
+                envvar=env("LOG_LEVEL"), help=f"Logging level [default: {DEFAULT_LOG_LEVEL}]. Env: QSITE_LOG_LEVEL.",
             ),
         ]):
             function = option(function)
