@@ -24,7 +24,7 @@ NODE_STAMP := tools/node_modules/.installed
 LOCALES := service/locales
 POT := $(LOCALES)/qsite.pot
 
-.PHONY: install dev lock tools up test docs cog bench profile soak cluster clean messages i18n-extract i18n-update i18n-compile
+.PHONY: install dev lock tools up test test-fast docs cog bench profile soak cluster clean messages i18n-extract i18n-update i18n-compile
 
 $(UV):
 	$(PYTHON) -m pip install --quiet --quiet --disable-pip-version-check --target $(dir $(@D)) uv==$(UV_VERSION)
@@ -46,12 +46,26 @@ $(NODE_STAMP): tools/package.json tools/package-lock.json
 # Only the tests need Node.js: serving does not.
 tools: $(NODE_STAMP)
 
+# `make up PORT=8080 HOST=0.0.0.0`: where to serve (default 127.0.0.1:8001); a port in use is refused in one line.
+PORT ?= 8001
+HOST ?= 127.0.0.1
 up: install
-	$(BIN)/qsite up
+	$(BIN)/qsite up --host $(HOST) --port $(PORT)
 
+# The whole suite in parallel (pytest-xdist, one worker per core; TEST_WORKERS=1 for one process).
+# --dist loadfile keeps a file's tests on one worker: its module fixtures (a served database) are built
+# once, and the files that write figures or share a server never interleave. The tests that measure a
+# server's latency (marker serial) run afterwards, alone. tests/README.md: subsets.
+TEST_WORKERS ?= auto
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 test: dev tools
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q
+	$(PYTEST) -m "not serial"
+	$(BIN)/python -m pytest -q -m serial
+
+# While working: everything but the slow, cluster and browser tests; under a minute, no Node tools needed.
+test-fast: dev
+	$(PYTEST) -m "not slow and not cluster and not browser and not serial"
 
 # The documentation site (docs/, Sphinx with MyST) into build/docs/html: every warning is an error,
 # a broken internal link or heading anchor included. tests/test_docs_site.py runs the same build.

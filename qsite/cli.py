@@ -34,32 +34,57 @@ EXIT_USAGE = 2
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="Print nothing on success; failures only, on stderr.")
 
 
-def common_options(command):
-    """``--config``, ``--db`` and ``--log-level``, which every command takes.
+DEFAULT_LOG_LEVEL = "INFO"
 
+
+def global_options(envvar: bool):
+    """The decorators of ``--config``, ``--db`` and ``--log-level``: on the ``qsite`` group and on each command.
+
+    They are read from the environment once, on the group (``envvar``): an
+    environment variable on the command too would beat an option given
+    before the command's name (``QSITE_CONFIG=b qsite --config a ingest news``).
+    """
+
+    def env(name):
+        return f"QSITE_{name}" if envvar else None
+
+    def decorate(function):
+        for option in reversed([
+            click.option(
+                "--config", "config_path", type=click.Path(dir_okay=False), envvar=env("CONFIG"),
+                help="Config YAML (default: the bundled one). Env: QSITE_CONFIG.",
+            ),
+            click.option(
+                "--db", "db_path", type=click.Path(dir_okay=False), envvar=env("DB"),
+                help="Database file; overrides the config. Env: QSITE_DB.",
+            ),
+            click.option(
+                "--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+                envvar=env("LOG_LEVEL"), help=f"Logging level [default: {DEFAULT_LOG_LEVEL}]. Env: QSITE_LOG_LEVEL.",
+            ),
+        ]):
+            function = option(function)
+        return function
+
+    return decorate
+
+
+def common_options(command):
+    """``--config``, ``--db`` and ``--log-level``, which every command takes, before or after its name.
+
+    ``qsite --config X ingest news`` and ``qsite ingest news --config X`` are
+    the same; given in both places, the one after the command's name wins.
     The wrapped command receives a loaded ``config`` instead of the raw options;
     a bad config ends the command with its message and exit status 2.
     """
 
-    @click.option(
-        "--config",
-        "config_path",
-        type=click.Path(dir_okay=False),
-        envvar="QSITE_CONFIG",
-        help="Config YAML (default: the bundled one). Env: QSITE_CONFIG.",
-    )
-    @click.option("--db", "db_path", type=click.Path(dir_okay=False), envvar="QSITE_DB", help="Database file; overrides the config. Env: QSITE_DB.")
-    @click.option(
-        "--log-level",
-        type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-        envvar="QSITE_LOG_LEVEL",
-        default="INFO",
-        show_default=True,
-        help="Logging level. Env: QSITE_LOG_LEVEL.",
-    )
+    @global_options(envvar=False)
     @functools.wraps(command)
     def wrapper(config_path, db_path, log_level, **kwargs):
-        setup_logging(log_level)
+        given = click.get_current_context().find_root().params  # the group's options (and environment)
+        config_path = config_path or given.get("config_path")
+        db_path = db_path or given.get("db_path")
+        setup_logging(log_level or given.get("log_level") or DEFAULT_LOG_LEVEL)
         try:
             config = load_config(config_path, database=db_path)
         except ConfigError as exc:
@@ -133,10 +158,15 @@ def single_writer(command):
 
 @click.group()
 @click.version_option(VERSION, prog_name="qsite")
-def cli():
+@global_options(envvar=True)
+def cli(config_path, db_path, log_level):
     """qsite: ingest a quantum-computing learning site's data and serve it read-only.
 
     Example: qsite ingest all && qsite serve
+
+    \b
+    --config, --db and --log-level go before or after the command's name:
+    qsite --config qsite.yml ingest news
     """
 
 
@@ -355,6 +385,13 @@ def status_command(config, as_json):
               help=f"Seconds to wait while another qsite run writes [default: {DEFAULT_WAIT:g}]. Env: QSITE_LOCK_WAIT.")
 def up_command(config, host, port, wait):
     """Migrate, ingest once, then schedule ingests in the background and serve in the foreground. Example: qsite up --port 8001"""
+    from service.serve import PortInUse, check_port_free
+
+    try:
+        check_port_free(host, port)  # before the ingest: a busy port is one line at once, not after a minute
+    except PortInUse as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(EXIT_FAILED)
     open_db_or_exit(config).close()  # a database that cannot be opened or migrated is one Error line
     with exit_on_write_error(config):
         status = run_up(config, host=host, port=port, wait=wait, log_level=logging.getLogger().getEffectiveLevel())

@@ -28,15 +28,21 @@ with status 0.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import gc
 import logging
 import os
 import resource
+import socket
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 from datasette.app import Datasette
+from filelock import FileLock, Timeout
 
 from config import Config
 
@@ -62,6 +68,73 @@ FD_CHECK_EVERY = 5.0
 BACKLOG = 1024
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class PortInUse(Exception):
+    """The address cannot be served: another program or another qsite server listens there, or it is not ours to bind."""
+
+
+def _in_use(host: str, port: int, by: str) -> PortInUse:
+    shown = f"[{host}]" if ":" in host else host
+    return PortInUse(
+        f"{shown}:{port} is already in use ({by}); stop it or choose another port "
+        f"(qsite serve --port {port + 1 if port < 65535 else 8001}, make up PORT={port + 1 if port < 65535 else 8001})"
+    )
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Raise :class:`PortInUse` when something already listens on ``host``:``port``.
+
+    Granian binds with ``SO_REUSEPORT`` (its workers share one socket), and
+    Linux lets any number of such sockets share a port: a second server would
+    start silently and the kernel would split the connections between the two.
+    This probe binds *without* ``SO_REUSEPORT`` (with ``SO_REUSEADDR``, so
+    connections of a server stopped a moment ago in ``TIME_WAIT`` do not
+    count), which fails while any socket listens there.
+    """
+    if port == 0:  # the kernel picks a free port
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise PortInUse(f"{host}: cannot serve on this address: {exc}") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise _in_use(host, port, "another server listens there") from None
+            raise PortInUse(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+
+
+@contextlib.contextmanager
+def claim_port(host: str, port: int) -> Iterator[None]:
+    """Hold ``host``:``port`` for this process while the block runs; :class:`PortInUse` when it is taken.
+
+    A lock file per address (in the temporary folder, an ``flock`` the kernel
+    drops when the process ends) closes the gap between the probe of
+    :func:`check_port_free` and granian's bind: two qsite servers started at
+    the same moment cannot both pass the probe and share the port.
+    """
+    if port == 0:
+        yield
+        return
+    lock = FileLock(Path(tempfile.gettempdir()) / f"qsite-port-{host.replace(':', '_')}-{port}.lock", timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise _in_use(host, port, "another qsite server is starting or serving there") from None
+    except OSError as exc:  # e.g. another user's lock file: the probe alone still guards the port
+        log.debug("no lock file for %s:%d: %s", host, port, exc)
+        lock = None
+    try:
+        check_port_free(host, port)
+        yield
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def make_datasette(config: Config, settings: dict | None = None, files: list[str] | None = None) -> Datasette:
@@ -221,8 +294,20 @@ def serve(
 ) -> int:
     """Serve until stopped; returns the exit status (0 after Ctrl-C or SIGTERM, 1 if it could not start or a worker died).
 
+    An address already in use ends it at once with one ``Error:`` line on
+    stderr and status 1 (:func:`claim_port`), never a second server on the port.
+
     :param follow: serve the published snapshots, kept in this folder, instead of the database (service/replica/follow.py).
     """
+    try:
+        with claim_port(host, port):
+            return _serve(config, host, port, workers, log_level, follow)
+    except PortInUse as exc:
+        sys.stderr.write(f"Error: {exc}\n")
+        return 1
+
+
+def _serve(config: Config, host: str, port: int, workers: int, log_level: int, follow: Path | None) -> int:
     from granian.constants import HTTPModes, Interfaces, Loops
     from granian.http import HTTP1Settings
     from granian.log import LogLevels

@@ -15,6 +15,26 @@ from tests.support.known_data import seeded_database
 from tests.support.local_server import LocalServer
 from tests.support.paths import SITE_EXPORT
 from tests.support.processes import run_qsite
+from tests.support.programs import PROGRAMS, missing_for
+
+
+def pytest_sessionstart(session):
+    """One line at the start naming the outside programs missing here, so nobody waits for the tests that need them.
+
+    Written by the main process only (xdist's workers print nothing), with ``-q`` too.
+    """
+    missing = missing_for(PROGRAMS)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if missing and reporter is not None and not hasattr(session.config, "workerinput"):
+        reporter.write_line("missing programs (the tests that need them fail at once): " + "; ".join(missing), yellow=True)
+
+
+def pytest_runtest_setup(item):
+    """A test marked ``requires(...)`` whose program is missing fails before it starts, in one line (no traceback)."""
+    for marker in item.iter_markers("requires"):
+        missing = missing_for(marker.args)
+        if missing:
+            pytest.fail("; ".join(missing), pytrace=False)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import threading
 
 import feedparser
 import httpx
+import pytest
 
 from bench import raw_asgi
 from bench.feeds import FeedServer, content_type, write_feeds
@@ -66,6 +67,7 @@ def test_raw_asgi_replays_recorded_bytes_and_304(tmp_path, monkeypatch):
     assert status == 404
 
 
+@pytest.mark.slow
 def test_feeds_parse_cleanly_and_server_revalidates(tmp_path):
     records = write_feeds(tmp_path / "a", feeds=3, items=4)
     more = write_feeds(tmp_path / "b", feeds=1, items=4, first=3)

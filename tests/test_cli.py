@@ -11,6 +11,9 @@ import pytest
 from tests.support.paths import FEEDS
 from tests.support.processes import QSITE
 
+#: Real ``qsite`` processes, a second or more each: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
+
 SOURCES = [
     {"name": "Lab Notes", "url": str(FEEDS / "lab-notes.xml"), "tag": "Science"},
     {"name": "Industry Wire", "url": str(FEEDS / "industry-wire.atom"), "tag": "Industry"},
@@ -82,3 +85,26 @@ def test_news_plain_lines_when_piped(qsite, make_config):
     assert result.returncode == 0, result.stderr
     assert [line.split(":")[0] for line in result.stdout.splitlines()] == [f"news {source['name']}" for source in SOURCES]
     assert "[" not in result.stdout + result.stderr and "%" not in result.stdout + result.stderr
+
+
+def test_global_options_go_before_or_after_the_command(qsite, make_config, tmp_path):
+    config = make_config(database=str(tmp_path / "unused.db"))
+    db = tmp_path / "given.db"
+    before = qsite("--config", str(config), "--db", str(db), "--log-level", "warning", "ingest", "site")
+    assert before.returncode == 0, before.stderr
+    assert db.exists() and not (tmp_path / "unused.db").exists()
+    assert log_levels(before.stderr) == set(), before.stderr
+    # after the command's name beats before it; an option beats the environment on either side
+    after = qsite("--log-level", "warning", "ingest", "site", "--config", str(config), "--log-level", "info",
+                  env={"QSITE_CONFIG": str(tmp_path / "missing.yml")})
+    assert after.returncode == 0, after.stderr
+    assert log_levels(after.stderr) == {"INFO"}, after.stderr
+    news = qsite("--config", str(config), "ingest", "news")
+    assert news.returncode == 0, news.stderr
+
+
+def test_global_options_show_in_the_top_level_help(qsite):
+    result = qsite("--help")
+    assert result.returncode == 0
+    for option in ("--config", "--db", "--log-level", "QSITE_CONFIG", "QSITE_DB", "QSITE_LOG_LEVEL"):
+        assert option in result.stdout

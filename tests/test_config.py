@@ -165,6 +165,7 @@ def test_every_bad_key_is_listed(tmp_path):
 # --- through the real command ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bad_config_exits_2_with_file_and_key(tmp_path, qsite):
     path = write(tmp_path, MINIMAL + "api:\n  cache_max_age: soon\n")
     for command in (["migrate"], ["ingest", "site"]):
@@ -182,6 +183,7 @@ def test_bad_config_exits_2_with_file_and_key(tmp_path, qsite):
     assert missing.returncode == 2 and f"{tmp_path / 'missing.yml'}: config file not found" in missing.stderr
 
 
+@pytest.mark.slow
 def test_env_and_options_select_config_and_database(tmp_path, qsite):
     good = write(tmp_path, "database: from-config.db\n" + MINIMAL, "good/qsite.yml")
     bad = write(tmp_path, "nonsense: 1\n", "bad/qsite.yml")

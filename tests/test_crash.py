@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from config import load_config
 from pipeline.store.lock import writer_lock
@@ -34,6 +35,9 @@ from tests.support.feeds import growing_feed
 from tests.support.processes import qsite_serve, wait_until
 from tests.support.site_exports import configs_for_both_exports
 from tests.support.snapshot import snapshot
+
+#: Real processes and servers, seconds each: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 KILLS = 200 if SOAK else 22
@@ -95,7 +99,7 @@ def test_sigkill_at_random_points_loses_nothing(make_config, http_server, tmp_pa
                 zygote.stdin.flush()
                 pid = int(zygote.stdout.readline())
                 delay = rand.uniform(0, KILL_WITHIN)
-                time.sleep(delay)
+                time.sleep(delay)  # review: a kill at a random moment of the ingest is the test (fault injection), not a wait
                 committed = committed_news(db_path)
                 os.kill(pid, signal.SIGKILL)
                 delays.append(delay)

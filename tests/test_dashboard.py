@@ -9,7 +9,6 @@ error or warning, no uncaught exception and no failed request.
 from __future__ import annotations
 
 import re
-import shutil
 import sqlite3
 from collections import Counter
 
@@ -19,6 +18,9 @@ from playwright.sync_api import sync_playwright
 
 from tests.support.paths import FEEDS, ROOT
 from tests.support.processes import qsite_serve, run_qsite
+from tests.support.programs import PROGRAMS
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.requires("chromium")]
 
 SOURCES = [
     {"name": "Quantum Lab Notes", "url": str(FEEDS / "lab-notes.xml"), "tag": "Science"},
@@ -55,8 +57,7 @@ def database_and_config(make_config, tmp_path):
 
 def test_dashboard_linked_from_home_draws_every_chart_from_the_data(database_and_config, tmp_path):
     database, config = database_and_config
-    chromium = shutil.which("chromium")
-    assert chromium, "no chromium on PATH: .ci/run installs the Debian package"
+    chromium = PROGRAMS["chromium"].path()
     dashboard = yaml.safe_load((ROOT / "metadata.yml").read_text(encoding="utf-8"))["plugins"]["datasette-dashboards"]["overview"]
     db = sqlite3.connect(database)
 

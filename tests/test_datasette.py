@@ -151,6 +151,7 @@ def test_the_whole_instance_refuses_every_method_but_get_head_options(client, tm
     assert client.get(path).status_code in (200, 302, 404)  # reads still reach Datasette
 
 
+@pytest.mark.slow
 def test_arbitrary_sql_has_a_time_limit(client):
     runaway = "with recursive c(x) as (select 1 union all select x + 1 from c) select count(*) from c"
     response = client.get("/site.json", params={"sql": runaway})

@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 
 import pytest
 
 from tests.support.known_data import seeded_database
 from tests.support.processes import qsite_serve
+from tests.support.programs import PROGRAMS
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.requires("chromium")]
+
+CHROMIUM = PROGRAMS["chromium"].path()
 
 
 def chromium(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
-    assert CHROMIUM, "chromium is not installed (.ci/run installs it)"
     return subprocess.run(
         [
             CHROMIUM,

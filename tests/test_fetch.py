@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from db.model import VERSION as __version__
 from tests.support.feeds import RSS_TYPE
 from tests.support.local_server import Reply
 from tests.support.paths import FEEDS
+
+#: Real processes and servers, seconds each: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
 
 
 def test_every_request_names_qsite_in_its_user_agent(qsite, make_config, http_server, sample_export):

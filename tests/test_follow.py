@@ -93,6 +93,7 @@ def pointer_for(data: bytes, data_version: int) -> Pointer:
     return Pointer(snapshot_name(data_version, sha256), sha256, data_version, "2026-11-22T10:00:00Z", len(data), 2)
 
 
+@pytest.mark.slow
 def test_replicas_answer_503_until_the_first_snapshot_then_serve_it_with_the_same_validators(writer, tmp_path):
     with ExitStack() as stack:
         replicas = [stack.enter_context(follow(writer, tmp_path, f"replica-{n}")) for n in range(2)]
@@ -162,6 +163,7 @@ def test_replicas_answer_503_until_the_first_snapshot_then_serve_it_with_the_sam
         assert f"&#34;file&#34;: &#34;{latest.file}&#34;" in docs.text  # the example, answered by this replica
 
 
+@pytest.mark.slow
 def test_a_swap_lets_a_download_in_flight_finish_on_the_old_file_and_then_removes_it(writer, tmp_path, sample_export):
     writer.publish()
     # 24 MB of run history: far more than loopback socket buffers hold, so the replica is still
@@ -197,6 +199,7 @@ def test_a_swap_lets_a_download_in_flight_finish_on_the_old_file_and_then_remove
         assert json.loads((data_dir / "current.json").read_text())["file"] == second.file
 
 
+@pytest.mark.slow
 def test_snapshots_that_do_not_check_out_are_never_served(writer, tmp_path, sample_export):
     good = writer.publish()
     real = (writer.store / good.file).read_bytes()
@@ -240,6 +243,7 @@ def test_snapshots_that_do_not_check_out_are_never_served(writer, tmp_path, samp
         assert wait_until(lambda: serving(replica) == fixed.file, 20)
 
 
+@pytest.mark.slow
 def test_a_restarted_replica_serves_its_last_checked_snapshot_while_the_store_is_down(writer, tmp_path):
     latest = writer.publish()
     with follow(writer, tmp_path, "replica") as replica:
@@ -282,7 +286,7 @@ async def logged(caplog, words: str, times: int = 1, timeout: float = 20) -> Non
     deadline = asyncio.get_running_loop().time() + timeout
     while sum(words in record.getMessage() for record in caplog.records) < times:
         assert asyncio.get_running_loop().time() < deadline, f"never logged {times} x {words!r}: {caplog.text[-2000:]}"
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # polls for the event (the log line), letting the loop's timers run
 
 
 def test_a_snapshot_another_worker_serves_is_kept_until_that_worker_retires_it(writer, tmp_path, sample_export, caplog):
@@ -398,6 +402,7 @@ def workers_retired(log: Path, file: str) -> set[int]:
     return {int(pid) for pid in re.findall(rf"retired {re.escape(file)} \(worker (\d+)\)", log.read_text())}
 
 
+@pytest.mark.slow
 def test_two_workers_on_one_data_folder_swap_three_times_under_load_without_a_failed_request(writer, tmp_path, sample_export):
     """``qsite serve --workers 2 --follow``: three swaps while clients keep asking; every answer a 200.
 

@@ -37,6 +37,9 @@ from tests.support.schemathesis_cli import run_phases
 from tests.support.snapshot import snapshot
 from tests.support.raw_http import raw_request
 
+#: Real processes and servers, seconds each: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
+
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 EXAMPLES = 400 if SOAK else 40
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance, response_schema_conformance]

@@ -9,20 +9,21 @@ import grimp
 PACKAGES = ("qsite", "pipeline", "service", "config", "db")
 
 
-def import_cycle(graph: grimp.ImportGraph) -> list[str]:
-    """The modules of one import cycle, sorted; ``[]`` when there is none."""
-    # The standard library's graphlib finds cycles; grimp answers chains between two modules, not cycles.
-    sorter = graphlib.TopologicalSorter({module: graph.find_modules_directly_imported_by(module) for module in graph.modules})
+def import_cycles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """An import cycle among the modules, sorted, or ``[]`` when there is none (the first the standard library's
+    :mod:`graphlib` meets: fix it and the next one shows)."""
+    # grimp answers chains between two modules, not cycles; graphlib's topological sort names one.
+    sorter = graphlib.TopologicalSorter({module: graph.find_modules_directly_imported_by(module) for module in sorted(graph.modules)})
     try:
         sorter.prepare()
-    except graphlib.CycleError as error:
-        return sorted(set(error.args[1]))
+    except graphlib.CycleError as exc:
+        return [sorted(set(exc.args[1]))]
     return []
 
 
 def test_no_import_cycles_function_level_imports_included():
     graph = grimp.build_graph(*PACKAGES)
-    assert import_cycle(graph) == []
+    assert import_cycles(graph) == []
 
 
 def test_the_cycle_finder_finds_a_cycle(tmp_path, monkeypatch):
@@ -32,5 +33,5 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path, monkeypatch):
         (tmp_path / "cyc" / f"{name}.py").write_text(body)
     monkeypatch.syspath_prepend(str(tmp_path))
     graph = grimp.build_graph("cyc", cache_dir=None)
-    assert import_cycle(graph) == ["cyc.a", "cyc.b"]
+    assert import_cycles(graph) == [["cyc.a", "cyc.b"]]
 

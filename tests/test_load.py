@@ -23,11 +23,15 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.feeds import growing_feed
 from tests.support.local_server import Reply
 from tests.support.processes import qsite_serve, run_qsite
 from tests.support.site_exports import configs_for_both_exports
+
+#: Real processes and servers, seconds each: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 DURATION = 300.0 if SOAK else 10.0
@@ -146,7 +150,7 @@ def test_consistent_answers_under_load_while_ingesting_with_a_failing_source(mak
             ingests["exit_1_with_failing_sources"] += result.returncode == 1 and "news Grow: ok" in result.stdout
             if "Traceback" in result.stderr or result.returncode not in (0, 1) or "news Grow: ok" not in result.stdout:
                 checker.fail(f"ingest run: exit {result.returncode}: {result.stdout[-500:]} {result.stderr[-1000:]}")
-            stop.wait(0.5)  # stored times are whole seconds: keep runs a second apart
+            stop.wait(0.5)  # review: pacing, not a wait: stored times are whole seconds, so keep runs a second apart
 
     def client_loop(seed):
         rand = random.Random(seed)
@@ -164,6 +168,7 @@ def test_consistent_answers_under_load_while_ingesting_with_a_failing_source(mak
                 if response.status_code == 200:
                     etags[path] = response.headers["etag"]
                 elif response.status_code == 429:
+                    # review: a polite client backing off as Retry-After asks (part of the load's shape), not a wait
                     time.sleep(min(0.2, float(response.headers.get("retry-after", "1"))))
 
     with qsite_serve(config_a, tmp_path / "serve.log") as served:

@@ -16,21 +16,38 @@ from tests.support.local_server import Reply
 from tests.support.processes import QSITE
 
 HOLDER = """
-import sys, time
+import sys
 from pipeline.store.lock import writer_lock
 with writer_lock(sys.argv[1], 0):
     print("held", flush=True)
-    time.sleep(float(sys.argv[2]))
+    sys.stdin.readline()  # until the test lets go (release), or kills it
 """
+#: The line a writer logs when it has to wait for the lock: the event the tests wait on.
+WAITING = "waiting up to"
 
 
-def hold_lock(db_path, seconds: float) -> subprocess.Popen:
-    """Another process holding the writer lock for ``seconds``; returns once it holds it."""
+def hold_lock(db_path) -> subprocess.Popen:
+    """Another process holding the writer lock until :func:`release`; returns once it holds it."""
     process = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(db_path), str(seconds)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", HOLDER, str(db_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     assert process.stdout.readline().strip() == "held"
     return process
+
+
+def release(holder: subprocess.Popen) -> None:
+    holder.stdin.close()
+    assert holder.wait(timeout=30) == 0
+
+
+def wait_for_line(process: subprocess.Popen, text: str) -> str:
+    """Read ``process``'s stderr until a line containing ``text``; fails if it ends first. Returns what was read."""
+    seen = ""
+    for line in process.stderr:
+        seen += line
+        if text in line:
+            return seen
+    raise AssertionError(f"the process ended (status {process.wait()}) without logging {text!r}: {seen}")
 
 
 def table_count(db_path, table: str) -> int:
@@ -65,9 +82,10 @@ def test_lock_is_reentrant_in_a_thread_and_exclusive_between_threads(tmp_path):
     assert not lock_is_held(db)
 
 
+@pytest.mark.slow
 def test_second_ingest_gives_up_after_wait_with_a_clear_message(qsite, make_config, tmp_path):
     config = make_config()
-    holder = hold_lock(tmp_path / "site.db", 30)
+    holder = hold_lock(tmp_path / "site.db")
     try:
         result = qsite("ingest", "site", "--config", str(config), "--wait", "0.5")
     finally:
@@ -80,18 +98,24 @@ def test_second_ingest_gives_up_after_wait_with_a_clear_message(qsite, make_conf
     assert not (tmp_path / "site.db").exists()  # it never touched the database
 
 
+@pytest.mark.slow
 def test_second_ingest_waits_for_the_first_to_finish(qsite, make_config, tmp_path):
     config = make_config()
-    holder = hold_lock(tmp_path / "site.db", 1.0)
-    result = qsite("ingest", "site", "--config", str(config), "--wait", "20")
-    holder.wait()
-    assert result.returncode == 0, result.stderr
+    holder = hold_lock(tmp_path / "site.db")
+    second = subprocess.Popen([QSITE, "ingest", "site", "--config", str(config), "--wait", "60"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    waited = wait_for_line(second, WAITING)  # it is waiting while the first holds the lock
+    assert f"pid {holder.pid}" in waited  # and says for whom
+    release(holder)
+    _, err = second.communicate(timeout=60)
+    assert second.returncode == 0, err
     assert table_count(tmp_path / "site.db", "courses") > 0
 
 
+@pytest.mark.slow
 def test_lock_of_a_killed_process_does_not_block(qsite, make_config, tmp_path):
     config = make_config()
-    holder = hold_lock(tmp_path / "site.db", 60)
+    holder = hold_lock(tmp_path / "site.db")
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     assert lock_path(tmp_path / "site.db").exists()  # the file stays; the kernel dropped the flock
@@ -100,6 +124,7 @@ def test_lock_of_a_killed_process_does_not_block(qsite, make_config, tmp_path):
 
 
 @pytest.mark.parametrize("wait", ["0", "30"])
+@pytest.mark.slow
 def test_two_concurrent_ingest_all_runs_never_overlap(qsite, make_config, http_server, sample_export, tmp_path, wait):
     """One ingests; the other waits for it (long --wait) or exits 1 (no wait). Never both at once."""
     body = __import__("json").dumps(sample_export)
@@ -129,19 +154,20 @@ def test_two_concurrent_ingest_all_runs_never_overlap(qsite, make_config, http_s
         assert spans[1] - spans[0] >= 1.0
 
 
+@pytest.mark.slow
 def test_migrations_of_a_new_database_wait_for_the_writer_lock(qsite, tmp_path):
     """Parallel `qsite migrate` on a new file: all succeed (no "table ... already exists"), because migrating takes the lock."""
     db_path = tmp_path / "held.db"
-    holder = hold_lock(db_path, 2.0)
+    holder = hold_lock(db_path)
     migrate = subprocess.Popen([QSITE, "migrate", "--db", str(db_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)  # far longer than a migration takes; the holder still holds the lock
-    assert migrate.poll() is None, "migrate did not wait for the writer lock"
-    holder.wait()
+    wait_for_line(migrate, WAITING)  # migrate did wait for the writer lock
+    assert not db_path.exists() or table_count(db_path, "sqlite_master") == 0  # and made no table meanwhile
+    release(holder)
     _, err = migrate.communicate(timeout=30)
     assert migrate.returncode == 0, err
     assert table_count(db_path, "courses") == 0
     # An up-to-date database has nothing to migrate: opening it never waits for a writer.
-    holder = hold_lock(db_path, 30)
+    holder = hold_lock(db_path)
     try:
         assert qsite("migrate", "--db", str(db_path), timeout=10).returncode == 0
     finally:

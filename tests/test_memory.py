@@ -24,11 +24,16 @@ import socket
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from pipeline.store import open_database
 from service.api.parameters import encode_cursor
 from service.api.response_cache import MAX_BYTES
 from tests.support.known_data import NEWS_START, news_items, seed_catalog, seed_news
 from tests.support.processes import qsite_serve, worker_pids
+
+#: Real processes and servers, seconds each: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 FIGURES = Path(os.environ.get("QSITE_FIGURES", "/tmp/qsite-reliability")) / "memory.json"

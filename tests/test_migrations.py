@@ -58,6 +58,7 @@ def test_migration_keeps_every_row_and_lets_one_url_carry_many_items(old_databas
     assert db.execute("SELECT id FROM news_fts JOIN news ON news.rowid = news_fts.rowid WHERE news_fts MATCH 'Zyzzyva'").fetchone()[0] == "x"
 
 
+@pytest.mark.slow
 def test_reading_the_feeds_again_claims_the_old_items_and_brings_back_the_lost_posts(old_database, make_config):
     old = {row[0]: row[1:] for row in sqlite3.connect(old_database).execute("SELECT id, url, source, published_at, first_seen_at FROM news")}
     config = load_config(make_config(news={"sources": [{"name": name, "url": str(REAL / name), "tag": "Science"} for name in FEEDS]}))

@@ -277,6 +277,7 @@ def test_relative_links_resolve_against_the_feed_url(http_server, news):
     assert sorted(row[1] for row in rows(db)) == [http_server.url("/feeds/two.html"), http_server.url("/posts/1")]
 
 
+@pytest.mark.slow
 def test_one_story_in_two_feeds_is_one_item_kept_by_the_first_source(http_server, news):
     story = "https://News.example.org/story/1"
     # The first source answers last: order of answers must not decide who keeps the story.
@@ -384,6 +385,7 @@ def test_ingest_runs_and_reports_per_source(http_server, news):
 # --- the command line ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_exit_codes_and_lines(http_server, make_config, qsite):
     http_server.routes["/ok"] = Reply(200, THREE)
     good = {"name": "Good", "url": http_server.url("/ok"), "tag": "Science"}
@@ -406,6 +408,7 @@ def test_cli_exit_codes_and_lines(http_server, make_config, qsite):
     assert done.returncode == 2 and "news.sources[0].tag" in done.stderr
 
 
+@pytest.mark.slow
 def test_cli_ingest_all_runs_site_then_news(http_server, make_config, qsite):
     http_server.routes["/ok"] = Reply(200, THREE)
     path = make_config(news={"sources": [{"name": "Good", "url": http_server.url("/ok"), "tag": "Science"}]})
@@ -424,6 +427,7 @@ def test_cli_ingest_all_runs_site_then_news(http_server, make_config, qsite):
     assert db.execute("SELECT count(*) FROM news").fetchone()[0] == 3
 
 
+@pytest.mark.slow
 def test_a_url_httpx_refuses_fails_only_its_source(http_server, make_config, qsite):
     """A redirect to a port over 65535 passes config validation but httpx cannot request it (no httpx.HTTPError)."""
     http_server.routes["/ok"] = Reply(200, THREE)

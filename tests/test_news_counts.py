@@ -98,6 +98,7 @@ def assert_counts_match(db) -> None:
     assert db.execute("SELECT * FROM news_counts ORDER BY 1, 2, 3, 4").fetchall() == recount  # no rows at zero
 
 
+@pytest.mark.slow
 def test_counts_follow_inserts_retags_and_deletions(db):
     rows = items(120, seed=1)
     insert(db, rows)
@@ -126,6 +127,7 @@ def schema(db) -> list[tuple]:
     return db.execute("SELECT type, name, sql FROM sqlite_master ORDER BY type, name").fetchall()
 
 
+@pytest.mark.slow
 def test_bulk_insert_gives_what_row_by_row_inserts_give(db, tmp_path):
     insert(db, items(30, seed=2, prefix="old"))  # a database that already holds items
     before = schema(db)

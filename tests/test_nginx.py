@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -23,14 +22,14 @@ import pytest
 from tests.support.known_data import seeded_database
 from tests.support.paths import ROOT
 from tests.support.processes import free_port, qsite_serve, stop, wait_until
+from tests.support.programs import PROGRAMS
 
 SHIPPED = ROOT / "deploy" / "nginx.conf"
 
 
 def nginx_in_front(folder: Path, upstream_port: int) -> tuple[subprocess.Popen, int]:
     """nginx running the shipped config against ``127.0.0.1:upstream_port``; returns it and its port."""
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    assert Path(nginx).exists(), "nginx is needed (Debian package nginx; .ci/run installs it)"
+    nginx = PROGRAMS["nginx"].path()
     port = free_port()
     site = SHIPPED.read_text(encoding="utf-8").replace("server api:8001", f"server 127.0.0.1:{upstream_port}")
     site = re.sub(r"listen\s+80\b", f"listen 127.0.0.1:{port}", site)
@@ -71,6 +70,8 @@ http {{
     return process, port
 
 
+@pytest.mark.slow
+@pytest.mark.requires("nginx")
 def test_the_shipped_nginx_keeps_ratelimit_off_cacheable_responses_and_pins_the_host(tmp_path):
     seeded_database(tmp_path / "site.db").close()
     config = tmp_path / "qsite.yml"

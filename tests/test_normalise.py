@@ -124,6 +124,7 @@ def test_plain_text_values_are_never_decoded_again():
 
 
 @given(st.text(max_size=2000))
+@pytest.mark.slow
 def test_shorten_never_exceeds_the_limit(text):
     cut = shorten(text, SUMMARY_LIMIT)
     assert len(cut) <= SUMMARY_LIMIT

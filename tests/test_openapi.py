@@ -111,6 +111,7 @@ def test_every_path_is_documented_with_get_only(document):
     assert document["security"] == [] and document["servers"][0]["url"] == "/"
 
 
+@pytest.mark.slow
 def test_schemathesis_finds_nothing_undocumented(config_path):
     """Property-based: generated requests to every operation get documented answers.
 

@@ -40,12 +40,13 @@ def document_file(tmp_path_factory):
 
 
 def run(tool: str, *args: str) -> subprocess.CompletedProcess:
-    assert (BIN / tool).exists(), f"{BIN / tool} is missing: run make tools (npm ci in tools/)"
     return subprocess.run(
         [str(BIN / tool), *args], capture_output=True, text=True, timeout=300, cwd=TOOLS, env={**os.environ, **QUIET}
     )
 
 
+@pytest.mark.slow
+@pytest.mark.requires("spectral")
 def test_spectral_oas_finds_no_error(document_file):
     result = run("spectral", "lint", "--ruleset", str(TOOLS / ".spectral.yaml"), "--format", "json", "--quiet", str(document_file))
     findings = json.loads(result.stdout or "[]")
@@ -54,6 +55,8 @@ def test_spectral_oas_finds_no_error(document_file):
     assert result.returncode == 0, result.stderr[-2000:]
 
 
+@pytest.mark.slow
+@pytest.mark.requires("redocly")
 def test_redocly_recommended_finds_no_error(document_file):
     result = run("redocly", "lint", "--config", str(TOOLS / "redocly.yaml"), "--format", "json", str(document_file))
     report = json.loads(result.stdout)

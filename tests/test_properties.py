@@ -13,6 +13,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from urllib.parse import parse_qsl, urlsplit
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -185,6 +186,7 @@ struct_times = st.one_of(
 @given(struct_times, struct_times, st.datetimes(min_value=datetime(1990, 1, 1), max_value=datetime(2100, 1, 1)))
 # Go's zero time, which real feeds carry as a placeholder date; strftime("%Y") writes it as "1".
 @example(time.struct_time((1, 1, 1, 0, 0, 0, 0, 1, 0)), None, datetime(2026, 11, 20))
+@pytest.mark.slow
 def test_published_at_is_utc_rfc3339_and_never_far_in_the_future(published, updated, seen):
     seen = seen.replace(tzinfo=timezone.utc, microsecond=0)
     # The raw text feedparser read each from, written back as ISO 8601, so that it agrees.

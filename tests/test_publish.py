@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
@@ -44,6 +43,7 @@ def snapshots_in(store: Path) -> list[str]:
     return sorted(path.name for path in store.glob("site-v*.db"))
 
 
+@pytest.mark.slow
 def test_publish_uploads_a_checked_copy_then_the_pointer(qsite, growing, tmp_path):
     assert qsite("ingest", "all", "--config", str(growing)).returncode == 0
     result = qsite("publish", "--config", str(growing))
@@ -70,6 +70,7 @@ def test_publish_uploads_a_checked_copy_then_the_pointer(qsite, growing, tmp_pat
     snap.close()
 
 
+@pytest.mark.slow
 def test_nothing_changed_uploads_nothing_and_says_so_in_one_line(qsite, growing, tmp_path):
     assert qsite("ingest", "all", "--config", str(growing), "--publish").returncode == 0
     store = tmp_path / "store"
@@ -80,11 +81,14 @@ def test_nothing_changed_uploads_nothing_and_says_so_in_one_line(qsite, growing,
     assert ((store / "latest.json").read_bytes(), snapshots_in(store), (store / "latest.json").stat().st_mtime_ns) == before
 
 
+@pytest.mark.slow
 def test_ingest_all_publish_publishes_each_change_and_prunes_beyond_keep(qsite, growing, tmp_path):
     store = tmp_path / "store"
     published = []
-    for _ in range(3):
-        time.sleep(1.1)  # news.every is 1 s: each run fetches the feed again, which has grown
+    for run in range(3):
+        if run:  # the feed is due again at once (rather than news.every later): each run fetches it, and it has grown
+            with sqlite3.connect(tmp_path / "site.db") as db:
+                db.execute("UPDATE sources SET next_fetch_at = NULL")
         result = qsite("ingest", "all", "--config", str(growing), "--publish")
         assert result.returncode == 0, result.stderr
         assert "is now latest" in result.stdout
@@ -94,6 +98,7 @@ def test_ingest_all_publish_publishes_each_change_and_prunes_beyond_keep(qsite, 
     assert snapshots_in(store) == sorted(published[-2:])
 
 
+@pytest.mark.slow
 def test_keep_zero_never_deletes_the_pointed_snapshot(qsite, make_config, tmp_path):
     config = make_config(snapshots={"store": "store", "keep": 0})
     assert qsite("ingest", "site", "--config", str(config)).returncode == 0
@@ -101,6 +106,7 @@ def test_keep_zero_never_deletes_the_pointed_snapshot(qsite, make_config, tmp_pa
     assert snapshots_in(tmp_path / "store") == [pointer(tmp_path / "store")["file"]]
 
 
+@pytest.mark.slow
 def test_publish_takes_a_consistent_copy_while_a_write_is_open(qsite, make_config, tmp_path):
     """VACUUM INTO reads one snapshot: an uncommitted write neither blocks it nor lands in it."""
     config = make_config(snapshots={"store": "store"})
@@ -122,6 +128,7 @@ def test_publish_takes_a_consistent_copy_while_a_write_is_open(qsite, make_confi
     snap.close()
 
 
+@pytest.mark.slow
 def test_default_store_is_a_folder_beside_the_database(qsite, make_config, tmp_path):
     config = make_config()
     assert qsite("ingest", "site", "--config", str(config)).returncode == 0
@@ -129,12 +136,14 @@ def test_default_store_is_a_folder_beside_the_database(qsite, make_config, tmp_p
     assert (tmp_path / "snapshots" / "latest.json").exists()
 
 
+@pytest.mark.slow
 def test_publish_without_a_database_fails_with_one_line(qsite, make_config, tmp_path):
     result = qsite("publish", "--config", str(make_config(snapshots={"store": "store"})))
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [f"Error: {tmp_path / 'site.db'}: no database yet; run `qsite ingest all` first"]
 
 
+@pytest.mark.slow
 def test_a_store_that_is_down_fails_the_publish_and_leaves_nothing_half_done(qsite, make_config, tmp_path):
     port = free_port()  # nothing listens there
     config = make_config(snapshots={"store": "s3://bucket/prefix", "endpoint_url": f"http://127.0.0.1:{port}"})
@@ -146,6 +155,7 @@ def test_a_store_that_is_down_fails_the_publish_and_leaves_nothing_half_done(qsi
     assert not list(tmp_path.glob(".qsite-publish-*"))
 
 
+@pytest.mark.slow
 def test_the_scheduler_publishes_after_ingests_that_changed_data(make_config, http_server, tmp_path):
     from pipeline.ops.schedule import Scheduler
 

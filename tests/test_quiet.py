@@ -9,6 +9,9 @@ import pytest
 from tests.support.paths import FEEDS
 from tests.support.processes import run_qsite
 
+#: Real ``qsite`` processes, a second or more each: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
+
 SOURCES = [
     {"name": "Lab Notes", "url": str(FEEDS / "lab-notes.xml"), "tag": "Science"},
     {"name": "Industry Wire", "url": str(FEEDS / "industry-wire.atom"), "tag": "Industry"},

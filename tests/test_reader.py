@@ -121,17 +121,19 @@ async def loop_stalls(during) -> tuple[object, float, float]:
     """Await ``during``; return its result, its seconds, and the longest the event loop went without a turn meanwhile."""
     longest = 0.0
     ticking = True
+    ticked = asyncio.Event()
 
     async def ticker():
         nonlocal longest
         last = time.monotonic()
         while ticking:
-            await asyncio.sleep(0.001)
+            await asyncio.sleep(0.001)  # review: the ticker's period, what the stall is measured in, not a wait
             now = time.monotonic()
             longest, last = max(longest, now - last), now
+            ticked.set()
 
     task = asyncio.create_task(ticker())
-    await asyncio.sleep(0.01)
+    await ticked.wait()  # the ticker runs before ``during`` starts
     started = time.monotonic()
     try:
         result = await during

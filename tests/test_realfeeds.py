@@ -29,6 +29,7 @@ CONTENT_TYPES = ["application/rss+xml", "text/xml", "text/html; charset=ISO-8859
 
 
 @pytest.mark.parametrize("feed", FEEDS, ids=[feed.name for feed in FEEDS])
+@pytest.mark.slow
 def test_feed_reads_as_its_golden(feed):
     assert read_golden_of(feed) == load_golden(feed)
 
@@ -83,6 +84,7 @@ def ingest(make_config, sources: list[dict]):
 DUPLICATING = {"bbc-hungarian.rdf", "taverncast-podcast.rss"}
 
 
+@pytest.mark.slow
 def test_goldens_land_from_local_files(make_config):
     reports, db = ingest(make_config, [{"name": feed.name, "url": str(feed), "tag": "Science"} for feed in FEEDS])
     assert landed(db) == expected()
@@ -97,6 +99,7 @@ def test_goldens_land_from_local_files(make_config):
 
 
 @pytest.mark.parametrize("content_type", CONTENT_TYPES)
+@pytest.mark.slow
 def test_goldens_land_over_http_whatever_the_content_type(make_config, http_server, content_type):
     for feed in FEEDS:
         headers = {"Content-Type": content_type}
@@ -112,6 +115,7 @@ def test_goldens_land_over_http_whatever_the_content_type(make_config, http_serv
         assert {"oren-ru.rss", "tls-org-diary.rdf", "paseri-blog.atom", "hnrss-frontpage.rss", "utf16.rss"} <= warned
 
 
+@pytest.mark.slow
 def test_a_second_ingest_of_the_corpus_changes_nothing(make_config):
     sources = [{"name": feed.name, "url": str(feed), "tag": "Science"} for feed in FEEDS]
     _, db = ingest(make_config, sources)

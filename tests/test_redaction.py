@@ -21,11 +21,15 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.config_files import write_config
 from tests.support.local_server import Reply
 from tests.support.paths import FEEDS, ROOT, SITE_EXPORT
 from tests.support.processes import qsite_serve, run_qsite
+
+#: Real processes and servers, seconds each: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
 
 FIGURES = Path(os.environ.get("QSITE_FIGURES", "/tmp/qsite-reliability")) / "redaction.json"
 EXPORT_USER = "exportuser-Q7"

@@ -16,6 +16,9 @@ from tests.support.feeds import RSS_TYPE, Entry, rss
 from tests.support.local_server import Reply
 from tests.support.processes import qsite_serve, stop, wait_until
 
+#: Real processes and servers, seconds each: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
+
 
 def get_json(port: int, path: str):
     """(status, body) of a GET to the local server, or (None, None) while it is not up."""

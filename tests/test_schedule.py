@@ -11,11 +11,16 @@ import threading
 import time
 from contextlib import contextmanager
 
+import pytest
+
 from config import load_config
 from pipeline.ops.schedule import JobSpec, Scheduler, run_forever
 from pipeline.report import RunReport
 from tests.support.local_server import Reply
 from tests.support.processes import QSITE, stop, wait_until
+
+#: Real processes and servers, seconds each: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
 
 
 @contextmanager
@@ -51,7 +56,7 @@ def test_jobs_run_in_turn_and_a_raising_job_does_not_stop_the_scheduler(make_con
     def flaky(config, wait):
         calls["flaky"] += 1
         start = time.monotonic()
-        time.sleep(0.2)
+        time.sleep(0.2)  # review: the job's work (its span is what is checked), not a wait
         spans.append(("flaky", start, time.monotonic()))
         if calls["flaky"] == 1:
             raise RuntimeError("feed host exploded")
@@ -60,7 +65,7 @@ def test_jobs_run_in_turn_and_a_raising_job_does_not_stop_the_scheduler(make_con
     def steady(config, wait):
         calls["steady"] += 1
         start = time.monotonic()
-        time.sleep(0.3)
+        time.sleep(0.3)  # review: the job's work (its span is what is checked), not a wait
         spans.append(("steady", start, time.monotonic()))
         return [RunReport("site", "export", "unchanged")]
 

@@ -21,6 +21,9 @@ import pytest
 from tests.support.paths import FEEDS, SITE_EXPORT
 from tests.support.processes import qsite_serve, run_qsite
 
+#: Real processes and servers, seconds each: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
+
 FIGURES = Path(os.environ.get("QSITE_FIGURES", "/tmp/qsite-reliability")) / "secrets.json"
 #: Shorter strings (an answer of "2") would match innocent text; these are all distinctive.
 MIN_LENGTH = 12

@@ -13,6 +13,9 @@ from tests.support.openapi_check import OpenAPICheck
 from tests.support.paths import SITE_EXPORT
 from tests.support.processes import free_port, qsite_serve, run_qsite, wait_until
 
+#: Real processes and servers, seconds each: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
+
 VISIBLE_WITHIN = 2.0
 
 

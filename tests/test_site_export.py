@@ -529,6 +529,7 @@ def test_readers_see_the_old_catalog_or_the_new_never_a_mix(loaded, sample_expor
 # --- the real command -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_exit_statuses_of_the_real_command(make_config, qsite, tmp_path, http_server, sample_export):
     config = make_config()
     ok = qsite("ingest", "site", "--config", str(config))

@@ -37,6 +37,9 @@ from pipeline.store.records import Item
 from tests.support.known_data import SOURCES, seeded_database
 from tests.support.processes import qsite_serve
 
+#: A real server's latency measured: `make test` runs it alone, after the parallel part (tests/README.md).
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
+
 FIGURES = Path(os.environ.get("QSITE_FIGURES", "/tmp/qsite-reliability")) / "slow_reads.json"
 TIME_LIMIT_MS = 400
 #: Items searched through: the search below takes about 0.9 s over them on this machine's cores.

@@ -13,6 +13,9 @@ from pipeline.store import open_database
 from tests.support.feeds import RSS_TYPE, Entry, rss
 from tests.support.local_server import Reply
 
+#: Real processes and servers, seconds each: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
+
 
 def lab_feed(count: int) -> str:
     entries = [Entry(f"https://lab.example/{n}", f"Story {n}", f"Mon, 0{n + 1} Mar 2025 08:00:00 GMT") for n in range(count)]

@@ -22,6 +22,9 @@ from tests.support.processes import qsite_serve
 from service.http.targets import check_target
 from tests.support.raw_http import raw_request
 
+#: A real server for the module, seconds to start: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
+
 OK_OR_CLIENT_ERROR = range(200, 500)
 
 

@@ -28,6 +28,9 @@ from tests.support.paths import SITE_EXPORT
 from tests.support.processes import run_qsite
 from tests.support.snapshot import snapshot
 
+#: Real processes and servers, seconds each: `make test-fast` leaves these out (tests/README.md).
+pytestmark = pytest.mark.slow
+
 ROOT = os.geteuid() == 0
 TMPFS_SIZE = "4m"
 #: Room left on the filled disk: enough to open the database, not to store a big feed.

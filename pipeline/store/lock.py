@@ -79,7 +79,16 @@ def writer_lock(db_path: str | os.PathLike, timeout: float = DEFAULT_WAIT) -> It
     lock = FileLock(str(path), is_singleton=True)
     first = not lock.is_locked
     try:
-        lock.acquire(timeout=max(timeout, 0), poll_interval=0.1)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            if timeout <= 0:
+                raise
+            # one line, so a command that seems to hang says why (and tests wait on it instead of sleeping)
+            holder = lock_holder(db_path)
+            log.info("waiting up to %g s for the writer lock %s: another qsite run is writing%s",
+                     timeout, path, f" ({holder})" if holder else "")
+            lock.acquire(timeout=timeout, poll_interval=0.1)
     except Timeout:
         holder = lock_holder(db_path)
         raise WriterLockTimeout(

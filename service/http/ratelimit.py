@@ -37,6 +37,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import limits
 from datasette import hookimpl
@@ -128,15 +129,26 @@ def with_cached_keys(item: limits.RateLimitItem) -> limits.RateLimitItem:
 class FairUse:
     """One limit, one storage and the client rule of one Datasette instance."""
 
-    def __init__(self, item: limits.RateLimitItem, storage_uri: str, trusted_proxies: int):
+    def __init__(self, item: limits.RateLimitItem, storage_uri: str, trusted_proxies: int, clock: Callable[[], float] = time.time):
         self.item = item
         self.policy = policy_header(item)
         self.trusted_proxies = trusted_proxies
         self.storage_uri = storage_uri
-        self.strategy = SlidingWindowCounterRateLimiter(window_counts(storage_uri))
+        self.counts = window_counts(storage_uri)
+        self.strategy = SlidingWindowCounterRateLimiter(self.counts)
+        self.clock = clock
         self.keyed = with_cached_keys(item)
         self._down_until = 0.0
         self._warned_at = -math.inf
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """Wall-clock seconds the windows are aligned to (so replicas sharing Redis agree); tests set their own."""
+        return self.counts.clock
+
+    @clock.setter
+    def clock(self, clock: Callable[[], float]) -> None:
+        self.counts.clock = clock
 
     async def hit(self, client: str) -> Verdict | None:
         """Count one request of ``client``; None when the storage cannot say."""
@@ -146,6 +158,7 @@ class FairUse:
             # refused hits are not counted; the stats right after a hit cost no round trip
             allowed = await self.strategy.hit(self.keyed, client)
             stats = await self.strategy.get_window_stats(self.keyed, client)
+            # limits adds the wait to its own time.time(): taking that away leaves the wait our clock's windows give
             reset_in = max(0, math.ceil(stats.reset_time - time.time()))
             verdict = Verdict(allowed, stats.remaining, reset_in)
         except Exception as exc:  # any storage failure: serve rather than refuse

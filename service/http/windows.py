@@ -26,6 +26,7 @@ import inspect
 import math
 import time
 from abc import abstractmethod
+from typing import Callable
 
 from limits.aio.storage import SlidingWindowCounterSupport, Storage
 from limits.storage import storage_from_string
@@ -60,6 +61,8 @@ class WindowCounts(Storage, SlidingWindowCounterSupport):
         super().__init__(uri, wrap_exceptions=wrap_exceptions, **options)
         self.window: int | None = None
         self.seen: dict[str, tuple[int, int]] = {}
+        #: Wall-clock seconds the windows are numbered by (:attr:`service.http.ratelimit.FairUse.clock`).
+        self.clock: Callable[[], float] = time.time
 
     @abstractmethod
     async def add(self, key: str, window: int, expiry: int, amount: int) -> int:
@@ -70,7 +73,7 @@ class WindowCounts(Storage, SlidingWindowCounterSupport):
         """``key``'s count in ``window``."""
 
     async def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
-        now = time.time()
+        now = self.clock()
         window = int(now // expiry)
         if window != self.window:
             self.window, self.seen = window, {}
@@ -85,7 +88,7 @@ class WindowCounts(Storage, SlidingWindowCounterSupport):
         return allowed
 
     async def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
-        now = time.time()
+        now = self.clock()
         window = int(now // expiry)
         seen = self.seen.get(key) if window == self.window else None
         if seen:
@@ -96,7 +99,7 @@ class WindowCounts(Storage, SlidingWindowCounterSupport):
         return previous, (left if previous else 0.0), current, left + expiry
 
     async def clear_sliding_window(self, key: str, expiry: int) -> None:
-        window = int(time.time() // expiry)
+        window = int(self.clock() // expiry)
         self.seen.pop(key, None)
         await self.clear(f"{key}/{window}")
         await self.clear(f"{key}/{window - 1}")

@@ -62,7 +62,7 @@ class LocalServer:
                 if reply is None:
                     reply = Reply(404, b"not found")
                 if reply.stall:
-                    time.sleep(reply.stall)
+                    time.sleep(reply.stall)  # review: a slow server is the behaviour a test asks for, not a wait
                 body = reply.body.encode() if isinstance(reply.body, str) else reply.body
                 try:
                     self.send_response(reply.status)
@@ -123,7 +123,7 @@ class DripServer:
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/rss+xml\r\n\r\n<?xml version='1.0'?><rss version='2.0'><channel>")
             while not self.stopped.is_set():
                 conn.sendall(b" ")
-                time.sleep(self.interval)
+                time.sleep(self.interval)  # review: the drip's pace is the behaviour under test, not a wait
         except OSError:
             pass
         finally:

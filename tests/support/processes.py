@@ -44,7 +44,7 @@ def wait_until(predicate, timeout: float, interval: float = 0.05):
         value = predicate()
         if value:
             return value
-        time.sleep(interval)
+        time.sleep(interval)  # polls for the event (the predicate)
     return predicate()
 
 
@@ -91,32 +91,55 @@ def qsite_serve(
     (``up``), ``args`` adds options, ``env`` adds environment variables; ``ready`` is the
     path polled until any HTTP answer (pick one the rate limit exempts when the budget
     matters). A process the test has not stopped itself gets SIGTERM at the end.
+
+    Tests run in parallel (pytest-xdist): when another test's server took the free port
+    first, qsite refuses it in one line at once, and the server starts again on another.
     """
-    port = free_port()
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [*wrapper, QSITE, command, "--config", str(config), "--port", str(port), *args],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
-        )
-    served = Served(process, port, log)
+    for attempt in range(PORT_ATTEMPTS):
+        port = free_port()
+        with open(log, "wb") as out:
+            process = subprocess.Popen(
+                [*wrapper, QSITE, command, "--config", str(config), "--port", str(port), *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **(env or {})},
+            )
+        served = Served(process, port, log)
 
-    def answers() -> bool:
-        if process.poll() is not None:
-            raise RuntimeError(f"qsite {command} exited with {process.returncode}: {log.read_text()[-2000:]}")
+        def started() -> str | None:
+            if process.poll() is not None:
+                return "exited"
+            return "answers" if answered(served, ready) else None
+
         try:
-            httpx.get(served.url(ready), timeout=1)
-            return True
-        except httpx.HTTPError:
-            return False
-
-    try:
-        if not wait_until(answers, timeout, interval=0.1):
+            outcome = wait_until(started, timeout, interval=0.1)
+        except BaseException:
+            stop(process)
+            raise
+        if outcome == "answers":
+            break
+        if outcome is None:
+            stop(process)
             raise RuntimeError(f"qsite {command} did not answer in {timeout} s: {log.read_text()[-2000:]}")
+        if f":{port} is already in use" not in log.read_text() or attempt == PORT_ATTEMPTS - 1:
+            raise RuntimeError(f"qsite {command} exited with {process.returncode}: {log.read_text()[-2000:]}")
+    try:
         yield served
     finally:
         stop(process)
+
+
+#: Ports a :func:`qsite_serve` tries before giving up (another test may take a free one first).
+PORT_ATTEMPTS = 3
+
+
+def answered(served: Served, path: str) -> bool:
+    """Whether ``served`` gives any HTTP answer at ``path`` now."""
+    try:
+        httpx.get(served.url(path), timeout=1)
+        return True
+    except httpx.HTTPError:
+        return False
 
 
 def worker_pids(pid: int) -> list[int]:
@@ -125,3 +148,36 @@ def worker_pids(pid: int) -> list[int]:
     for task in Path(f"/proc/{pid}/task").iterdir():
         children += [int(child) for child in (task / "children").read_text().split()]
     return children
+
+
+def _cpu_ticks(pid: int) -> dict[str, int]:
+    ticks = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        ticks[task.name] = int(fields[11]) + int(fields[12])  # utime + stime (proc(5) fields 14 and 15)
+    return ticks
+
+
+def threads_on_cpu(pid: int, interval: float = 0.2) -> int:
+    """How many threads of ``pid`` used the CPU during the next ``interval`` seconds (from ``/proc``).
+
+    The event a test waits for when work it started runs in a server's threads,
+    with nothing else to show for it (a SQL query counting for ever). The sleep
+    is the measuring window, not a guess at how long something takes.
+    """
+    before = _cpu_ticks(pid)
+    time.sleep(interval)  # review: the measuring window (see above), not a wait
+    after = _cpu_ticks(pid)
+    return sum(1 for tid, ticks in after.items() if ticks > before.get(tid, ticks))
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time ``pid`` has used so far (its own, all threads), or 0.0 once it is gone; from ``/proc``."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
