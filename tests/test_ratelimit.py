@@ -216,7 +216,7 @@ def test_limits_strategy_over_the_memory_counts():
         stats = await strategy.get_window_stats(item, "a")
         assert stats.remaining == 0 and 0 < stats.reset_time - time_now() <= 86400
         assert await strategy.hit(item, "b") and (await strategy.get_window_stats(item, "b")).remaining == 1
-        window = int(time.time() // 86400)
+        window = int(counts.clock() // 86400)
         assert await counts.get(f"{item.key_for('a')}/{window}") == 2  # the refused hit was taken back
         await strategy.clear(item, "a")
         assert await strategy.hit(item, "a")
