@@ -57,7 +57,7 @@ def test_dashboard_linked_from_home_draws_every_chart_from_the_data(database_and
     database, config = database_and_config
     chromium = shutil.which("chromium")
     assert chromium, "no chromium on PATH: .ci/run installs the Debian package"
-    dashboard = yaml.safe_load((ROOT / "metadata.yml").read_text(encoding="utf-8"))["plugins"]["datasette-dashboards"]["overview"]
+    dashboard = yaml.safe_load((ROOT / "datasette.yaml").read_text(encoding="utf-8"))["plugins"]["datasette-dashboards"]["overview"]
     db = sqlite3.connect(database)
 
     problems: list[str] = []
