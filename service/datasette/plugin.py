@@ -118,6 +118,7 @@ def prepare_jinja2_environment(env, datasette):
 @hookimpl
 def startup(datasette):
     async def load():
+        instance(datasette).started = True
         if instance(datasette).follower is None:  # a follower has no database until its first snapshot
             await serving_api(datasette)
         sql_budget(datasette)
@@ -167,6 +168,10 @@ def asgi_wrapper(datasette):
                 if method not in READ_METHODS:
                     return await api_view(datasette, None, scope, send)  # 404 or 405, as the document says
                 if not is_snapshot_file(path.decode("latin-1")):
+                    if not instance(datasette).started:
+                        # Datasette 0.65 runs ASGI wrappers outside its run-on-first-request
+                        # startup: this path answers before Datasette's router would start it.
+                        await datasette.invoke_startup()
                     api = await serving_api(datasette)
                     answer = await api.anonymous(
                         method, (path, scope.get("query_string", b"")), scope["headers"], client_scheme(datasette, scope)

@@ -50,6 +50,8 @@ class Instance:
     built_for: object = None
     budget: SqlBudget | None = None
     last_error: str | None = None
+    #: Datasette's startup hooks have run (the plugin's ``startup``).
+    started: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
