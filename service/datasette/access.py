@@ -17,18 +17,26 @@ each time. With the default configuration everything is public, as before.
 from __future__ import annotations
 
 from service.api.endpoints import ENDPOINTS, Endpoint
-from service.compat import allowed
+from service.compat import allowed, canned_query_sql
 
 #: Endpoints that hand out the whole database file.
 WHOLE_DATABASE = frozenset({"snapshot", "snapshot_file"})
 QUERY_PREFIX = "api_"
 
 
-def resources(endpoint: Endpoint) -> list[tuple[str, str | None]]:
-    """``(action, resource name)`` pairs an endpoint reads; empty for documents about the API."""
+def resources(endpoint: Endpoint, known: frozenset[str]) -> list[tuple[str, str | None]]:
+    """``(action, resource name)`` pairs an endpoint reads; empty for documents about the API.
+
+    :param known: the canned queries Datasette has; the SQL of others comes from
+        the bundled ``datasette.yaml`` (Datasette started without it), so what
+        they read is governed by the database's permission.
+    """
     if endpoint.name in WHOLE_DATABASE:
         return [("view-database", None)]
-    return [("view-query", QUERY_PREFIX + name) for name in endpoint.queries]
+    pairs = [("view-query", QUERY_PREFIX + name) for name in endpoint.queries if QUERY_PREFIX + name in known]
+    if len(pairs) < len(endpoint.queries):
+        pairs.append(("view-database", None))
+    return pairs
 
 
 class Access:
@@ -37,23 +45,24 @@ class Access:
     :param denied_anonymous: names of the endpoints the anonymous actor may not read.
     """
 
-    def __init__(self, datasette, database: str, denied_anonymous: frozenset[str]):
+    def __init__(self, datasette, database: str, known: frozenset[str], denied_anonymous: frozenset[str]):
         self.datasette = datasette
         self.database = database
+        self.known = known
         self.denied_anonymous = denied_anonymous
 
     @classmethod
     async def for_instance(cls, datasette, database: str) -> "Access":
-        denied = set()
-        for endpoint in ENDPOINTS.values():
-            if not await cls.check(datasette, database, endpoint, None):
-                denied.add(endpoint.name)
-        return cls(datasette, database, frozenset(denied))
+        wanted = {QUERY_PREFIX + name for endpoint in ENDPOINTS.values() for name in endpoint.queries}
+        known = frozenset(await canned_query_sql(datasette, database, sorted(wanted)))
+        access = cls(datasette, database, known, frozenset())
+        denied = [endpoint.name for endpoint in ENDPOINTS.values() if not await access.check(endpoint, None)]
+        access.denied_anonymous = frozenset(denied)
+        return access
 
-    @staticmethod
-    async def check(datasette, database: str, endpoint: Endpoint, actor) -> bool:
-        for action, name in resources(endpoint):
-            if not await allowed(datasette, actor, action, database, name):
+    async def check(self, endpoint: Endpoint, actor) -> bool:
+        for action, name in resources(endpoint, self.known):
+            if not await allowed(self.datasette, actor, action, self.database, name):
                 return False
         return True
 
@@ -64,4 +73,4 @@ class Access:
     async def allows(self, endpoint: Endpoint, actor) -> bool:
         if actor is None:
             return self.public(endpoint)
-        return await self.check(self.datasette, self.database, endpoint, actor)
+        return await self.check(endpoint, actor)

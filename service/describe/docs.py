@@ -44,6 +44,7 @@ CACHING_HEADERS = (("Cache-Control", "CacheControl"), ("ETag", "ETag"), ("Last-M
 #: The document's response component that describes each error status.
 STATUS_RESPONSES = {
     400: "BadRequest",
+    403: "Forbidden",
     404: "NotFound",
     405: "MethodNotAllowed",
     414: "UriTooLong",
