@@ -37,7 +37,6 @@ What is here, and why no public API serves:
 from __future__ import annotations
 
 import asyncio
-import inspect
 import threading
 from functools import lru_cache
 from pathlib import Path
@@ -74,9 +73,9 @@ def datasette_kwargs(metadata: dict, config: dict) -> dict:
     """
     settings = dict(config.get("settings") or {})
     rest = {key: value for key, value in config.items() if key != "settings"}
-    from datasette.app import Datasette
-
-    if "config" in inspect.signature(Datasette.__init__).parameters:
+    # Told by the 1.0 permission API (``Datasette(config=)`` came with 1.0a8, before it), not
+    # by the signature: datasette's own pytest plugin wraps ``__init__`` as ``(*args, **kwargs)``.
+    if datasette_1():
         return {"metadata": metadata, "config": rest, "settings": settings}
     return {"metadata": merged(metadata, rest), "settings": settings}
 
@@ -116,9 +115,18 @@ async def allowed(datasette, actor, action: str, database: str, child: str | Non
     return visible
 
 
-def instance_metadata(datasette) -> dict | None:
-    """The whole metadata as ``/-/metadata`` shows it (0.65); None on 1.0, which has no such page."""
-    return None if datasette_1() else datasette.metadata()
+def instance_metadata(datasette):
+    """The metadata as ``/-/metadata`` shows it: a dict on 0.65; on 1.0 (no such page of its own)
+    a coroutine for the instance's and each database's metadata, from its public getters."""
+    if not datasette_1():
+        return datasette.metadata()
+
+    async def gather() -> dict:
+        metadata = await datasette.get_instance_metadata()
+        databases = {name: await datasette.get_database_metadata(name) for name in datasette.databases}
+        return {**metadata, "databases": {name: entry for name, entry in databases.items() if entry}}
+
+    return gather()
 
 
 def instance_config(datasette) -> dict | None:

@@ -54,14 +54,25 @@ def public_threads(datasette) -> dict:
     }
 
 
+def public_metadata(datasette):
+    """``/-/metadata`` without plugin settings (a coroutine on Datasette 1.0: :func:`service.compat.instance_metadata`)."""
+    metadata = instance_metadata(datasette)
+    if isinstance(metadata, dict):
+        return without_plugins(metadata)
+
+    async def gathered():
+        return without_plugins(await metadata)
+
+    return gathered()
+
+
 def routes(datasette) -> list[tuple[str, object]]:
     """``(regex, view)`` for each page shown here, for ``register_routes``."""
     pages = {
         "databases": lambda: public_databases(datasette),
         "threads": lambda: public_threads(datasette),
     }
-    if instance_metadata(datasette) is not None:
-        pages["metadata"] = lambda: without_plugins(instance_metadata(datasette))
+    pages["metadata"] = lambda: public_metadata(datasette)
     if instance_config(datasette) is not None:
         pages["config"] = lambda: without_plugins(instance_config(datasette))
     return [
