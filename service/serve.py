@@ -41,7 +41,7 @@ from datasette.app import Datasette
 from config import Config
 
 from service.compat import GRANIAN_LOGGER, datasette_kwargs, serve_granian
-from service.datasette.metadata import load_datasette_config, load_metadata
+from service.datasette.metadata import CONFIG_PATH, load_datasette_config, load_metadata
 from service.datasette.state import instance
 from service.http.settings import PLUGIN_NAME
 
@@ -63,10 +63,15 @@ FD_CHECK_EVERY = 5.0
 #: Connections the kernel queues for each listening socket before refusing more.
 BACKLOG = 1024
 
+#: The deployer's datasette.yaml, for every worker (``qsite serve --datasette-config``).
+DATASETTE_CONFIG_ENV = "QSITE_DATASETTE_CONFIG"
+
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def make_datasette(config: Config, settings: dict | None = None, files: list[str] | None = None) -> Datasette:
+def make_datasette(
+    config: Config, settings: dict | None = None, files: list[str] | None = None, datasette_yaml: str | Path | None = None
+) -> Datasette:
     """A Datasette serving ``config``'s database with ``metadata.yml``, ``datasette.yaml`` and the plugin settings.
 
     Loaded the same way on Datasette 0.65 and 1.0 (:func:`service.compat.datasette_kwargs`).
@@ -74,10 +79,13 @@ def make_datasette(config: Config, settings: dict | None = None, files: list[str
     unless ``datasette.yaml`` or ``settings`` say otherwise.
 
     :param files: the database files instead (``[]`` for a follower, which adds its snapshots itself).
+    :param datasette_yaml: the deployer's ``datasette.yaml`` (its queries, ``allow`` blocks, settings);
+        default ``QSITE_DATASETTE_CONFIG`` (``qsite serve --datasette-config``), else the bundled one.
     """
     database = config.database_path
     metadata = load_metadata(database.stem)
-    datasette_config = load_datasette_config(database.stem)
+    datasette_yaml = datasette_yaml or os.environ.get(DATASETTE_CONFIG_ENV) or CONFIG_PATH
+    datasette_config = load_datasette_config(database.stem, datasette_yaml)
     datasette_config.setdefault("plugins", {})[PLUGIN_NAME] = {"config": str(config.path), "database": str(database)}
     datasette_config["settings"] = {
         "sql_time_limit_ms": config.api.sql_time_limit_ms, **(datasette_config.get("settings") or {}), **(settings or {}),
