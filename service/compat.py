@@ -17,7 +17,7 @@ What is here, and why no public API serves:
   and ``get_query`` (1.0a24 on).
 - :func:`allowed`: ``check_visibility(permissions=...)`` (0.65) became
   ``allowed(action=, resource=)`` (1.0a20, "permissions are now actions").
-- :func:`instance_metadata`: ``Datasette.metadata()`` exists on 0.65 only
+- :func:`queries_not_configured`, :func:`instance_metadata`: ``Datasette.metadata()`` exists on 0.65 only
   (1.0 has no ``/-/metadata`` page; its ``/-/config`` shows :func:`instance_config`).
 - :func:`snapshot_database`: Datasette 0.65 keeps each executor thread's read
   connection in a thread-local keyed by the database *name*
@@ -113,6 +113,12 @@ async def allowed(datasette, actor, action: str, database: str, child: str | Non
     permissions.append("view-instance")
     visible, _private = await datasette.check_visibility(actor, permissions=permissions)
     return visible
+
+
+def queries_not_configured(datasette, database: str, queries: dict) -> dict:
+    """Of ``queries``, those Datasette 0.65 was not started with (its metadata has none of that name)."""
+    configured = datasette.metadata("queries", database=database, fallback=False) or {}
+    return {name: query for name, query in queries.items() if name not in configured}
 
 
 def instance_metadata(datasette):

@@ -43,7 +43,7 @@ from config import Config
 from service.compat import GRANIAN_LOGGER, datasette_kwargs, serve_granian
 from service.datasette.metadata import CONFIG_PATH, load_datasette_config, load_metadata
 from service.datasette.state import instance
-from service.http.settings import PLUGIN_NAME
+from service.http.settings import DATASETTE_CONFIG_ENV, PLUGIN_NAME
 
 log = logging.getLogger("qsite.serve")
 
@@ -62,9 +62,6 @@ FD_WARN_EVERY = 60.0
 FD_CHECK_EVERY = 5.0
 #: Connections the kernel queues for each listening socket before refusing more.
 BACKLOG = 1024
-
-#: The deployer's datasette.yaml, for every worker (``qsite serve --datasette-config``).
-DATASETTE_CONFIG_ENV = "QSITE_DATASETTE_CONFIG"
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 

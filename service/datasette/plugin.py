@@ -29,20 +29,26 @@ plugin settings by :mod:`service.datasette.public`.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from urllib.parse import unquote_to_bytes
 
 from datasette import hookimpl
 from jinja2 import ChoiceLoader, FileSystemLoader
 
+from config import ConfigError
+
 from service.api.endpoints import ENDPOINTS
+from service.compat import queries_not_configured
 from service.datasette import public
 from service.datasette.errors import handle_exception  # noqa: F401  (a hook: registered with this module)
 from service.datasette.handler import Api
+from service.datasette.metadata import CONFIG_PATH, configured_queries
 from service.datasette.state import held_api, instance, serving_api, sql_budget
 from service.describe.docs import TEMPLATES_DIR
 from service.http.problems import API_PREFIX, CORS_HEADERS, problem_response, send_response
 from service.replica.snapshot_api import is_snapshot_file, send_snapshot_file
+from service.http.settings import DATASETTE_CONFIG_ENV, qsite_config
 from service.http.sql_budget import runs_arbitrary_sql
 from service.http.targets import check_target, raw_target
 
@@ -107,6 +113,23 @@ async def api_view(datasette, request, scope, send):
 @hookimpl
 def register_routes(datasette):
     return [(ROUTE, api_view), *public.routes(datasette)]
+
+
+@hookimpl
+def canned_queries(datasette, database):
+    """Datasette 0.65 run plainly (``datasette serve site.db -m metadata.yml``: it has no ``-c``): the
+    queries of ``datasette.yaml`` (``QSITE_DATASETTE_CONFIG``, else the bundled one) for the served
+    database, with their ``allow`` blocks, unless Datasette was given them. Datasette 1.0 reads
+    ``datasette.yaml`` itself (``-c``) and has no such hook: this is never called there.
+    """
+    try:
+        served = qsite_config(datasette).database_path.stem
+    except ConfigError:
+        return None
+    if database != served:
+        return None
+    path = os.environ.get(DATASETTE_CONFIG_ENV) or CONFIG_PATH
+    return queries_not_configured(datasette, database, configured_queries(path))
 
 
 @hookimpl

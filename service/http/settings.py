@@ -14,6 +14,9 @@ import weakref
 from config import Config, load_config
 
 PLUGIN_NAME = "qsite"
+#: The deployer's datasette.yaml (``qsite serve --datasette-config``), read by every worker and by the
+#: plugin under a plain Datasette 0.65, which has no ``-c``.
+DATASETTE_CONFIG_ENV = "QSITE_DATASETTE_CONFIG"
 
 #: Each Datasette instance's config, kept as long as the instance lives (nothing is set on the Datasette object).
 _CONFIGS: "weakref.WeakKeyDictionary[object, Config]" = weakref.WeakKeyDictionary()
