@@ -27,6 +27,8 @@ What is here, and why no public API serves:
   no upstream issue found for 0.65); on 0.65 a subclass does that, and to prepare its
   connections as Datasette does it must call ``Datasette._prepare_connection``
   (no public equivalent: the ``prepare_connection`` hook is what it runs).
+- :func:`replace_database`: 1.0's ``remove_database`` closes the database
+  at once; swapping a snapshot must leave the old one open for its requests.
 - :data:`GRANIAN_LOGGER` and :func:`serve_granian`: granian 2.x logs its server
   lines to a logger named ``_granian`` (``granian/log.py``) and takes a
   loader called in each worker as ``Server.serve(target_loader=)``, neither in
@@ -175,6 +177,26 @@ def snapshot_database(datasette, path: Path):
 
         return Database(datasette, path=str(path), is_mutable=False)
     return _snapshot_database_065()(datasette, path)
+
+
+def replace_database(datasette, name: str, database) -> None:
+    """Serve ``database`` under ``name`` in place of the one there, in one step no request sees apart.
+
+    The old one is left open for the requests still reading it (the follower
+    closes it after its grace). Datasette 0.65's ``remove_database`` only
+    forgets a database; 1.0's also closes it at once (1.0a41: a request in
+    flight then fails with ``DatasetteClosedError``), so on 1.0 the mapping is
+    replaced as ``add_database`` itself does it (a new ``databases`` dict,
+    never mutated in place), with the name and route it sets.
+    """
+    if not datasette_1():
+        if name in datasette.databases:
+            datasette.remove_database(name)
+        datasette.add_database(database, name=name)
+        return
+    database.name = name
+    database.route = name
+    datasette.databases = {**datasette.databases, name: database}
 
 
 #: The logger granian's server lines go to (granian/log.py, 2.x).

@@ -62,7 +62,7 @@ from db.snapshot_store import SnapshotStore, StoreUnavailable
 from db.snapshot import NAME_PATTERN, Pointer, SnapshotError, verify_download
 
 from service.api.endpoints import ENDPOINTS
-from service.compat import snapshot_database
+from service.compat import replace_database, snapshot_database
 from service.http.problems import send_problem
 
 log = logging.getLogger("qsite.follow")
@@ -369,12 +369,10 @@ class Follower:
         datasette = self.datasette
         old = self.serving
         database = snapshot_database(datasette, path)
-        # Datasette's add_database never replaces a name, so remove and add: two
-        # assignments with no await between them, which no request can see apart.
-        for name in (self.name, "_memory"):
-            if name in datasette.databases:
-                datasette.remove_database(name)
-        datasette.add_database(database, name=self.name)
+        if "_memory" in datasette.databases:
+            datasette.remove_database("_memory")
+        # No await between the old file and the new: no request sees them apart (service/compat.py).
+        replace_database(datasette, self.name, database)
         # The next request finds a new snapshot served and builds a new Api (and response
         # cache) over it (service/datasette/state.py serving_api).
         self.serving = Serving(pointer, path, database, claim)
