@@ -16,6 +16,7 @@ file stem and the qsite config decides the file. :func:`load_metadata` and
 from __future__ import annotations
 
 import copy
+from functools import lru_cache
 from pathlib import Path
 
 import yaml
@@ -81,7 +82,13 @@ def load_datasette_config(database: str, path: str | Path = CONFIG_PATH) -> dict
 
 
 def configured_queries(path: str | Path = CONFIG_PATH) -> dict:
-    """The ``queries`` mapping of ``datasette.yaml``'s database, as written."""
+    """The ``queries`` mapping of ``datasette.yaml``'s database, as written (a copy: callers may change it)."""
+    return copy.deepcopy(_configured_queries(str(path)))
+
+
+@lru_cache(maxsize=8)
+def _configured_queries(path: str) -> dict:
+    # Read once per file: Datasette 0.65 asks the canned_queries hook on every page and permission check.
     (entry,) = read_config_file(path)["databases"].values()
     return entry.get("queries") or {}
 
