@@ -18,7 +18,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     QSITE_PORT=8001
 
 WORKDIR /app
-COPY pyproject.toml uv.lock README.md metadata.yml ./
+COPY pyproject.toml uv.lock README.md metadata.yml datasette.yaml ./
 COPY qsite ./qsite
 COPY config ./config
 COPY pipeline ./pipeline
@@ -27,7 +27,7 @@ COPY db ./db
 COPY deploy ./deploy
 # The runtime packages only, at the versions and hashes of uv.lock, into
 # /app/.venv (first on PATH). Editable, so the code runs from /app: service/
-# reads metadata.yml from the project root beside it, which a plain wheel
+# reads metadata.yml and datasette.yaml from the project root beside it, which a plain wheel
 # install would leave behind.
 RUN pip install --quiet --target /tmp/uv "uv==$UV_VERSION" \
     && /tmp/uv/bin/uv sync --locked --compile-bytecode --quiet \

@@ -24,7 +24,7 @@ NODE_STAMP := tools/node_modules/.installed
 LOCALES := service/locales
 POT := $(LOCALES)/qsite.pot
 
-.PHONY: install dev lock tools up test test-fast docs cog bench profile soak cluster clean messages i18n-extract i18n-update i18n-compile
+.PHONY: install dev lock tools up test test-fast test-datasette1 docs cog bench profile soak cluster clean messages i18n-extract i18n-update i18n-compile
 
 $(UV):
 	$(PYTHON) -m pip install --quiet --quiet --disable-pip-version-check --target $(dir $(@D)) uv==$(UV_VERSION)
@@ -78,6 +78,22 @@ docs: dev
 cog: dev
 	$(BIN)/cog -r -I docs docs/*.md
 
+# The same code on Datasette's 1.0 line: .venv-d1 is .venv (the lock, with the test extra) with
+# the newest 1.0 alpha installed over it (service/compat.py holds what differs). The Datasette-facing
+# tests run there: the plugin, its pages and permissions, the API through Datasette, a plain
+# `datasette serve`, `qsite serve` (granian), ingest and following (DATASETTE1_TESTS). The rest
+# (feeds, parsing, storage, fuzzing, load, browsers) does not touch Datasette and runs in `make test`.
+DATASETTE_1 ?= datasette==1.0a41
+VENV_D1 := .venv-d1
+DATASETTE1_TESTS ?= tests/test_compat.py tests/test_datasette.py tests/test_plugins_together.py tests/test_permissions.py \
+	tests/test_plain_datasette.py tests/test_state.py tests/test_api.py tests/test_api_cache.py tests/test_reader.py \
+	tests/test_sources.py tests/test_targets.py tests/test_languages.py tests/test_serve.py tests/test_follow.py
+test-datasette1: $(UV) tools
+	UV_PROJECT_ENVIRONMENT=$(VENV_D1) $(SYNC) --extra test
+	$(UV) pip install --quiet --python $(VENV_D1)/bin/python "$(DATASETTE_1)"
+	$(VENV_D1)/bin/python -c 'import datasette.version as v, sys; sys.exit(0 if v.__version__.startswith("1.") else "not Datasette 1.x: " + v.__version__)'
+	$(VENV_D1)/bin/python -m pytest -q $(DATASETTE1_TESTS)
+
 # Benchmark: API vs raw ASGI and Datasette, ingestion vs feedparser, memory, and the uncached
 # path at a million news items (see bench/run.py; `bench/run.sh --skip uncached` for a quick run);
 # with the test extra, which has httptools for the uvicorn-httptools server.
@@ -125,4 +141,4 @@ i18n-compile: dev
 	$(BIN)/pybabel compile -D qsite -d $(LOCALES) --statistics
 
 clean:
-	rm -rf $(VENV) .tools tools/node_modules $(LOCALES)/*/LC_MESSAGES/*.mo *.egg-info db/site.db db/site.db-wal db/site.db-shm db/snapshots db/replica
+	rm -rf $(VENV) $(VENV_D1) .tools tools/node_modules $(LOCALES)/*/LC_MESSAGES/*.mo *.egg-info db/site.db db/site.db-wal db/site.db-shm db/snapshots db/replica

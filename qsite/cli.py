@@ -304,7 +304,13 @@ def _ingest_with_progress_bar(config, wait: float, kinds: tuple[str, ...]):
 )
 @click.option("--follow", is_flag=True, help="Serve the snapshots published to snapshots.store instead of the database.")
 @click.option("--data-dir", type=click.Path(file_okay=False), help="With --follow: where snapshots are kept [default: a replica folder beside the database].")
-def serve_command(config, host, port, workers, follow, data_dir):
+@click.option(
+    "--datasette-config",
+    type=click.Path(exists=True, dir_okay=False),
+    envvar="QSITE_DATASETTE_CONFIG",
+    help="Datasette configuration (queries, allow blocks, settings) [default: the bundled datasette.yaml]. Env: QSITE_DATASETTE_CONFIG.",
+)
+def serve_command(config, host, port, workers, follow, data_dir, datasette_config):
     """Serve /api/v1 and Datasette, read-only, over the database. Example: qsite serve --port 8001 --workers 2"""
     from pathlib import Path
 
@@ -322,6 +328,8 @@ def serve_command(config, host, port, workers, follow, data_dir):
         data_dir = Path(data_dir).resolve() if data_dir else config.database_path.parent / "replica"
     else:
         open_db_or_exit(config).close()  # migrations first, so the service finds its tables
+    if datasette_config:  # read by each worker's service.serve.make_datasette
+        os.environ["QSITE_DATASETTE_CONFIG"] = str(Path(datasette_config).resolve())
     log_level = logging.getLogger().getEffectiveLevel()
     sys.exit(serve(config, host=host, port=port, workers=workers, log_level=log_level, follow=data_dir))
 

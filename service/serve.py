@@ -46,8 +46,10 @@ from filelock import FileLock, Timeout
 
 from config import Config
 
-from service.datasette.metadata import load_metadata
-from service.http.settings import PLUGIN_NAME
+from service.compat import GRANIAN_LOGGER, datasette_kwargs, serve_granian
+from service.datasette.metadata import CONFIG_PATH, load_datasette_config, load_metadata
+from service.datasette.state import instance
+from service.http.settings import DATASETTE_CONFIG_ENV, PLUGIN_NAME
 
 log = logging.getLogger("qsite.serve")
 
@@ -137,15 +139,28 @@ def claim_port(host: str, port: int) -> Iterator[None]:
             lock.release()
 
 
-def make_datasette(config: Config, settings: dict | None = None, files: list[str] | None = None) -> Datasette:
-    """A Datasette serving ``config``'s database with ``metadata.yml`` and the plugin settings.
+def make_datasette(
+    config: Config, settings: dict | None = None, files: list[str] | None = None, datasette_yaml: str | Path | None = None
+) -> Datasette:
+    """A Datasette serving ``config``'s database with ``metadata.yml``, ``datasette.yaml`` and the plugin settings.
+
+    Loaded the same way on Datasette 0.65 and 1.0 (:func:`service.compat.datasette_kwargs`).
+    Datasette's ``sql_time_limit_ms`` is the config's ``api.sql_time_limit_ms``
+    unless ``datasette.yaml`` or ``settings`` say otherwise.
 
     :param files: the database files instead (``[]`` for a follower, which adds its snapshots itself).
+    :param datasette_yaml: the deployer's ``datasette.yaml`` (its queries, ``allow`` blocks, settings);
+        default ``QSITE_DATASETTE_CONFIG`` (``qsite serve --datasette-config``), else the bundled one.
     """
     database = config.database_path
     metadata = load_metadata(database.stem)
-    metadata.setdefault("plugins", {})[PLUGIN_NAME] = {"config": str(config.path), "database": str(database)}
-    return Datasette([str(database)] if files is None else files, metadata=metadata, settings=settings or {})
+    datasette_yaml = datasette_yaml or os.environ.get(DATASETTE_CONFIG_ENV) or CONFIG_PATH
+    datasette_config = load_datasette_config(database.stem, datasette_yaml)
+    datasette_config.setdefault("plugins", {})[PLUGIN_NAME] = {"config": str(config.path), "database": str(database)}
+    datasette_config["settings"] = {
+        "sql_time_limit_ms": config.api.sql_time_limit_ms, **(datasette_config.get("settings") or {}), **(settings or {}),
+    }
+    return Datasette([str(database)] if files is None else files, **datasette_kwargs(metadata, datasette_config))
 
 
 def raise_fd_limit() -> int:
@@ -232,7 +247,8 @@ def load_app(target: tuple[Config, Path | None]):
     if follow is not None:
         from service.replica.follow import Follower
 
-        app = Follower(datasette, config, follow).wrap(app)
+        follower = instance(datasette).follower = Follower(datasette, config, follow)
+        app = follower.wrap(app)
     FdWatch(resource.getrlimit(resource.RLIMIT_NOFILE)[0]).every(FD_CHECK_EVERY, asyncio.get_event_loop())
     return freeze_after_startup(app)
 
@@ -278,7 +294,7 @@ def logging_config(level: int) -> dict:
         },
         "root": {"handlers": ["stderr"], "level": name},
         "loggers": {
-            "_granian": {"handlers": ["stderr"], "level": name, "propagate": False},
+            GRANIAN_LOGGER: {"handlers": ["stderr"], "level": name, "propagate": False},
             "granian.access": {"handlers": [], "level": "CRITICAL", "propagate": False},
         },
     }
@@ -344,7 +360,7 @@ def _serve(config: Config, host: str, port: int, workers: int, log_level: int, f
         host if ":" not in host else f"[{host}]", port, workers, "" if workers == 1 else "s", per_worker,
     )
     try:
-        server.serve(target_loader=load_app)
+        serve_granian(server, load_app)
     except OSError as exc:  # the address is taken, or not ours to bind
         log.error("cannot serve on %s:%d: %s", host, port, exc)
         return 1

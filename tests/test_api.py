@@ -316,7 +316,7 @@ def test_unknown_paths_under_api_v1_are_problem_404(api, path):
 def test_other_methods_are_405(api, tmp_path, method, path):
     response = api.request(method, path, content=b'{"title": "x"}')
     assert_problem(response, 405, "method-not-allowed")
-    assert response.headers["allow"] == "GET, HEAD"
+    assert response.headers["allow"] == "GET, HEAD, OPTIONS"
     assert open_database(tmp_path / "site.db")["news"].count == 45
 
 

@@ -58,7 +58,7 @@ def database_and_config(make_config, tmp_path):
 def test_dashboard_linked_from_home_draws_every_chart_from_the_data(database_and_config, tmp_path):
     database, config = database_and_config
     chromium = PROGRAMS["chromium"].path()
-    dashboard = yaml.safe_load((ROOT / "metadata.yml").read_text(encoding="utf-8"))["plugins"]["datasette-dashboards"]["overview"]
+    dashboard = yaml.safe_load((ROOT / "datasette.yaml").read_text(encoding="utf-8"))["plugins"]["datasette-dashboards"]["overview"]
     db = sqlite3.connect(database)
 
     problems: list[str] = []

@@ -11,6 +11,7 @@ import yaml
 
 from pipeline.store import open_database
 from service.datasette.metadata import METADATA_PATH, QUERY_NAMES, QUERY_PREFIX, load_metadata
+from service.compat import canned_query_sql
 from service.datasette.plugin import get_api
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import news_id, seeded_database
@@ -57,19 +58,26 @@ def test_no_table_holds_quiz_content_or_user_data(tmp_path):
             assert "question" not in name or name == "question_bank_size"
 
 
+def listed_queries(client, database: str) -> dict[str, str]:
+    """``{name: sql}`` of the canned queries Datasette has for ``database``, asked through its public API."""
+    names = [QUERY_PREFIX + name for name in QUERY_NAMES] + ["elsewhere"]
+    return client.run(canned_query_sql(client.datasette, database, names))
+
+
 def test_metadata_is_bound_to_the_served_database_name(make_config, tmp_path):
     seeded_database(tmp_path / "research.db").close()
     path = make_config(database=str(tmp_path / "research.db"), api={"rate_limit": "off"})
     with ApiClient(datasette_for_config(path)) as other:
         assert other.get("/api/v1/courses").json()["count"] == 2
-        queries = [query["name"] for query in other.get("/research.json").json()["queries"]]
-        assert {QUERY_PREFIX + name for name in QUERY_NAMES} <= set(queries)
+        assert set(listed_queries(other, "research")) == {QUERY_PREFIX + name for name in QUERY_NAMES}
     assert load_metadata("research")["databases"].keys() == {"research"}
 
 
 def test_news_opens_with_facets_on_tag_and_source(client):
-    body = client.get("/site/news.json").json()  # the page as it opens, no facet asked for
+    # the page as it opens, no facet asked for (Datasette 1.0 sends them with _extra only; 0.65 ignores it)
+    body = client.get("/site/news.json?_extra=facet_results").json()
     facets = body["facet_results"]
+    facets = facets.get("results", facets)  # Datasette 1.0: {"results": {...}, "timed_out": [...]}
     assert {"tag", "source"} <= set(facets)
     tags = {row["value"]: row["count"] for row in facets["tag"]["results"]}
     assert tags == {"Science": 15, "Industry": 15, "Investing": 15}
@@ -82,11 +90,11 @@ def test_full_text_search_on_news_and_glossary(client, table, term, expected):
 
 
 def test_canned_queries_are_listed_and_are_what_the_api_runs(client):
-    listed = {query["name"]: query for query in client.get("/site.json").json()["queries"]}
+    listed = listed_queries(client, "site")
     client.get("/api/v1")
     api = get_api(client.datasette)
     for name in QUERY_NAMES:
-        assert api.sql[name] == listed[QUERY_PREFIX + name]["sql"]
+        assert api.sql[name] == listed[QUERY_PREFIX + name]
     # researchers running the canned query see exactly the rows the API serves
     rows = client.get("/site/api_news.json", params={"tag": "Science", "limit": "5", "_shape": "array"}).json()
     api_items = client.get("/api/v1/news?tag=Science&limit=5").json()["results"]
@@ -119,7 +127,7 @@ def test_csv_export(client):
 )
 def test_arbitrary_sql_cannot_write(client, tmp_path, sql):
     before = snapshot(tmp_path / "site.db")
-    response = client.get("/site.json", params={"sql": sql})
+    response = client.get("/site.json", params={"sql": sql}, follow_redirects=True)
     assert response.status_code in (400, 403)
     assert snapshot(tmp_path / "site.db") == before
 
@@ -134,19 +142,25 @@ def test_canned_queries_cannot_write(client, tmp_path):
     assert client.get("/api/v1/news").json()["count"] == 45
 
 
+@pytest.mark.parametrize("path", ["/api/v1/news", "/api/v1"])
+def test_the_api_refuses_every_method_but_get_head_options(client, path):
+    for method in ("POST", "PUT", "PATCH", "DELETE", "TRACE"):
+        response = client.request(method, path, data={"tag": "Science"})
+        assert response.status_code == 405, method
+        assert response.headers["allow"] == "GET, HEAD, OPTIONS"
+        assert response.headers["content-type"] == "application/problem+json"
+        assert response.json()["type"] == "/api/v1/problems/method-not-allowed"
+
+
 @pytest.mark.parametrize(
     "path", ["/site/api_news", "/site/api_courses.json", "/site", "/site/news", "/-/logout", "/", "/nowhere"]
 )
-def test_the_whole_instance_refuses_every_method_but_get_head_options(client, tmp_path, path):
-    """Read-only instance-wide, answered before Datasette's router (whose POST to a canned query is an HTML 500)."""
+def test_other_methods_outside_the_api_reach_datasette_and_never_write_or_fail(client, tmp_path, path):
+    """Datasette answers them (its POST routes, other plugins'); a read-only instance stays unchanged, never a 5xx."""
     before = snapshot(tmp_path / "site.db")
     for method in ("POST", "PUT", "PATCH", "DELETE", "TRACE"):
         response = client.request(method, path, data={"sql": "delete from news", "tag": "Science", "limit": "5"})
-        assert response.status_code == 405, method
-        assert response.headers["allow"] == "GET, HEAD"
-        assert response.headers["content-type"] == "application/problem+json"
-        assert response.json()["type"] == "/api/v1/problems/method-not-allowed"
-        assert method in response.json()["detail"] and "read-only" in response.json()["detail"]
+        assert response.status_code < 500, (method, response.status_code, response.text[:200])
     assert snapshot(tmp_path / "site.db") == before
     assert client.get(path).status_code in (200, 302, 404)  # reads still reach Datasette
 
@@ -154,6 +168,6 @@ def test_the_whole_instance_refuses_every_method_but_get_head_options(client, tm
 @pytest.mark.slow
 def test_arbitrary_sql_has_a_time_limit(client):
     runaway = "with recursive c(x) as (select 1 union all select x + 1 from c) select count(*) from c"
-    response = client.get("/site.json", params={"sql": runaway})
+    response = client.get("/site.json", params={"sql": runaway}, follow_redirects=True)
     assert response.status_code == 400
     assert "too long" in response.text.lower() or "interrupted" in response.text.lower()

@@ -16,7 +16,7 @@ import sqlite_utils
 from db.migrations import migrations
 from db.model import DATASETS, TAGS
 from service.api.endpoints import ENDPOINTS, HTML, LIMIT_DEFAULT, PARAMETERS, index_document
-from service.datasette.metadata import QUERY_NAMES, QUERY_PREFIX, read_metadata_file
+from service.datasette.metadata import QUERY_NAMES, QUERY_PREFIX, read_metadata_file, configured_queries
 from service.api.parameters import parse_params
 from service.http.problems import API_PREFIX
 from service.api.routing import cache_key, resolve
@@ -34,7 +34,7 @@ def test_every_parameter_names_endpoints_of_the_table():
 
 
 def test_every_endpoint_names_real_datasets_and_canned_queries():
-    queries = next(iter(read_metadata_file()["databases"].values()))["queries"]
+    queries = configured_queries()
     for endpoint in ENDPOINTS.values():
         assert set(endpoint.datasets) <= set(DATASETS), endpoint.name
         if endpoint.build is None and endpoint.media_type == HTML:  # the page: made of the other answers
@@ -115,7 +115,7 @@ def canned():
         }
         for i in range(LIMIT_DEFAULT + 10)
     )
-    queries = next(iter(read_metadata_file()["databases"].values()))["queries"]
+    queries = configured_queries()
     return db.conn, queries
 
 
@@ -130,7 +130,7 @@ def test_the_canned_news_query_defaults_to_the_api_page_size(canned):
 def test_metadata_texts_name_the_tags_and_datasets_of_the_data_model():
     metadata = read_metadata_file()
     (database,) = metadata["databases"].values()
-    news_query = " ".join(database["queries"]["api_news"]["description"].split())
+    news_query = " ".join(configured_queries()["api_news"]["description"].split())
     assert "tag is " + ", ".join(TAGS[:-1]) + " or " + TAGS[-1] + ";" in news_query
     assert database["tables"]["news"]["columns"]["tag"].endswith("one of " + ", ".join(TAGS))
     assert database["tables"]["data_versions"]["columns"]["dataset"] == "One of " + ", ".join(DATASETS)

@@ -23,6 +23,7 @@ import yaml
 from config import load_config
 from db.snapshot import NAME_PATTERN, Pointer, snapshot_name
 from pipeline.store import open_database
+from service.datasette.state import instance
 from service.replica.claims import Claim, remove_unclaimed
 from service.replica.follow import Follower
 from service.serve import make_datasette
@@ -302,7 +303,7 @@ def test_a_snapshot_another_worker_serves_is_kept_until_that_worker_retires_it(w
     workers = []
     for _ in range(2):
         datasette = make_datasette(config, files=[])
-        follower = Follower(datasette, config, data_dir)
+        follower = instance(datasette).follower = Follower(datasette, config, data_dir)
         client = ApiClient(datasette, check=False)
         follower.loop, follower.grace = client.loop, 0.05  # a short grace: what is tested is who may delete
         data_dir.mkdir(exist_ok=True)

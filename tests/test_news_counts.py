@@ -23,10 +23,10 @@ from pipeline.store.records import Item
 from pipeline.store import open_database, transaction
 from pipeline.store import news as news_store
 from pipeline.store import sources as sources_store
-from service.datasette.metadata import read_metadata_file
+from service.datasette.metadata import configured_queries
 from tests.support.known_data import database_before
 
-SQL = {name: q["sql"] for name, q in next(iter(read_metadata_file()["databases"].values()))["queries"].items()}
+SQL = {name: q["sql"] for name, q in configured_queries().items()}
 SOURCES = ("Lab Notes", "Industry Wire", "Capital Brief")
 START = datetime(2025, 12, 30, 22, 0, tzinfo=timezone.utc)
 

@@ -27,11 +27,11 @@ from pipeline.store import bump_version, open_database, transaction
 from pipeline.store import news as news_store
 from pipeline.store import sources as sources_store
 from service.api.bodies import SEARCH_COUNT_MAX, fts_query
-from service.datasette.metadata import read_metadata_file
+from service.datasette.metadata import configured_queries
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import database_before, seed_catalog
 
-SQL = {name: q["sql"] for name, q in next(iter(read_metadata_file()["databases"].values()))["queries"].items()}
+SQL = {name: q["sql"] for name, q in configured_queries().items()}
 SOURCES = ("Lab Notes", "Industry Wire", "Capital Brief", "Smith, Jones & Co")
 START = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 WORDS = ("qubit", "photon", "laser", "fridge", "anyon")

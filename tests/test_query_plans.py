@@ -32,7 +32,7 @@ from db.model import TAGS, format_time
 from pipeline.store.records import Item
 from pipeline.store import open_database, transaction
 from pipeline.store import news as news_store
-from service.datasette.metadata import QUERY_PREFIX, read_metadata_file
+from service.datasette.metadata import QUERY_PREFIX, configured_queries
 from tests.support.known_data import SOURCES, seed_catalog
 
 NEWEST = datetime(2026, 11, 20, 9, 0, tzinfo=timezone.utc)
@@ -81,7 +81,7 @@ SEARCH_IN_RANGE = re.compile(r"^SCAN news_search VIRTUAL TABLE INDEX \d+:M\d*(><
 
 QUERIES = {
     name.removeprefix(QUERY_PREFIX): query["sql"]
-    for name, query in next(iter(read_metadata_file()["databases"].values()))["queries"].items()
+    for name, query in configured_queries().items()
 }
 
 

@@ -104,8 +104,9 @@ def test_serve_answers_over_http_and_shows_a_new_ingest_within_two_seconds(serve
         assert missing.status_code == 404 and missing.json()["type"] == "/api/v1/problems/not-found"
         assert client.get("/site/courses.json?_shape=array").status_code == 200
         assert "qsite" in client.get("/").text
-        # a write to a canned query page is refused before Datasette's router, over a real socket too
-        assert client.post("/site/api_news", data={"tag": "Science"}).status_code == 405
+        # a POST to a read-only canned query page is Datasette's to answer (a 405 on 0.65, whose own
+        # answer was a 500; a redirect with a message on 1.0): never a 5xx, never a write
+        assert client.post("/site/api_news", data={"tag": "Science"}).status_code in (302, 403, 405)
         assert client.post("/api/v1/news").status_code == 405
     assert openapi.checked >= 7  # 503, 200s, 304, HEAD, 404, 405: every /api/v1 response above
 

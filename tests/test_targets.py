@@ -26,6 +26,10 @@ from tests.support.raw_http import raw_request
 pytestmark = pytest.mark.slow
 
 OK_OR_CLIENT_ERROR = range(200, 500)
+from service.compat import datasette_1
+
+#: Where Datasette runs arbitrary SQL as JSON: 1.0 moved it to /<db>/-/query (the old URL redirects).
+SQL_JSON = "/site/-/query.json" if datasette_1() else "/site.json"
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +70,7 @@ def problem(body: bytes) -> dict:
         ("/site/news.json?_sort=nope", 400),
         ("/site/news?_sort_desc=nope", 400),
         ("/site/news.json?_sort=tag&_sort_desc=tag", 400),
-        ("/site.json?sql=select+nope", 400),
+        (SQL_JSON + "?sql=select+nope", 400),
         ("/nope.json", 404),
         ("/site/nope", 404),
         ("/site/news/nope.json", 404),
@@ -143,7 +147,7 @@ def test_preflight_anywhere_under_api_v1_and_cors_on_datasette_json_and_csv(serv
     # ... so a script can read the 404 that follows
     missing = httpx.get(served.url("/api/v1/nope"), headers={"Origin": "https://notebook.example"})
     assert missing.status_code == 404 and missing.headers["access-control-allow-origin"] == "*"
-    for path in ("/site/news.json", "/site/news.csv", "/site.json?sql=select+1", "/site/api_stats.json", "/-/metadata.json"):
+    for path in ("/site/news.json", "/site/news.csv", SQL_JSON + "?sql=select+1", "/site/api_stats.json", "/-/metadata.json"):
         response = httpx.get(served.url(path), headers={"Origin": "https://notebook.example"})
         assert response.status_code == 200, path
         assert response.headers["access-control-allow-origin"] == "*", path

@@ -8,9 +8,10 @@ block, such as ``/a/b/c/d/e/f/g`` or ``//x``), so the 404 becomes a 500 with
 a traceback in the log. And a ``DatasetteError`` keeps its default status
 500 for bad requests (``?_sort=nope`` raises "Cannot sort table by nope").
 
-:func:`handle_exception` replaces the answer of every other implementation
-of the hook (a *wrapper* in pluggy's terms, so it sees and discards theirs,
-closing the coroutines they returned unawaited): Datasette's 4xx exceptions
+:func:`handle_exception` (a *wrapper* in pluggy's terms, so it sees the
+answers of the other implementations) replaces Datasette's own default
+answer, closing its coroutine unawaited, and leaves other plugins' answers
+alone except on qsite's own paths: Datasette's 4xx exceptions
 and every ``DatasetteError`` are answered as the 4xx they are, in Datasette's
 own shape (JSON for ``.json`` paths, its error page otherwise); anything else
 is logged with its traceback and answered as a plain 500 that names nothing
@@ -27,7 +28,17 @@ from datasette.utils.asgi import Base400
 from datasette.views.base import DatasetteError
 from markupsafe import Markup
 
+from service.http.problems import ALLOWED_METHODS, API_PREFIX
+
 log = logging.getLogger("qsite.errors")
+
+#: The module of Datasette's own ``handle_exception`` implementation.
+DATASETTE_DEFAULT = "datasette.handle_exception"
+#: Datasette's pages qsite answers itself (service/datasette/public.py).
+PUBLIC_PAGES = frozenset({"/-/metadata", "/-/config", "/-/databases", "/-/threads"})
+
+#: Methods a read-only page takes.
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 #: What a client is told about a fault of the service itself.
 INTERNAL_ERROR = "Internal error: the request could not be answered"
@@ -61,6 +72,13 @@ def error_info(exception: BaseException, status: int) -> dict:
 
 async def error_response(datasette, request, exception: BaseException) -> Response:
     status = error_status(exception)
+    headers = {}
+    if status >= 500 and request.method not in READ_METHODS:
+        # Datasette 0.65 fails on a POST to a read-only canned query page (its
+        # view answers a tuple): a method that page does not take, not a fault.
+        log.info("%s %s failed in Datasette; answered 405", request.method, request.path, exc_info=exception)
+        status, exception = 405, Base400(f"{request.method} is not allowed here")
+        headers["allow"] = ALLOWED_METHODS
     if status >= 500:
         log.error(
             "error answering %s %s",
@@ -70,23 +88,47 @@ async def error_response(datasette, request, exception: BaseException) -> Respon
         )
     info = error_info(exception, status)
     if request.path.endswith(".json"):
-        return Response.json(info, status=status)
+        return Response.json(info, status=status, headers=headers)
     try:
-        template = datasette.jinja_env.select_template([f"{status}.html", "error.html"])
-        page = await template.render_async(
-            dict(info, urls=datasette.urls, app_css_hash=datasette.app_css_hash(), menu_links=lambda: [])
-        )
+        page = await datasette.render_template([f"{status}.html", "error.html"], info, request=request)
     except Exception:  # the error page itself failed: say as little, plainly
         log.exception("error page for %s %s", request.method, request.path)
-        return Response.text(str(info["error"]), status=status)
-    return Response.html(page, status=status)
+        return Response.text(str(info["error"]), status=status, headers=headers)
+    return Response.html(page, status=status, headers=headers)
+
+
+def is_datasette_default(answer) -> bool:
+    """Whether a ``handle_exception`` answer is Datasette's own default one (datasette/handle_exception.py).
+
+    It answers with a function defined in that module (``inner``, awaited by
+    Datasette), told by its ``__module__``; a coroutine by its frame's module.
+    Standard Python introspection, nothing of Datasette's.
+    """
+    frame = getattr(answer, "cr_frame", None)
+    module = frame.f_globals.get("__name__") if frame is not None else getattr(answer, "__module__", None)
+    return module == DATASETTE_DEFAULT
+
+
+def is_qsite_path(path: str) -> bool:
+    return path == API_PREFIX or path.startswith(API_PREFIX + "/") or path.split(".")[0] in PUBLIC_PAGES
 
 
 @hookimpl(wrapper=True)
 def handle_exception(datasette, request, exception):
-    """Every exception Datasette's router did not answer itself: the one answer sent."""
-    others = yield
-    for answer in others or ():
-        if inspect.iscoroutine(answer):
+    """The answer to an exception Datasette's router did not answer itself.
+
+    On qsite's own paths (/api/v1 and the introspection pages it replaces)
+    qsite answers. Elsewhere another plugin's answer stands untouched; only
+    when none but Datasette's own default answered does qsite's replace it,
+    for the two 0.65 faults in the module docstring.
+    """
+    others = list((yield) or ())
+    theirs = [answer for answer in others if not is_datasette_default(answer)]
+    if theirs and not is_qsite_path(request.path):
+        result = theirs
+    else:
+        result = [error_response(datasette, request, exception)]
+    for answer in others:
+        if answer not in result and inspect.iscoroutine(answer):
             answer.close()  # never awaited: Datasette's would print with rich and fail
-    return [error_response(datasette, request, exception)]
+    return result

@@ -86,6 +86,7 @@ class Api:
     :param docs_page: renders the documentation page (it needs Datasette's templates).
     :param broken: a reason the API cannot serve data (logged, never sent).
     :param reader: the :class:`~service.api.reader.Reader` behind ``execute_fn``, closed by :meth:`close`.
+    :param access: the deployer's permissions (:class:`~service.datasette.access.Access`); None: everything public.
     """
 
     def __init__(
@@ -98,6 +99,7 @@ class Api:
         docs_page: DocsPage | None = None,
         broken: str | None = None,
         reader=None,
+        access=None,
     ):
         self.execute_fn = execute_fn
         self.sql = sql or {}
@@ -109,6 +111,7 @@ class Api:
         self.broken = broken
         self.cache = ResponseCache(versions)
         self.reader = reader
+        self.access = access
         self._polling: asyncio.Task | None = None
 
     def close(self) -> None:
@@ -155,7 +158,7 @@ class Api:
         return await self.handle(method, raw_key[0].decode("latin-1"), raw_key[1], headers, scheme=scheme)
 
     async def handle(
-        self, method: str, path: str, query: bytes, headers, scheme: str = "http"
+        self, method: str, path: str, query: bytes, headers, scheme: str = "http", actor: dict | None = None
     ) -> tuple[int, list, bytes]:
         """``(status, headers, body)`` for any request under /api/v1 (body is for GET).
 
@@ -164,14 +167,15 @@ class Api:
 
         :param path: the raw path, percent-encoded, decoded from bytes as latin-1.
         :param scheme: ``http`` or ``https``, as the client sees this instance.
+        :param actor: Datasette's actor of the request (None: anonymous), for the deployer's permissions.
         """
         try:
-            return await self._handle(method, path, query, headers, scheme)
+            return await self._handle(method, path, query, headers, scheme, actor)
         except Exception:
             log.exception("error answering %s %s", method, path)
             return problem_response("internal-error", "the request could not be answered")
 
-    async def _handle(self, method: str, path: str, query: bytes, headers, scheme: str) -> tuple[int, list, bytes]:
+    async def _handle(self, method: str, path: str, query: bytes, headers, scheme: str, actor) -> tuple[int, list, bytes]:
         if method == "OPTIONS":
             # Any path, known or not: a browser script may then read the 404 problem too.
             return 204, list(PREFLIGHT_HEADERS), b""
@@ -188,6 +192,8 @@ class Api:
         if page is not None:
             return page
         endpoint, arg = resolved
+        if self.access is not None and not await self.access.allows(endpoint, actor):
+            return problem_response("forbidden", "the deployment's permissions do not let this request read that")
         values, errors = parse_params(endpoint.params, query)
         if errors:
             return invalid_parameters(errors)
@@ -216,7 +222,7 @@ class Api:
                 "the database cannot be read just now; try again shortly",
                 headers=[(b"retry-after", str(UNAVAILABLE_RETRY_AFTER).encode())],
             )
-        if keep:
+        if keep and (self.access is None or self.access.public(endpoint)):  # the fast path answers anyone
             self.cache.add_alias((path.encode("latin-1"), query), entry)
         return entry.answer(read_conditions(headers))
 

@@ -1,23 +1,34 @@
-"""``metadata.yml``: Datasette's metadata and the SQL behind every /api/v1 route.
+"""``metadata.yml`` and ``datasette.yaml``: Datasette's descriptions, its configuration, and the SQL behind every /api/v1 route.
 
-The canned queries in ``metadata.yml`` are the single source of truth for the
-SQL the API runs. The file describes one database under ``databases``; the name
-there is only a default, because Datasette names a database after its file
-stem and the config decides the file. :func:`load_metadata` rebinds that entry
-to the real name.
+As Datasette 1.0 splits them: ``metadata.yml`` describes (titles, licence,
+tables and columns), ``datasette.yaml`` configures (settings, canned queries,
+``allow`` blocks, plugin configuration). Both are loaded the same way on
+Datasette 0.65, which took the configuration inside its metadata
+(:func:`service.compat.datasette_kwargs`).
+
+The canned queries in ``datasette.yaml`` are the single source of truth for
+the SQL the API runs. Each file describes one database under ``databases``;
+the name there is only a default, because Datasette names a database after its
+file stem and the qsite config decides the file. :func:`load_metadata` and
+:func:`load_datasette_config` rebind that entry to the real name.
 """
 
 from __future__ import annotations
 
 import copy
+from functools import lru_cache
 from pathlib import Path
 
 import yaml
 
 from service.api.endpoints import ENDPOINTS
+from service.compat import canned_query_sql
 
-#: The metadata file at the root of the project.
-METADATA_PATH = Path(__file__).resolve().parents[2] / "metadata.yml"
+ROOT = Path(__file__).resolve().parents[2]
+#: The metadata file (descriptions) at the root of the project.
+METADATA_PATH = ROOT / "metadata.yml"
+#: The Datasette configuration file (settings, queries, permissions, plugins) at the root of the project.
+CONFIG_PATH = ROOT / "datasette.yaml"
 
 #: The canned queries the endpoints run (their ``queries`` in the table), without :data:`QUERY_PREFIX`.
 QUERY_NAMES = tuple(dict.fromkeys(name for endpoint in ENDPOINTS.values() for name in endpoint.queries))
@@ -27,14 +38,33 @@ QUERY_PREFIX = "api_"
 
 
 class MetadataError(Exception):
-    """``metadata.yml`` lacks something the API needs; the message says what."""
+    """``metadata.yml`` or ``datasette.yaml`` lacks something the API needs; the message says what."""
+
+
+def _read_one_database(path: str | Path, required: bool) -> dict:
+    with open(path, encoding="utf-8") as fp:
+        data = yaml.safe_load(fp)
+    if not isinstance(data, dict):
+        raise MetadataError(f"{Path(path).name}: must be a mapping")
+    databases = data.get("databases") or {}
+    if len(databases) > 1 or (required and len(databases) != 1):
+        raise MetadataError(f"{Path(path).name}: must describe exactly one database under 'databases'")
+    return data
 
 
 def read_metadata_file(path: str | Path = METADATA_PATH) -> dict:
-    with open(path, encoding="utf-8") as fp:
-        data = yaml.safe_load(fp)
-    if not isinstance(data, dict) or len(data.get("databases") or {}) != 1:
-        raise MetadataError(f"{Path(path).name}: must describe exactly one database under 'databases'")
+    return _read_one_database(path, required=True)
+
+
+def read_config_file(path: str | Path = CONFIG_PATH) -> dict:
+    return _read_one_database(path, required=True)
+
+
+def _renamed(data: dict, database: str) -> dict:
+    data = copy.deepcopy(data)
+    if data.get("databases"):
+        (entry,) = data["databases"].values()
+        data["databases"] = {database: entry}
     return data
 
 
@@ -43,10 +73,24 @@ def load_metadata(database: str, path: str | Path = METADATA_PATH) -> dict:
 
     :param database: the Datasette name of the served database (its file stem).
     """
-    data = copy.deepcopy(read_metadata_file(path))
-    (entry,) = data["databases"].values()
-    data["databases"] = {database: entry}
-    return data
+    return _renamed(read_metadata_file(path), database)
+
+
+def load_datasette_config(database: str, path: str | Path = CONFIG_PATH) -> dict:
+    """``datasette.yaml`` with its one database entry renamed to ``database``."""
+    return _renamed(read_config_file(path), database)
+
+
+def configured_queries(path: str | Path = CONFIG_PATH) -> dict:
+    """The ``queries`` mapping of ``datasette.yaml``'s database, as written (a copy: callers may change it)."""
+    return copy.deepcopy(_configured_queries(str(path)))
+
+
+@lru_cache(maxsize=8)
+def _configured_queries(path: str) -> dict:
+    # Read once per file: Datasette 0.65 asks the canned_queries hook on every page and permission check.
+    (entry,) = read_config_file(path)["databases"].values()
+    return entry.get("queries") or {}
 
 
 def query_sql(queries: dict | None) -> dict[str, str]:
@@ -59,7 +103,7 @@ def query_sql(queries: dict | None) -> dict[str, str]:
     queries = queries or {}
     missing = [QUERY_PREFIX + name for name in QUERY_NAMES if QUERY_PREFIX + name not in queries]
     if missing:
-        raise MetadataError(f"metadata: canned queries missing: {', '.join(missing)}")
+        raise MetadataError(f"datasette.yaml: canned queries missing: {', '.join(missing)}")
     found = {}
     for name in QUERY_NAMES:
         query = queries[QUERY_PREFIX + name]
@@ -67,15 +111,14 @@ def query_sql(queries: dict | None) -> dict[str, str]:
     return found
 
 
-def canned_sql(datasette, database: str) -> dict[str, str]:
+async def canned_sql(datasette, database: str) -> dict[str, str]:
     """The SQL of the API's canned queries as this Datasette instance has them.
 
-    Prefers the metadata Datasette was started with, so researchers and the API
-    see the same text; falls back to ``metadata.yml`` when Datasette was started
-    without it (a plain ``datasette site.db``).
+    Prefers the queries Datasette was started with, so researchers and the API
+    see the same text; falls back to ``datasette.yaml`` when Datasette was
+    started without it (a plain ``datasette site.db``).
     """
-    queries = datasette.metadata("queries", database=database, fallback=False)
+    queries = await canned_query_sql(datasette, database, [QUERY_PREFIX + name for name in QUERY_NAMES])
     if not queries:
-        (entry,) = read_metadata_file()["databases"].values()
-        queries = entry.get("queries")
+        queries = configured_queries()
     return query_sql(queries)

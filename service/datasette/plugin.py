@@ -13,9 +13,9 @@ rule applies.
 The same wrapper, for the whole instance: caps the request target and header
 fields and takes apart the request-target forms Datasette does not route
 (:mod:`service.http.targets`); refuses every method but GET, HEAD and OPTIONS
-(405, ``Allow: GET, HEAD``): nothing is written through the service, and
-Datasette 0.65's own POST handling (a POST to a canned query page answers an
-HTML 500) is never reached; runs arbitrary SQL one query per client at a
+under /api/v1 (405, ``Allow: GET, HEAD, OPTIONS``), while every other method
+and path goes to Datasette untouched, so its own POST routes and other
+plugins' (login, write APIs a deployer adds) work beside qsite; runs arbitrary SQL one query per client at a
 time (:mod:`service.http.sql_budget`); and lets browser scripts anywhere read
 Datasette's JSON and CSV (CORS). It is registered ``tryfirst`` so it sits
 innermost: middleware such as the rate limiter (``service/http/ratelimit.py``)
@@ -29,30 +29,27 @@ plugin settings by :mod:`service.datasette.public`.
 from __future__ import annotations
 
 import logging
+import os
 import re
-from functools import lru_cache
 from urllib.parse import unquote_to_bytes
 
 from datasette import hookimpl
+from jinja2 import ChoiceLoader, FileSystemLoader
 
-from config import ConfigError, parse_rate_limit
+from config import ConfigError
 
+from service.api.endpoints import ENDPOINTS
+from service.compat import queries_not_configured
 from service.datasette import public
-from service.datasette.handler import Api
-from service.api.data_versions import DataVersions
-from service.describe.docs import DocsPage
-from service.api.endpoints import index_document
 from service.datasette.errors import handle_exception  # noqa: F401  (a hook: registered with this module)
-from service.replica.follow import describe
-from service.i18n import Catalogs
-from service.datasette.metadata import MetadataError, canned_sql
-from service.describe.openapi import build_documents
-from service.api.parameters import echo
-from service.http.problems import ALLOWED_METHODS, API_PREFIX, CORS_HEADERS, send_problem, send_response
-from service.api.reader import Reader
-from service.http.settings import qsite_config
+from service.datasette.handler import Api
+from service.datasette.metadata import CONFIG_PATH, configured_queries
+from service.datasette.state import held_api, instance, serving_api, sql_budget
+from service.describe.docs import TEMPLATES_DIR
+from service.http.problems import API_PREFIX, CORS_HEADERS, problem_response, send_response
 from service.replica.snapshot_api import is_snapshot_file, send_snapshot_file
-from service.http.sql_budget import SqlBudget, runs_arbitrary_sql
+from service.http.settings import DATASETTE_CONFIG_ENV, qsite_config
+from service.http.sql_budget import runs_arbitrary_sql
 from service.http.targets import check_target, raw_target
 
 log = logging.getLogger("qsite.service")
@@ -84,58 +81,9 @@ def is_api_path(path: bytes) -> bool:
     return path == _PREFIX or path.startswith(_PREFIX + b"/")
 
 
-@lru_cache(maxsize=4)
-def interface_description(max_age: int) -> tuple[Catalogs, dict[str, dict]]:
-    """The catalogs and the OpenAPI document in every language, read and built once per process.
-
-    A following replica makes a new :class:`Api` at every snapshot swap; the
-    description does not change with the data, so the swap does not pay for it again.
-    """
-    catalogs = Catalogs()
-    return catalogs, build_documents(max_age, catalogs)
-
-
-def get_api(datasette) -> Api:
-    """The :class:`Api` of this Datasette instance, made on first use.
-
-    A config or metadata problem does not stop Datasette: it is logged, and
-    /api/v1 answers 503 without saying more to clients.
-    """
-    found = getattr(datasette, "_qsite_api", None)
-    if found is not None:
-        return found
-    broken = None
-    execute_fn = versions = sql = rate_limit = None
-    max_age = 0
-    reader = None
-    try:
-        config = qsite_config(datasette)
-        max_age = config.api.cache_max_age
-        limit = parse_rate_limit(config.api.rate_limit)
-        rate_limit = (limit.amount, limit.get_expiry()) if limit else None
-        name = config.database_path.stem
-        database = datasette.databases.get(name)
-        if database is None:
-            raise ConfigError(f"database {name!r} ({config.database_path}) is not served by this Datasette")
-        sql = canned_sql(datasette, name)
-        reader = Reader(database.path, time_limit_ms=config.api.sql_time_limit_ms)
-        execute_fn = reader.inline
-        # data_versions (four rows) inline too: never queued behind a news search on the threads
-        versions = DataVersions(reader.inline)
-    except (ConfigError, MetadataError, OSError) as exc:
-        broken = str(exc)
-        log.error("/api/v1 cannot serve data: %s", broken)
-    follower = getattr(datasette, "_qsite_follower", None)
-    catalogs, openapi = interface_description(max_age)
-    documents = {"index": index_document(following=follower is not None), "openapi": openapi}
-    if follower is not None and follower.serving is not None:
-        documents["snapshot"] = describe(follower.serving)
-    docs_page = DocsPage(datasette, catalogs, rate_limit, max_age)
-    api = Api(
-        execute_fn, versions, sql, max_age, documents, docs_page=docs_page, broken=broken, reader=reader,
-    )
-    datasette._qsite_api = api
-    return api
+def get_api(datasette) -> Api | None:
+    """The :class:`Api` this instance holds now (:func:`service.datasette.state.held_api`); None before the first request."""
+    return held_api(datasette)
 
 
 def client_scheme(datasette, scope) -> str:
@@ -146,11 +94,18 @@ def client_scheme(datasette, scope) -> str:
 async def api_view(datasette, request, scope, send):
     """Datasette route for every path under /api/v1; answers through ``send`` directly."""
     path = raw_path(scope).decode("latin-1")
+    held = instance(datasette)
+    actor = request.actor if request is not None else None
     if is_snapshot_file(path):  # a file, streamed rather than built as bytes
-        return await send_snapshot_file(datasette, scope, path, send)
-    api = get_api(datasette)
+        api = await serving_api(datasette)
+        if api.access is not None and not await api.access.allows(ENDPOINTS["snapshot_file"], actor):
+            status, headers, body = problem_response("forbidden", "the deployment's permissions do not let this request read that")
+            return await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
+        return await send_snapshot_file(getattr(held.follower, "serving", None), scope, path, send)
+    api = await serving_api(datasette)
     status, headers, body = await api.handle(
-        scope["method"], path, scope.get("query_string", b""), scope["headers"], scheme=client_scheme(datasette, scope)
+        scope["method"], path, scope.get("query_string", b""), scope["headers"],
+        scheme=client_scheme(datasette, scope), actor=actor,
     )
     await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
 
@@ -160,30 +115,35 @@ def register_routes(datasette):
     return [(ROUTE, api_view), *public.routes(datasette)]
 
 
-def sql_budget(datasette) -> SqlBudget:
-    """The instance's :class:`SqlBudget`; also sets Datasette's time limit from ``api.sql_time_limit_ms``."""
-    budget = getattr(datasette, "_qsite_sql_budget", None)
-    if budget is None:
-        try:
-            api = qsite_config(datasette).api
-            time_limit, trusted_proxies = api.sql_time_limit_ms, api.trusted_proxies
-        except ConfigError:  # logged by get_api; Datasette's own setting stands
-            time_limit, trusted_proxies = datasette.setting("sql_time_limit_ms"), 0
-        # Datasette reads the limit from this attribute for every query; the
-        # settings dict is what /-/settings.json shows. The config is where
-        # qsite's operators set it, for `qsite serve` and a plain `datasette`
-        # run with this plugin alike.
-        datasette.sql_time_limit_ms = time_limit
-        datasette._settings["sql_time_limit_ms"] = time_limit
-        budget = datasette._qsite_sql_budget = SqlBudget(time_limit, trusted_proxies)
-    return budget
+@hookimpl
+def canned_queries(datasette, database):
+    """Datasette 0.65 run plainly (``datasette serve site.db -m metadata.yml``: it has no ``-c``): the
+    queries of ``datasette.yaml`` (``QSITE_DATASETTE_CONFIG``, else the bundled one) for the served
+    database, with their ``allow`` blocks, unless Datasette was given them. Datasette 1.0 reads
+    ``datasette.yaml`` itself (``-c``) and has no such hook: this is never called there.
+    """
+    try:
+        served = qsite_config(datasette).database_path.stem
+    except ConfigError:
+        return None
+    if database != served:
+        return None
+    path = os.environ.get(DATASETTE_CONFIG_ENV) or CONFIG_PATH
+    return queries_not_configured(datasette, database, configured_queries(path))
+
+
+@hookimpl
+def prepare_jinja2_environment(env, datasette):
+    """Datasette's template environment also finds qsite's templates (the documentation page)."""
+    env.loader = ChoiceLoader([env.loader, FileSystemLoader(str(TEMPLATES_DIR))])
 
 
 @hookimpl
 def startup(datasette):
     async def load():
-        if getattr(datasette, "_qsite_follower", None) is None:  # a follower has no database until its first snapshot
-            get_api(datasette)
+        instance(datasette).started = True
+        if instance(datasette).follower is None:  # a follower has no database until its first snapshot
+            await serving_api(datasette)
         sql_budget(datasette)
 
     return load
@@ -227,20 +187,15 @@ def asgi_wrapper(datasette):
                 if decoded != path and is_api_path(decoded):
                     scope, path = api_scope(scope, decoded), decoded
             method = scope["method"]
-            if method not in READ_METHODS:
-                if is_api_path(path):
-                    await api_view(datasette, None, scope, send)  # 404 or 405, as the document says
-                else:
-                    await send_problem(
-                        send,
-                        "method-not-allowed",
-                        f"{echo(method)} is not allowed; this instance is read-only",
-                        headers=[(b"allow", ALLOWED_METHODS.encode())],
-                    )
-                return
             if is_api_path(path):
-                api = getattr(datasette, "_qsite_api", None)
-                if api is not None and not is_snapshot_file(path.decode("latin-1")):
+                if method not in READ_METHODS:
+                    return await api_view(datasette, None, scope, send)  # 404 or 405, as the document says
+                if not is_snapshot_file(path.decode("latin-1")):
+                    if not instance(datasette).started:
+                        # Datasette 0.65 runs ASGI wrappers outside its run-on-first-request
+                        # startup: this path answers before Datasette's router would start it.
+                        await datasette.invoke_startup()
+                    api = await serving_api(datasette)
                     answer = await api.anonymous(
                         method, (path, scope.get("query_string", b"")), scope["headers"], client_scheme(datasette, scope)
                     )

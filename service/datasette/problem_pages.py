@@ -22,6 +22,9 @@ DESCRIPTIONS = {
     "an absolute URL, the target * with a method other than OPTIONS, or a Datasette page asked for something "
     "it cannot do (sorting by a column that does not exist, SQL that does not run).",
     "not-found": "There is no such endpoint or item. The endpoints are listed at " + API_PREFIX + ".",
+    "forbidden": "The deployment's Datasette permissions (allow blocks in datasette.yaml, or a permission plugin) "
+    "do not let this request read the canned query or database behind the endpoint. Requests with the right "
+    "credentials may; the same rules apply to the query's own page.",
     "method-not-allowed": "The service is read-only: it answers GET and HEAD (and OPTIONS for CORS preflight). "
     "The Allow header lists the methods.",
     "uri-too-long": "The path and query string together are longer than the service accepts (8 KiB). No URL "

@@ -4,8 +4,8 @@ Rendered on the server from the same (translated) OpenAPI document the API
 serves, so the page cannot say something the document does not; only its
 headings and connecting sentences come from the template
 (``service/templates/qsite_docs.html``, translated through the same catalogs
-with ``_()``). It is rendered with Datasette's Jinja environment (an overlay
-of it that finds qsite's template), has no script, and loads nothing from
+with ``_()``). It is rendered with Datasette's Jinja environment, which finds
+qsite's templates through the plugin's ``prepare_jinja2_environment`` hook; it has no script, and loads nothing from
 another host: its style is inline.
 
 Each endpoint is shown with a real request and the start of its real answer,
@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Awaitable, Callable
 from urllib.parse import quote
-
-from jinja2 import FileSystemLoader
 
 from service.i18n import LANGUAGES, Catalogs, Gettext, Language
 from service.http.problems import API_PREFIX, PROBLEM_PREFIX, PROBLEMS
@@ -46,6 +44,7 @@ CACHING_HEADERS = (("Cache-Control", "CacheControl"), ("ETag", "ETag"), ("Last-M
 #: The document's response component that describes each error status (405: x-other-methods describes it).
 STATUS_RESPONSES = {
     400: "BadRequest",
+    403: "Forbidden",
     404: "NotFound",
     414: "UriTooLong",
     429: "TooManyRequests",
@@ -251,12 +250,9 @@ class DocsPage:
         self.catalogs = catalogs
         self.rate_limit = rate_limit
         self.max_age = max_age
-        # an overlay: Datasette's environment (filters, autoescape, async) that also finds qsite's template
-        environment = datasette.jinja_env.overlay(loader=FileSystemLoader(str(TEMPLATES_DIR)))
-        self.template = environment.get_template(TEMPLATE)
 
     async def render(self, document: dict, language: Language, examples: dict[str, Example]) -> str:
         """The page in ``language``; ``document`` is the OpenAPI document already in that language."""
         gettext = self.catalogs.gettext(language)
         context = page_context(document, language, gettext, examples, self.rate_limit, self.max_age)
-        return await self.datasette.render_template(self.template, context)
+        return await self.datasette.render_template(TEMPLATE, context)

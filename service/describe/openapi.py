@@ -124,6 +124,9 @@ def _responses() -> dict:
             "No such endpoint or item; for /api/v1/snapshot: an instance that does not follow snapshots, "
             "or a file that is not the current snapshot."
         ),
+        "Forbidden": _problem(
+            "The deployment's Datasette permissions do not let this request read the data behind the endpoint."
+        ),
         "TooManyRequests": _problem(
             "Over the fair-use rate limit.",
             **{
@@ -240,6 +243,8 @@ def _path(endpoint: Endpoint) -> dict:
     responses = {"200": ok, "304": not_modified, "400": ref("responses", "BadRequest")}
     if endpoint.path_param is not None or endpoint.following:
         responses["404"] = ref("responses", "NotFound")
+    if endpoint.queries or endpoint.following:  # reads data: the deployer's permissions apply (service/datasette/access.py)
+        responses["403"] = ref("responses", "Forbidden")
     responses["429"] = ref("responses", "TooManyRequests")
     responses["503"] = ref("responses", "Unavailable")  # no data yet; a follower before its first snapshot
     responses["500"] = ref("responses", "InternalError")

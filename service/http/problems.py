@@ -37,8 +37,8 @@ VARY = (b"vary", b"Cookie, Authorization")
 #: Errors must never be stored by a cache: the next request may succeed.
 NO_STORE = (b"cache-control", b"no-store")
 
-#: The methods the API answers; everything else but OPTIONS gets 405.
-ALLOWED_METHODS = "GET, HEAD"
+#: The methods the API answers (OPTIONS: CORS preflight); everything else gets 405 with these in ``Allow``.
+ALLOWED_METHODS = "GET, HEAD, OPTIONS"
 
 #: Answer to a CORS preflight (OPTIONS), cached by browsers for a day.
 PREFLIGHT_HEADERS: tuple[tuple[bytes, bytes], ...] = CORS_HEADERS + (
@@ -53,6 +53,7 @@ PROBLEMS = {
     "invalid-parameters": (400, "Invalid query parameters"),
     "bad-request": (400, "Bad request"),
     "not-found": (404, "Not found"),
+    "forbidden": (403, "Forbidden"),
     "method-not-allowed": (405, "Method not allowed"),
     "uri-too-long": (414, "Request target too long"),
     "rate-limited": (429, "Too many requests"),

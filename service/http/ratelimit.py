@@ -36,6 +36,7 @@ import functools
 import logging
 import math
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Callable
 
@@ -186,16 +187,18 @@ def _redact(uri: str) -> str:
     return scheme + sep + rest
 
 
+#: Each Datasette instance's :class:`FairUse` (or None), kept as long as the instance lives.
+_FAIR_USE: "weakref.WeakKeyDictionary[object, FairUse | None]" = weakref.WeakKeyDictionary()
+
+
 def fair_use(datasette) -> FairUse | None:
     """The instance's :class:`FairUse`, made on first use (inside the event loop,
     where the async storage belongs); None when ``api.rate_limit`` is ``off``."""
-    if not hasattr(datasette, "_qsite_fair_use"):
+    if datasette not in _FAIR_USE:
         api = qsite_config(datasette).api
         item = parse_rate_limit(api.rate_limit)
-        datasette._qsite_fair_use = (
-            FairUse(item, api.rate_limit_storage, api.trusted_proxies) if item else None
-        )
-    return datasette._qsite_fair_use
+        _FAIR_USE[datasette] = FairUse(item, api.rate_limit_storage, api.trusted_proxies) if item else None
+    return _FAIR_USE[datasette]
 
 
 def too_many_requests(item: limits.RateLimitItem, verdict: Verdict) -> tuple[int, list, bytes]:

@@ -9,7 +9,7 @@ immutable name and swapped in on the event loop:
 
 - the Datasette database of that name is replaced by one over the new file, in
   one step on the event loop, so a request sees the old file or the new one;
-  requests in flight keep the :class:`SnapshotDatabase` (and its connections)
+  requests in flight keep the Datasette database (and its connections)
   they started with and finish on the old file;
 - the plugin's :class:`~service.datasette.handler.Api`, and with it the response cache, is
   dropped: the next request builds one over the new file. ETags come from the
@@ -52,16 +52,17 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 from pathlib import Path
 
-from datasette.database import Database
 
 from config import Config
 from db.snapshot_store import SnapshotStore, StoreUnavailable
 from db.snapshot import NAME_PATTERN, Pointer, SnapshotError, verify_download
 
 from service.api.endpoints import ENDPOINTS
+from service.compat import replace_database, snapshot_database
 from service.http.problems import send_problem
 from service.replica.claims import Claim, alive, remove_unclaimed
 
@@ -76,43 +77,21 @@ CURRENT = "current.json"
 DOWNLOAD_LOCK = ".download.lock"
 
 
-class SnapshotDatabase(Database):
-    """A Datasette database over one immutable snapshot file.
-
-    Datasette keeps its executor threads' read connections in one thread-local
-    keyed by the database *name*; a swapped-in file has the same name, so this
-    keeps them per instance instead. Each thread then opens the new file on its
-    first query after a swap, while the old instance's connections keep
-    serving requests that started before it.
-    """
-
-    def __init__(self, ds, path: Path):
-        super().__init__(ds, path=str(path), is_mutable=False)
-        self._local = threading.local()
-
-    async def execute_fn(self, fn):
-        if self.ds.executor is None:
-            return await super().execute_fn(fn)
-
-        def in_thread():
-            conn = getattr(self._local, "conn", None)
-            if conn is None:
-                conn = self.connect()
-                self.ds._prepare_connection(conn, self.name)
-                self._local.conn = conn
-            return fn(conn)
-
-        return await asyncio.get_running_loop().run_in_executor(self.ds.executor, in_thread)
 
 
 @dataclass
 class Serving:
-    """The snapshot being served: its pointer, its file, the Datasette database over it and this worker's claim on the file."""
+    """The snapshot being served: its pointer, its file, the Datasette database over it and this worker's claim on the file.
+
+    ``closers`` are called when the snapshot is retired: what was built over it
+    (the plugin's Api and its connections, service/datasette/state.py).
+    """
 
     pointer: Pointer
     path: Path
-    database: SnapshotDatabase
+    database: object
     claim: Claim
+    closers: list[Callable[[], None]] = field(default_factory=list)
 
 
 class Follower:
@@ -137,7 +116,6 @@ class Follower:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_problem: str | None = None
-        datasette._qsite_follower = self
 
     # -- serving ---------------------------------------------------------------
 
@@ -310,22 +288,20 @@ class Follower:
     async def _swap(self, pointer: Pointer, path: Path, claim: Claim, timings: dict) -> None:
         started = time.perf_counter()
         datasette = self.datasette
-        old, old_api = self.serving, getattr(datasette, "_qsite_api", None)
-        database = SnapshotDatabase(datasette, path)
-        # Datasette's add_database never replaces a name, so remove and add: two
-        # assignments with no await between them, which no request can see apart.
-        for name in (self.name, "_memory"):
-            if name in datasette.databases:
-                datasette.remove_database(name)
-        datasette.add_database(database, name=self.name)
-        # service.datasette.plugin.get_api builds a new Api (and response cache) over the new file on the next request.
-        datasette._qsite_api = None
+        old = self.serving
+        database = snapshot_database(datasette, path)
+        if "_memory" in datasette.databases:
+            datasette.remove_database("_memory")
+        # No await between the old file and the new: no request sees them apart (service/compat.py).
+        replace_database(datasette, self.name, database)
+        # The next request finds a new snapshot served and builds a new Api (and response
+        # cache) over it (service/datasette/state.py serving_api).
         self.serving = Serving(pointer, path, database, claim)
         swap_ms = (time.perf_counter() - started) * 1000
         self._last_problem = None
         if old is not None:
             # Counted from now, when no new request can reach the old file any more.
-            asyncio.get_running_loop().call_later(self.grace, self._retire, old, old_api)
+            asyncio.get_running_loop().call_later(self.grace, self._retire, old)
         try:
             # Each worker writes its own temporary copy: they may swap at the same moment.
             temporary = self.data_dir / f".{CURRENT}.{os.getpid()}.tmp"
@@ -338,7 +314,7 @@ class Follower:
             pointer.file, pointer.data_version, pointer.bytes, timings["download"], timings["check"], swap_ms, os.getpid(),
         )
 
-    def _retire(self, old: Serving, old_api) -> None:
+    def _retire(self, old: Serving) -> None:
         """Close a replaced snapshot's connections, give up the claim on its file and delete it unless another worker serves it.
 
         Any other snapshot file no worker serves goes too: one left by a
@@ -346,8 +322,8 @@ class Follower:
         served the file.
         """
         old.database.close()
-        if old_api is not None:
-            old_api.close()  # the API's own connections to the old file (service/api/reader.py)
+        for close in old.closers:
+            close()  # the API's own connections to the old file (service/api/reader.py)
         old.claim.release()
         current = self.serving.path if self.serving else None
         removed = remove_unclaimed(old.path) if old.path != current else False
@@ -358,12 +334,6 @@ class Follower:
             "retired %s (worker %d): %s", old.pointer.file, os.getpid(),
             "deleted" if removed else "kept, another worker serves it" if old.path.exists() else "already deleted",
         )
-
-
-def current_snapshot(datasette) -> Serving | None:
-    """What the instance's follower serves; None when not following or before the first snapshot."""
-    follower = getattr(datasette, "_qsite_follower", None)
-    return follower.serving if follower is not None else None
 
 
 def describe(serving: Serving) -> dict:

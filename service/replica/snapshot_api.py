@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 
 from service.api.endpoints import ENDPOINTS
-from service.replica.follow import current_snapshot
 from service.api.parameters import echo, invalid_parameters, parse_params
 from service.http.problems import ALLOWED_METHODS, CORS_HEADERS, PREFLIGHT_HEADERS, problem_response, send_response
 from service.api.responses import etag_matches, http_date, read_conditions
@@ -34,11 +33,13 @@ def is_snapshot_file(path: str) -> bool:
     return resolved is not None and resolved[0] is ENDPOINT
 
 
-async def send_snapshot_file(datasette, scope, path: str, send) -> None:
-    """Answer a request for ``/api/v1/snapshot/<file>`` through ``send``."""
+async def send_snapshot_file(serving, scope, path: str, send) -> None:
+    """Answer a request for ``/api/v1/snapshot/<file>`` through ``send``.
+
+    :param serving: the :class:`~service.replica.follow.Serving` snapshot, None when not following (or none yet).
+    """
     method = scope["method"]
     _, name = resolve(path)
-    serving = current_snapshot(datasette)
     if method == "OPTIONS":
         answer = 204, list(PREFLIGHT_HEADERS), b""
     elif method not in ("GET", "HEAD"):

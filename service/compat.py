@@ -1,0 +1,208 @@
+"""The one place qsite meets Datasette's and granian's internals, and the one place the two Datasette lines differ.
+
+qsite runs on Datasette 0.65 (the lock's default) and on the 1.0 alphas. As
+plugins that support both do (datasette-secrets, datasette-upgrade), it asks
+the object what it offers (``hasattr(datasette, "allowed")``), never the
+version string, and keeps every such branch here. Everything else in
+:mod:`service` uses documented hooks and ``Datasette``/``Database`` methods
+only; ``tests/test_compat.py`` fails loudly when one of the internals below
+changes under a new release.
+
+What is here, and why no public API serves:
+
+- :func:`datasette_kwargs`: 1.0 takes settings, queries, permissions and plugin
+  configuration as ``config=`` (``datasette.yaml``) beside ``metadata=``; 0.65
+  takes the same keys inside its metadata. Public on both, shaped differently.
+- :func:`canned_query_sql`: ``get_canned_queries`` (0.65) became stored queries
+  and ``get_query`` (1.0a24 on).
+- :func:`allowed`: ``check_visibility(permissions=...)`` (0.65) became
+  ``allowed(action=, resource=)`` (1.0a20, "permissions are now actions").
+- :func:`queries_not_configured`, :func:`instance_metadata`: ``Datasette.metadata()`` exists on 0.65 only
+  (1.0 has no ``/-/metadata`` page; its ``/-/config`` shows :func:`instance_config`).
+- :func:`snapshot_database`: Datasette 0.65 keeps each executor thread's read
+  connection in a thread-local keyed by the database *name*
+  (``datasette/database.py``, ``execute_fn``), so a snapshot swapped in under
+  the same name would be read through the old file's connections. 1.0 keys
+  them per ``Database`` instance (``_thread_local_id``; checked on 1.0a41,
+  no upstream issue found for 0.65); on 0.65 a subclass does that, and to prepare its
+  connections as Datasette does it must call ``Datasette._prepare_connection``
+  (no public equivalent: the ``prepare_connection`` hook is what it runs).
+- :func:`replace_database`: 1.0's ``remove_database`` closes the database
+  at once; swapping a snapshot must leave the old one open for its requests.
+- :data:`GRANIAN_LOGGER` and :func:`serve_granian`: granian 2.x logs its server
+  lines to a logger named ``_granian`` (``granian/log.py``) and takes a
+  loader called in each worker as ``Server.serve(target_loader=)``, neither in
+  its documented API (checked on granian 2.8; no upstream issue found: the
+  documented ``factory=True`` takes no arguments, and the config is an object).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from functools import lru_cache
+from pathlib import Path
+
+# Datasette's classes are imported inside the functions: this module is imported
+# while Datasette loads its plugins (entry points), before datasette.app exists.
+
+
+@lru_cache(maxsize=1)
+def datasette_1() -> bool:
+    """Datasette 1.0 (1.0a20 on): permissions are actions checked with ``datasette.allowed``."""
+    from datasette.app import Datasette
+
+    return hasattr(Datasette, "allowed")
+
+
+def merged(base: dict, extra: dict) -> dict:
+    """``base`` with ``extra`` laid over it, dictionaries merged at every depth."""
+    result = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = merged(result[key], value)
+        else:
+            result[key] = value
+    return result
+
+
+def datasette_kwargs(metadata: dict, config: dict) -> dict:
+    """``Datasette(...)`` keyword arguments for ``metadata.yml`` and ``datasette.yaml``, on either line.
+
+    The ``settings`` of the config go as ``settings=`` on both; the rest as
+    ``config=`` on 1.0 and merged into the metadata on 0.65, where queries,
+    ``allow`` blocks and plugin configuration lived.
+    """
+    settings = dict(config.get("settings") or {})
+    rest = {key: value for key, value in config.items() if key != "settings"}
+    # Told by the 1.0 permission API (``Datasette(config=)`` came with 1.0a8, before it), not
+    # by the signature: datasette's own pytest plugin wraps ``__init__`` as ``(*args, **kwargs)``.
+    if datasette_1():
+        return {"metadata": metadata, "config": rest, "settings": settings}
+    return {"metadata": merged(metadata, rest), "settings": settings}
+
+
+async def canned_query_sql(datasette, database: str, names) -> dict[str, str]:
+    """``{name: sql}`` of the canned queries ``names`` that Datasette has for ``database`` (those it lacks are left out)."""
+    if hasattr(datasette, "get_query"):  # 1.0: stored queries, saved from datasette.yaml at startup
+        found = {}
+        for name in names:
+            query = await datasette.get_query(database, name)
+            if query is not None:
+                found[name] = query.sql
+        return found
+    queries = await datasette.get_canned_queries(database, None)
+    return {name: query["sql"] for name, query in queries.items() if name in names}
+
+
+async def allowed(datasette, actor, action: str, database: str, child: str | None = None) -> bool:
+    """Whether ``actor`` may do ``action`` (``view-query``, ``view-table``, ``view-database``) on the resource.
+
+    What Datasette's own query and table pages check: the resource's ``allow``
+    block, its database's and the instance's, and every permission plugin.
+    """
+    if datasette_1():
+        from datasette.resources import DatabaseResource, QueryResource, TableResource
+
+        if child is None:
+            resource = DatabaseResource(database)
+        else:
+            resource = (QueryResource if action == "view-query" else TableResource)(database, child)
+        return await datasette.allowed(action=action, resource=resource, actor=actor)
+    permissions: list = [(action, (database, child) if child is not None else database)]
+    if action != "view-database":
+        permissions.append(("view-database", database))
+    permissions.append("view-instance")
+    visible, _private = await datasette.check_visibility(actor, permissions=permissions)
+    return visible
+
+
+def queries_not_configured(datasette, database: str, queries: dict) -> dict:
+    """Of ``queries``, those Datasette 0.65 was not started with (its metadata has none of that name)."""
+    configured = datasette.metadata("queries", database=database, fallback=False) or {}
+    return {name: query for name, query in queries.items() if name not in configured}
+
+
+def instance_metadata(datasette):
+    """The metadata as ``/-/metadata`` shows it: a dict on 0.65; on 1.0 (no such page of its own)
+    a coroutine for the instance's and each database's metadata, from its public getters."""
+    if not datasette_1():
+        return datasette.metadata()
+
+    async def gather() -> dict:
+        metadata = await datasette.get_instance_metadata()
+        databases = {name: await datasette.get_database_metadata(name) for name in datasette.databases}
+        return {**metadata, "databases": {name: entry for name, entry in databases.items() if entry}}
+
+    return gather()
+
+
+def instance_config(datasette) -> dict | None:
+    """The configuration ``/-/config`` shows (1.0); None on 0.65, which has no such page."""
+    return (getattr(datasette, "config", None) or {}) if datasette_1() else None
+
+
+@lru_cache(maxsize=1)
+def _snapshot_database_065():
+    from datasette.database import Database
+
+    class SnapshotDatabase065(Database):
+        """Datasette 0.65: read connections per ``Database`` instance instead of per name (see the module docstring)."""
+
+        def __init__(self, ds, path: Path):
+            super().__init__(ds, path=str(path), is_mutable=False)
+            self.thread_connections = threading.local()
+
+        async def execute_fn(self, fn):
+            if self.ds.executor is None:
+                return await super().execute_fn(fn)
+
+            def in_thread():
+                conn = getattr(self.thread_connections, "conn", None)
+                if conn is None:
+                    conn = self.connect()
+                    self.ds._prepare_connection(conn, self.name)
+                    self.thread_connections.conn = conn
+                return fn(conn)
+
+            return await asyncio.get_running_loop().run_in_executor(self.ds.executor, in_thread)
+
+    return SnapshotDatabase065
+
+
+def snapshot_database(datasette, path: Path):
+    """A Datasette database over one snapshot file (immutable content), with read connections of its own."""
+    if datasette_1():
+        from datasette.database import Database
+
+        return Database(datasette, path=str(path), is_mutable=False)
+    return _snapshot_database_065()(datasette, path)
+
+
+def replace_database(datasette, name: str, database) -> None:
+    """Serve ``database`` under ``name`` in place of the one there, in one step no request sees apart.
+
+    The old one is left open for the requests still reading it (the follower
+    closes it after its grace). Datasette 0.65's ``remove_database`` only
+    forgets a database; 1.0's also closes it at once (1.0a41: a request in
+    flight then fails with ``DatasetteClosedError``), so on 1.0 the mapping is
+    replaced as ``add_database`` itself does it (a new ``databases`` dict,
+    never mutated in place), with the name and route it sets.
+    """
+    if not datasette_1():
+        if name in datasette.databases:
+            datasette.remove_database(name)
+        datasette.add_database(database, name=name)
+        return
+    database.name = name
+    database.route = name
+    datasette.databases = {**datasette.databases, name: database}
+
+
+#: The logger granian's server lines go to (granian/log.py, 2.x).
+GRANIAN_LOGGER = "_granian"
+
+
+def serve_granian(server, loader) -> None:
+    """Run granian's ``server``, calling ``loader(target)`` in each worker after the fork for the ASGI app."""
+    server.serve(target_loader=loader)
