@@ -237,3 +237,45 @@ def test_words_the_index_splits_are_searched_not_refused(make_config, tmp_path):
         assert older_tables.status_code in (200, 400), older_tables.text
         if older_tables.status_code == 400:
             assert older_tables.json()["errors"] == [{"parameter": "q", "detail": "holds characters the search cannot take"}]
+
+
+def test_a_page_that_already_gives_the_count_runs_one_query(db):
+    """A first page that is not full is every match: no count query. A later page of nothing: no page query.
+
+    A search whose words and filters seldom meet reads both index lists to their end (tens of
+    milliseconds at a million items); running one query where two were run halves that.
+    """
+    from service.api.bodies import Build, news
+    from service.api.endpoints import ENDPOINTS
+    from service.api.parameters import parse_params
+
+    insert(db, items(120, seed=12))
+    api_sql = {name.removeprefix("api_"): sql for name, sql in SQL.items()}
+    endpoint = ENDPOINTS["news"]
+    ran: list[str] = []
+    starts = (SQL["api_news"][:30], SQL["api_news_count"][:30])  # before the first parameter
+    conn = sqlite3.connect(db.conn.execute("PRAGMA database_list").fetchone()[2])
+    conn.set_trace_callback(ran.append)
+    last = db.execute("SELECT published_at, id FROM news ORDER BY published_at, id LIMIT 1").fetchone()
+
+    def answer(query: str, cursor=None) -> tuple[dict, int]:
+        values, errors = parse_params(endpoint.params, query.encode())
+        assert not errors, errors
+        values["cursor"] = cursor  # these test items' ids are not the pipeline's hex, which a cursor must hold
+        ran.clear()
+        payload, _ = news(Build(endpoint, values, None, conn, api_sql, {"news": (1, "2026-03-02T00:00:00Z")}))
+        # The trace also lists the statements FTS5 runs inside a query: only ours are counted.
+        return payload, sum(statement.startswith(ours) for statement in ran for ours in starts)
+
+    expected = db.execute(f"SELECT count(*) {MATCHES}", {"q": fts_query("qubit photon laser"), "tag": "", "since": "",
+                                                           "until": "", "sources": ""}).fetchone()[0]
+    assert 0 < expected <= 20
+    short, queries = answer("q=qubit+photon+laser")
+    assert (short["count"], short["count_exact"], len(short["results"]), queries) == (expected, True, expected, 1)
+    full, queries = answer("q=qubit&limit=5")
+    assert len(full["results"]) == 5 and full["count"] > 5 and queries == 2
+    after_last, queries = answer("q=qubit", cursor=last)
+    assert after_last["count"] > 0 and after_last["results"] == [] and queries == 2
+    nothing, queries = answer("q=qubit+absentword", cursor=last)
+    assert (nothing["count"], nothing["results"], queries) == (0, [], 1)
+    conn.close()

@@ -194,8 +194,20 @@ def news(build: Build):
     limit = values["limit"]
     before, before_id = values["cursor"] or ("", "")
     filters = news_filters(values)
-    page = build.rows("news", {**filters, "before": before, "before_id": before_id, "limit": limit + 1})
-    count = build.rows("news_count", {**filters, "count_limit": SEARCH_COUNT_MAX + 1})[0]["count"]
+    # Each of the two queries is skipped when the other one's answer already says what it would
+    # return. A search whose words and filters seldom meet reads both index lists to their end
+    # (20 ms at a million items for ``tag=Science&q=raises``, which meet nowhere), and did it twice.
+    count = None
+    if values["cursor"] is not None:
+        # A later page: nothing in the whole range means nothing on this page either.
+        count = build.rows("news_count", {**filters, "count_limit": SEARCH_COUNT_MAX + 1})[0]["count"]
+    page = [] if count == 0 else build.rows("news", {**filters, "before": before, "before_id": before_id, "limit": limit + 1})
+    if count is None:
+        # The first page: when it is not full, it holds every match, so it is the count.
+        if len(page) <= limit:
+            count = len(page)
+        else:
+            count = build.rows("news_count", {**filters, "count_limit": SEARCH_COUNT_MAX + 1})[0]["count"]
     exact = values["q"] is None or count <= SEARCH_COUNT_MAX
     link = None
     if len(page) > limit:
