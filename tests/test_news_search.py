@@ -130,7 +130,7 @@ def test_search_follows_changes_and_deletions(db):
     assert_searches_match(db, rounds=300, seed=4)
     # a contentless index keeps no text: what it holds is what the triggers put and took out
     mask = SEARCH_ROWID_MASK
-    held = db.execute(f"SELECT rowid & {mask} FROM news_search WHERE news_search MATCH 'words: retitled' ORDER BY 1").fetchall()
+    held = db.execute(f"SELECT rowid & {mask} FROM news_search WHERE news_search MATCH '- facets: retitled' ORDER BY 1").fetchall()
     assert held == db.execute("SELECT rowid FROM news WHERE summary = 'retitled anyon' ORDER BY 1").fetchall() != []
 
 
@@ -161,7 +161,7 @@ def test_bulk_insert_indexes_what_row_by_row_inserts_index(db, tmp_path):
     row_by_row = new_database(tmp_path / "row-by-row.db")
     insert(row_by_row, items(200, seed=6))
     found = f"SELECT id FROM news WHERE rowid IN (SELECT rowid & {SEARCH_ROWID_MASK} FROM news_search WHERE news_search MATCH ?) ORDER BY id"
-    for match in ("words: qubit", "words: (photon laser)", "facets: tagscience", 'facets: s2'):
+    for match in ("- facets: qubit", "- facets: (photon laser)", "science: photon", "investing: (qubit laser)", "facets: s2", "facets: t2industry"):
         assert db.execute(found, [match]).fetchall() == row_by_row.execute(found, [match]).fetchall() != []
     assert_searches_match(db, rounds=100, seed=7)
     row_by_row.close()
@@ -200,7 +200,7 @@ def test_the_api_says_when_a_search_count_stops(make_config, tmp_path):
 
 def test_the_canned_queries_use_the_key_layout_the_migration_writes():
     """metadata.yml spells the key's mask, minute bound and bounds as literals (SQL has no constants): they must be these."""
-    from db.news_derived import _MINUTE_MAX, SEARCH_ROWID_BITS
+    from db.news_derived import _MINUTE_MAX, SEARCH_ROWID_BITS, SEARCH_TAG_COLUMNS
 
     for name in ("api_news", "api_news_count"):
         sql = SQL[name]
@@ -208,6 +208,9 @@ def test_the_canned_queries_use_the_key_layout_the_migration_writes():
         assert f"-{_MINUTE_MAX}, min({_MINUTE_MAX}," in sql, name
         assert str(1 << 62) in sql, name  # beyond every key: (2**26 - 1) << 36 | mask < 2**62
     assert str(SEARCH_ROWID_MASK + 1) in SQL["api_news"] and str(SEARCH_ROWID_MASK + 1) in SQL["api_news_count"]
+    # The tags a search reads as columns of news_search (m007), spelled out to keep an unknown tag from being a column.
+    tags = f"lower(:tag) in ({', '.join(repr(column) for column in SEARCH_TAG_COLUMNS)})"
+    assert tags in SQL["api_news"] and tags in SQL["api_news_count"]
 
 
 def test_words_the_index_splits_are_searched_not_refused(make_config, tmp_path):
