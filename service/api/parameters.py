@@ -217,7 +217,7 @@ class Cursor(Kind):
 
 
 class Words(Kind):
-    """A full-text search of at most ``max_length`` characters; canonical: its words, casefolded.
+    """A full-text search of at most ``max_length`` characters; canonical: its words, lowercased.
 
     Blank is no filter (``None``); only punctuation is no words, so nothing matches (``""``).
     """
@@ -230,9 +230,13 @@ class Words(Kind):
     def parse(self, text: str) -> str | None:
         if len(text) > self.max_length:
             raise ValueError(text)
-        # Casefolded before it is split: casefolding can make a combining mark (``ὐ`` is ``υ`` and
-        # U+0313), which the index's tokenizer takes as a separator, not part of a word.
-        return " ".join(_WORD.findall(text.casefold())) if text.strip() else None
+        # Split as written, then each word lowercased where that keeps it one word: the index's
+        # tokenizer folds letter case one letter to one letter, as lower() does, never as casefold()
+        # does (``ß`` to ``ss``: ``Straße`` could not be found), and lower() can make a combining
+        # mark (``İ`` is ``i`` and U+0307), which the tokenizer takes as a separator.
+        if not text.strip():
+            return None
+        return " ".join(lower if _WORD.fullmatch(lower := word.lower()) else word for word in _WORD.findall(text))
 
 
 class Name(Kind):
