@@ -26,6 +26,9 @@ TARGETS = [
     ("uncached news searches alone, 1M items: p99 (ms)", "uncached_search_p99_ms", "<=", 25.0),
     ("uncached news searches alone, 1M items: vs Datasette JSON", "uncached_search_vs_datasette", ">=", 10.0),
     ("serving process peak RSS, 1M items (MB)", "uncached_peak_rss_mb", "<", 150.0),
+    # issue 27's timing guard: a request's SQL alone (page and count), bench/sql_timing.py
+    ("SQL of an uncached page, 1M items: p99 (ms)", "sql_pages_p99_ms", "<=", 0.5),
+    ("SQL of an uncached search, 1M items: p99 (ms)", "sql_searches_p99_ms", "<=", 5.0),
 ]
 
 #: The servers the raw ASGI ceiling runs under (bench/servers.py), the first being ``qsite serve``'s.
@@ -137,6 +140,8 @@ def verdicts(results: dict) -> list[dict]:
         if raw:  # the ceiling measured in this run; the uncached rounds came after it, on the same cores
             values["uncached_vs_raw"] = uncached["targets"]["uncached"]["rps"] / raw["rps"]
             values["uncached_search_vs_raw"] = uncached["targets"]["uncached search"]["rps"] / raw["rps"]
+        for kind, timing in (uncached.get("sql_ms") or {}).items():
+            values[f"sql_{kind}_p99_ms"] = timing["p99_ms"]
         for name, key in (("uncached", "open_pages_half_p999_ms"), ("uncached search", "open_search_half_p999_ms")):
             half = ((uncached.get("open_loop") or {}).get(name) or {}).get("at_half_rate")
             if half:
@@ -256,6 +261,11 @@ def uncached_table(uncached: dict) -> list[str]:
             f"open loop (k6, constant arrival rate), {name}: highest rate with p99 <= {found['p99_bound_ms']:g} ms "
             f"{found['best_rate']}/s (first over: {found['first_failed_rate']}/s); at {half.get('rate', 0)}/s "
             f"p50 {half.get('p50_ms', 0):.1f} ms, p99 {half.get('p99_ms', 0):.1f} ms, p99.9 {half.get('p999_ms', 0):.1f} ms"
+        )
+    for kind, timing in (uncached.get("sql_ms") or {}).items():
+        lines.append(
+            f"SQL alone, {kind} ({timing['requests']:,}, page and count): p50 {timing['p50_ms']:.2f} ms, "
+            f"p99 {timing['p99_ms']:.2f} ms, max {timing['max_ms']:.2f} ms; slowest: {timing['slowest'][0][1]}"
         )
     lines.append(f"serving process at {db['items']:,} items: peak RSS (VmHWM) {memory['peak_mb']:.1f} MB, RSS {memory['rss_mb']:.1f} MB")
     return lines

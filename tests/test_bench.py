@@ -110,3 +110,17 @@ def test_profile_summary_counts_self_and_inclusive_time(tmp_path):
     assert dict(summary["self_pct"]) == {"hit (/x/service/ratelimit.py)": 60.0, "send (h11/_util.py)": 30.0, "fast_path (/x/service/plugin.py)": 10.0}
     assert dict(summary["inclusive_pct"])["run (uvicorn/main.py)"] == 100.0
     assert dict(summary["project_inclusive_pct"]) == {"hit (/x/service/ratelimit.py)": 60.0, "fast_path (/x/service/plugin.py)": 40.0}
+
+
+def test_sql_timing_reads_requests_as_the_api_does(tmp_path):
+    """The timing guard runs each news request's page and count, pages apart from searches, and skips other endpoints."""
+    from bench.sql_timing import LIMITS_MS, time_news_sql
+    from tests.support.known_data import seeded_database
+
+    seeded_database(tmp_path / "site.db").close()
+    listed = tmp_path / "requests-api.txt"
+    listed.write_text("/api/v1/news?tag=Science\n/api/v1/news?limit=5\n/api/v1/news?q=qubit+MACHINE\n/api/v1/glossary?q=qubit\n")
+    timed = time_news_sql(tmp_path / "site.db", [listed])
+    assert {kind: row["requests"] for kind, row in timed.items()} == {"pages": 2, "searches": 1}
+    assert timed["searches"]["slowest"][0][1] == "/api/v1/news?q=qubit+MACHINE"
+    assert all(0 < row["p50_ms"] <= row["p99_ms"] <= row["max_ms"] and row["limit_p99_ms"] == LIMITS_MS[kind] for kind, row in timed.items())
