@@ -176,6 +176,17 @@ def test_migration_indexes_the_items_already_stored(tmp_path):
     db.close()
 
 
+def test_migration_7_indexes_by_tag_what_migration_6_indexed(tmp_path):
+    """Items stored under m006's index (words and a tag term) are found by tag after m007 rebuilds it."""
+    path = tmp_path / "old.db"
+    database_before(path, "m007_news_search_by_tag", SOURCES, items(150, seed=10))
+    assert [row[1] for row in sqlite_utils.Database(path).execute("PRAGMA table_info(news_search)").fetchall()] == ["words", "facets"]
+    db = open_database(path)
+    assert [row[1] for row in db.execute("PRAGMA table_info(news_search)").fetchall()] == ["science", "industry", "investing", "facets"]
+    assert_searches_match(db, rounds=150, seed=11)
+    db.close()
+
+
 def test_the_api_says_when_a_search_count_stops(make_config, tmp_path):
     db = new_database(tmp_path / "site.db")
     seed_catalog(db)
