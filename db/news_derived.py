@@ -1,7 +1,7 @@
 """The SQL that derives ``news_counts`` and ``news_search`` from ``news``.
 
 Both tables are kept in step with ``news`` by triggers that the migrations
-create (:mod:`db.migrations`, m005, m006 and m007), and are filled from it in one
+create (:mod:`db.migrations`, m005, m006 and m008), and are filled from it in one
 statement when they are created and after the pipeline's bulk inserts
 (:mod:`pipeline.store.news`). The SQL lives here, apart from the migrations,
 because both use it (and ``api_news`` in metadata.yml reads the search
@@ -74,13 +74,13 @@ def search_columns(row: str) -> str:
 #: Fills m006's ``news_search`` (``words``, ``facets``) from ``news``, when m006 creates it.
 INDEX_NEWS_SEARCH_M006 = f"INSERT INTO news_search (rowid, words, facets) SELECT {search_columns('news')} FROM news"
 
-#: The words columns of ``news_search`` since m007, one per tag (``science``, ...), then ``facets``.
+#: The words columns of ``news_search`` since m008, one per tag (``science``, ...), then ``facets``.
 SEARCH_TAG_COLUMNS = tuple(tag.lower() for tag in TAGS)
 SEARCH_COLUMNS = ", ".join((*SEARCH_TAG_COLUMNS, "facets"))
 
 
 def search_columns_by_tag(row: str) -> str:
-    """SQL: the ``news_search`` rowid, words by tag and facets of ``row`` (m007).
+    """SQL: the ``news_search`` rowid, words by tag and facets of ``row`` (m008).
 
     An item's words are in the column of its tag, and empty in the others, so a
     search with a tag reads only its words' lists and keeps the entries of that
@@ -96,7 +96,7 @@ def search_columns_by_tag(row: str) -> str:
     return f"{search_key(row)}, {by_tag}, {facets}"
 
 
-#: Fills ``news_search`` from ``news`` (when m007 creates it, and after a bulk insert).
+#: Fills ``news_search`` from ``news`` (when m008 creates it, and after a bulk insert).
 INDEX_NEWS_SEARCH = f"INSERT INTO news_search (rowid, {SEARCH_COLUMNS}) SELECT {search_columns_by_tag('news')} FROM news"
 
 #: A stored time ``strftime`` can read is what the search key is made of.

@@ -176,10 +176,10 @@ def test_migration_indexes_the_items_already_stored(tmp_path):
     db.close()
 
 
-def test_migration_7_indexes_by_tag_what_migration_6_indexed(tmp_path):
-    """Items stored under m006's index (words and a tag term) are found by tag after m007 rebuilds it."""
+def test_migration_8_indexes_by_tag_what_migration_6_indexed(tmp_path):
+    """Items stored under m006's index (words and a tag term) are found by tag after m008 rebuilds it."""
     path = tmp_path / "old.db"
-    database_before(path, "m007_news_search_by_tag", SOURCES, items(150, seed=10))
+    database_before(path, "m008_news_search_by_tag", SOURCES, items(150, seed=10))
     assert [row[1] for row in sqlite_utils.Database(path).execute("PRAGMA table_info(news_search)").fetchall()] == ["words", "facets"]
     db = open_database(path)
     assert [row[1] for row in db.execute("PRAGMA table_info(news_search)").fetchall()] == ["science", "industry", "investing", "facets"]
@@ -219,7 +219,7 @@ def test_the_canned_queries_use_the_key_layout_the_migration_writes():
         assert f"-{_MINUTE_MAX}, min({_MINUTE_MAX}," in sql, name
         assert str(1 << 62) in sql, name  # beyond every key: (2**26 - 1) << 36 | mask < 2**62
     assert str(SEARCH_ROWID_MASK + 1) in SQL["api_news"] and str(SEARCH_ROWID_MASK + 1) in SQL["api_news_count"]
-    # The tags a search reads as columns of news_search (m007), spelled out to keep an unknown tag from being a column.
+    # The tags a search reads as columns of news_search (m008), spelled out to keep an unknown tag from being a column.
     tags = f"lower(:tag) in ({', '.join(repr(column) for column in SEARCH_TAG_COLUMNS)})"
     assert tags in SQL["api_news"] and tags in SQL["api_news_count"]
 
