@@ -19,7 +19,7 @@ from pathlib import Path
 from service.api.bodies import SEARCH_COUNT_MAX, news_filters
 from service.api.endpoints import ENDPOINTS
 from service.api.parameters import parse_params
-from service.datasette.metadata import query_sql, read_metadata_file
+from service.datasette.metadata import configured_queries, query_sql
 
 #: The 99th percentile of a request's SQL (page and count) each kind must stay within, in ms (issue 27).
 LIMITS_MS = {"pages": 0.5, "searches": 5.0}
@@ -28,7 +28,7 @@ LIMITS_MS = {"pages": 0.5, "searches": 5.0}
 def time_news_sql(db: Path, api_files: list[Path], per_file: int = 2000, slowest: int = 5) -> dict:
     """p50, p99 and max of each request's SQL (ms), by kind, with the slowest requests, from ``api_files``."""
     endpoint = ENDPOINTS["news"]
-    sql = query_sql(next(iter(read_metadata_file()["databases"].values())).get("queries"))
+    sql = query_sql(configured_queries())
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     timed: dict[str, list[tuple[float, str]]] = {"pages": [], "searches": []}
     try:
