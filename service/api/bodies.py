@@ -152,6 +152,14 @@ def news(build: Build):
     return payload, headers
 
 
+def news_item(build: Build):
+    """One item by its id (checked by :class:`~service.api.parameters.ItemId` before this is called)."""
+    found = build.rows("news_item", {"id": build.arg})
+    if not found:
+        raise Missing(f"no news item with id {build.arg!r}")
+    return found[0], ()
+
+
 def sources(build: Build):
     """Every publisher; feed addresses only in their public form (:func:`db.urls.public_location`)."""
     results = [

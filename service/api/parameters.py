@@ -63,6 +63,10 @@ class Kind:
         """``value`` (canonical) as it is written in a link."""
         return str(value)
 
+    def check(self, value) -> str | None:
+        """For a path parameter, after routing: ``None`` when ``value`` is fine, else the 400's detail."""
+        return None
+
 
 class OneOf(Kind):
     """One of ``values``, matched ignoring letter case; the canonical value is as listed."""
@@ -223,6 +227,22 @@ class Segment(Kind):
         if not text or "/" in text:
             raise ValueError(text)
         return unquote(text, errors="strict")  # not UTF-8: UnicodeDecodeError, a ValueError
+
+
+class ItemId(Segment):
+    """A news item's id in a path: any one segment routes, :meth:`check` says whether it is an id.
+
+    Routing takes any segment, so a malformed id is a 400 naming ``id`` (the
+    client wrote something that cannot be an id) while a well-formed id that no
+    item has is a 404: the two mistakes get two answers.
+    """
+
+    detail = f"must be a news item id: {ITEM_ID_DIGITS} lower-case hex digits, as in the id of an item"
+    schema = {"type": "string", "pattern": f"^[0-9a-f]{{{ITEM_ID_DIGITS}}}$"}
+
+    def check(self, value: str) -> str | None:
+        """``None`` when ``value`` is an id as the pipeline makes them, else what is wrong."""
+        return None if _ITEM_ID.fullmatch(value) else self.detail
 
 
 @dataclass(frozen=True)

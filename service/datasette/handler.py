@@ -189,6 +189,8 @@ class Api:
             return page
         endpoint, arg = resolved
         values, errors = parse_params(endpoint.params, query)
+        if endpoint.path_param is not None and (wrong := endpoint.path_param.kind.check(arg)):
+            errors.insert(0, {"parameter": endpoint.path_param.name, "detail": wrong})
         if errors:
             return invalid_parameters(errors)
         try:
