@@ -35,6 +35,14 @@ class Missing(Exception):
     """The requested item does not exist (404)."""
 
 
+class Invalid(Exception):
+    """A parameter is well-formed but does not go with the others (400 naming ``parameter``)."""
+
+    def __init__(self, parameter: str, detail: str):
+        super().__init__(detail)
+        self.parameter, self.detail = parameter, detail
+
+
 @dataclass(frozen=True)
 class Build:
     """One body to build: what was asked, and the snapshot to build it from.
@@ -130,15 +138,22 @@ def news_filters(values: dict) -> dict:
 def news(build: Build):
     values = build.values
     limit = values["limit"]
-    before, before_id = values["cursor"] or ("", "")
+    oldest_first = values["sort"] == "published_at"
+    position, position_id, *direction = values["cursor"] or ("", "")
+    if values["cursor"] and bool(direction) != oldest_first:
+        raise Invalid("cursor", "was given in next of a listing in the other order; keep the sort it came with, or start without a cursor")
     filters = news_filters(values)
-    page = build.rows("news", {**filters, "before": before, "before_id": before_id, "limit": limit + 1})
+    if oldest_first:
+        page = build.rows("news_oldest", {**filters, "after": position, "after_id": position_id, "limit": limit + 1})
+    else:
+        page = build.rows("news", {**filters, "before": position, "before_id": position_id, "limit": limit + 1})
     count = build.rows("news_count", {**filters, "count_limit": SEARCH_COUNT_MAX + 1})[0]["count"]
     exact = values["q"] is None or count <= SEARCH_COUNT_MAX
     link = None
     if len(page) > limit:
         page = page[:limit]
-        link = build.endpoint.next_link(values, (page[-1]["published_at"], page[-1]["id"]))
+        last = (page[-1]["published_at"], page[-1]["id"])
+        link = build.endpoint.next_link(values, (*last, True) if oldest_first else last)
     payload = {
         "count": count if exact else SEARCH_COUNT_MAX,
         "count_exact": exact,
@@ -154,7 +169,7 @@ def news(build: Build):
 
 def news_item(build: Build):
     """One item by its id (checked by :class:`~service.api.parameters.ItemId` before this is called)."""
-    found = build.rows("news_item", {"id": build.arg})
+    found = build.rows("news_item", {"item_id": build.arg})
     if not found:
         raise Missing(f"no news item with id {build.arg!r}")
     return found[0], ()

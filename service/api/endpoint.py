@@ -84,13 +84,16 @@ class Endpoint:
     def next_link(self, values: dict, after) -> str:
         """The link to the page after the item ``after`` (the cursor's canonical value).
 
-        Every other parameter that has a value, in table order, then the cursor.
+        Every other parameter that has a value (``sort`` only when not the default), in table order,
+        then the cursor.
         """
         pager = self.pager
         query = [
             pair
             for param in self.params
             if param is not pager and values[param.name] is not None
+            # the default order is left out: next links read as they did before sort existed
+            and not (param.name == "sort" and values[param.name] == param.default)
             for pair in param.link_pairs(values[param.name])
         ]
         query.extend(pager.link_pairs(after))

@@ -32,6 +32,8 @@ from service.api.parameters import Cursor, DateTime, Integer, ItemId, Name, OneO
 LIMIT_DEFAULT = 20
 LIMIT_MIN = 1
 LIMIT_MAX = 100
+#: The orders /news can list in (``sort``): newest first (the default) and oldest first.
+SORTS = ("-published_at", "published_at")
 #: Longest search (glossary, news) accepted, in characters.
 Q_MAX = 200
 #: Longest publisher name accepted in ``source``, and how many publishers one request may name.
@@ -59,6 +61,14 @@ PARAMETERS = (
         on=("news",),
         description="Opaque; only as given in next. Keyset on (published_at, id), so paging stays "
         "right while new items arrive.",
+    ),
+    Param(
+        "sort",
+        OneOf(SORTS),
+        on=("news",),
+        default=SORTS[0],
+        description="The order: -published_at, newest first (the default), or published_at, oldest first; ties "
+        "by id the same way. A cursor belongs to the order it was given in: with the other sort it is a 400.",
     ),
     Param(
         "since",
@@ -221,7 +231,7 @@ _TABLE = (
         description="One page of news items, newest first; follow next (or the Link header) for the page after it. "
         "tag, source, since, until and q combine, and next keeps them, so every page applies the same filters.",
         build=bodies.news,
-        queries=("news", "news_count"),
+        queries=("news", "news_count", "news_oldest"),
         datasets=(NEWS,),
         required=NEWS,
     ),

@@ -17,7 +17,7 @@ import re
 import sqlite3
 from typing import Callable
 
-from service.api.bodies import Build, Missing, NoData
+from service.api.bodies import Build, Invalid, Missing, NoData
 from service.api.data_versions import DataVersions, read_versions, updated_at
 from service.describe.docs import DocsPage, collect_examples
 from service.api.endpoints import ENDPOINTS, HTML, JSON, Endpoint
@@ -206,6 +206,8 @@ class Api:
             )
         except Missing as exc:
             return problem_response("not-found", str(exc))
+        except Invalid as exc:
+            return invalid_parameters([{"parameter": exc.parameter, "detail": exc.detail}])
         except sqlite3.Error as exc:
             if values.get("q") and str(exc).startswith("fts5:"):
                 # The words of q are split as the index's tokenizer splits them (service.api.parameters.Words),

@@ -113,7 +113,7 @@ def schemas() -> dict:
                 "updated_at": _TIME,
                 "results": {"type": "array", "maxItems": LIMIT_MAX, "items": ref("schemas", "NewsItem")},
             },
-            "Newest first: published_at descending, then id descending.",
+            "In the order sort names: by default newest first, published_at descending, then id descending.",
         ),
         "Source": _object(
             {
