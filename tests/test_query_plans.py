@@ -180,7 +180,7 @@ def test_canned_queries_do_the_same_work_on_four_times_the_news(databases, name)
     for make in combinations(sql):
         params, big_params = make(oldest(small)), make(oldest(big))
         (on_small, rows), (on_big, _) = steps(small, sql, params), steps(big, sql, big_params)
-        assert rows or name in ("news", "news_oldest"), f"api_{name} with {params} answered nothing: no test at all"
+        assert rows or name in ("news", "news_oldest", "health"), f"api_{name} with {params} answered nothing: no test at all"
         assert on_big <= 1.5 * on_small + 20, f"api_{name} with {params}: {on_small}00 steps, then {on_big}00"
 
 

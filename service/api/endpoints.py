@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from db.model import CATALOG, DATASETS, GLOSSARY, NEWS, TAGS, TOTALS
+from db.model import CATALOG, DATASETS, GLOSSARY, NEWS, TAGS, TOTALS, VERSION
 
 from service.api import bodies
 from service.i18n import DEFAULT_LANGUAGE, LANGUAGES
@@ -280,6 +280,20 @@ _TABLE = (
         required=TOTALS,
     ),
     Endpoint(
+        "health",
+        "/health",
+        "Whether this instance has recent data to serve",
+        "Health",
+        "The data is recent enough: its age, the last ingests, this instance's version and snapshot.",
+        tag="interface",
+        description="For load balancers and probes: 200 when the data is no older than the configured bound "
+        "(api.health_max_data_age), 503 with the same body when it is older or there is no data. The age is the time "
+        "since the last ingest run that did not fail. Never cached.",
+        queries=("health",),
+        datasets=DATASETS,
+        fresh=True,
+    ),
+    Endpoint(
         "snapshot",
         "/snapshot",
         "The published snapshot this replica serves (qsite serve --follow)",
@@ -326,11 +340,14 @@ def index_document(following: bool = False) -> dict:
     """
     listed = sorted(
         (endpoint for endpoint in ENDPOINTS.values() if endpoint.name != "index" and (following or not endpoint.following)),
-        key=lambda e: e.build is None,
+        key=lambda e: e.build is None and e.name != "health",
     )
     return {
         "name": "qsite",
         "version": "v1",
+        "qsite_version": VERSION,
+        # the snapshot a following replica serves: filled in per snapshot (service.datasette.plugin)
+        "snapshot": None,
         "terms": USAGE_TERMS,
         "documentation": ENDPOINTS["openapi"].url,
         "endpoints": {endpoint.name: endpoint.url for endpoint in listed},

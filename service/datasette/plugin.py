@@ -107,10 +107,12 @@ def get_api(datasette) -> Api:
     broken = None
     execute_fn = versions = sql = rate_limit = None
     max_age = 0
+    max_data_age = 86400
     reader = None
     try:
         config = qsite_config(datasette)
         max_age = config.api.cache_max_age
+        max_data_age = config.api.health_max_data_age
         limit = parse_rate_limit(config.api.rate_limit)
         rate_limit = (limit.amount, limit.get_expiry()) if limit else None
         name = config.database_path.stem
@@ -130,9 +132,11 @@ def get_api(datasette) -> Api:
     documents = {"index": index_document(following=follower is not None), "openapi": openapi}
     if follower is not None and follower.serving is not None:
         documents["snapshot"] = describe(follower.serving)
+        documents["index"]["snapshot"] = documents["snapshot"]["file"]
     docs_page = DocsPage(datasette, catalogs, rate_limit, max_age)
     api = Api(
         execute_fn, versions, sql, max_age, documents, docs_page=docs_page, broken=broken, reader=reader,
+        max_data_age=max_data_age,
     )
     datasette._qsite_api = api
     return api

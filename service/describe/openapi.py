@@ -11,6 +11,8 @@ makes it in every interface language (:mod:`service.i18n`).
 
 from __future__ import annotations
 
+from db.model import VERSION
+
 from service.api.endpoints import ENDPOINTS, HTML, JSON, PARAMETERS, TAGS_DOCUMENTED, USAGE_TERMS, Endpoint
 from service.i18n import LANGUAGES, Catalogs, translate_document
 from service.api.parameters import MAX_ERRORS
@@ -57,6 +59,10 @@ def _headers(max_age: int) -> dict:
             "schema": {"type": "string", "pattern": '^<[^>]+>; rel="next"$'},
         },
         "AllowOrigin": header({"const": "*"}, "Any origin may read every response, errors included."),
+        "QsiteVersion": header({"const": VERSION}, "The version of qsite that answered."),
+        "QsiteSnapshot": header(
+            {"type": "string"}, "The snapshot file this answer was built from; only on a following replica.", required=False
+        ),
         "ExposeHeaders": header({"const": EXPOSE_HEADERS}, "Headers browser scripts may read."),
         "RetryAfter": header({"type": "string", "pattern": r"^\d+$"}, "Seconds to wait before trying again."),
         "Allow": header({"const": ALLOWED_METHODS}, "The methods the API answers."),
@@ -80,6 +86,7 @@ def _headers(max_age: int) -> dict:
 _CORS = {
     "Access-Control-Allow-Origin": ref("headers", "AllowOrigin"),
     "Access-Control-Expose-Headers": ref("headers", "ExposeHeaders"),
+    "X-Qsite-Version": ref("headers", "QsiteVersion"),
 }
 #: On every response the rate limiter counts (all but OPTIONS), when it is on.
 _RATE_LIMIT = {
@@ -187,7 +194,13 @@ def _file(endpoint: Endpoint) -> dict:
 
 
 def _ok(endpoint: Endpoint, data: bool) -> dict:
-    headers = {"Cache-Control": ref("headers", "CacheControl"), "ETag": ref("headers", "ETag"), **_CORS, **_RATE_LIMIT}
+    headers = {
+        "Cache-Control": ref("headers", "CacheControl"),
+        "ETag": ref("headers", "ETag"),
+        **_CORS,
+        **_RATE_LIMIT,
+        "X-Qsite-Snapshot": ref("headers", "QsiteSnapshot"),
+    }
     if data:
         headers["Last-Modified"] = ref("headers", "LastModified")
     if endpoint.pager is not None:
@@ -207,6 +220,21 @@ HEAD_DESCRIPTION = "The same as GET without the body: only the headers, to check
 PREFLIGHT_DESCRIPTION = "Answers a browser's CORS preflight: any origin may read the API with GET and HEAD."
 
 
+def _health_responses(endpoint: Endpoint) -> dict:
+    """/api/v1/health: its 200 and 503 carry the same body, never cached; it takes no parameter."""
+    headers = {"Cache-Control": ref("headers", "NoStore"), **_CORS, **_RATE_LIMIT, "X-Qsite-Snapshot": ref("headers", "QsiteSnapshot")}
+    content = {JSON: {"schema": ref("schemas", endpoint.schema)}}
+    return {
+        "200": {"description": endpoint.returns, "headers": headers, "content": content},
+        "400": ref("responses", "BadRequest"),
+        "503": {
+            "description": "The data is older than the configured bound, or there is none: the same body says which.",
+            "headers": {**headers, "Retry-After": ref("headers", "RetryAfter")},
+            "content": content,
+        },
+    }
+
+
 #: Any request may be refused for its size before it is routed (service/http/targets.py).
 _TOO_LARGE = {"414": ref("responses", "UriTooLong"), "431": ref("responses", "HeaderFieldsTooLarge")}
 
@@ -219,10 +247,12 @@ def _path(endpoint: Endpoint) -> dict:
     else:  # a file (the snapshot)
         ok, not_modified = _file(endpoint), ref("responses", "FileNotModified")
     responses = {"200": ok, "304": not_modified, "400": ref("responses", "BadRequest")}
+    if endpoint.name == "health":
+        responses = _health_responses(endpoint)
     if endpoint.path_param is not None or endpoint.following:
         responses["404"] = ref("responses", "NotFound")
     responses["429"] = ref("responses", "TooManyRequests")
-    responses["503"] = ref("responses", "Unavailable")  # no data yet; a follower before its first snapshot
+    responses.setdefault("503", ref("responses", "Unavailable"))  # no data yet; a follower before its first snapshot
     responses["500"] = ref("responses", "InternalError")
     responses.update(_TOO_LARGE)
     parameters = [ref("parameters", param.ref) for param in endpoint.params]

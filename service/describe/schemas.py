@@ -45,9 +45,55 @@ def _list(item: str, description: str) -> dict:
     )
 
 
+_QSITE_VERSION = {"type": "string", "description": "The version of qsite serving this answer, also sent as X-Qsite-Version."}
+_SNAPSHOT_ID = {
+    "type": ["string", "null"],
+    "description": "The snapshot file a following replica serves (also sent as X-Qsite-Snapshot); null on an instance "
+    "serving its own live database.",
+}
+
+
+def _health() -> dict:
+    count = {"type": "integer", "minimum": 0}
+    ingest = _object(
+        {
+            "status": {"type": "string", "enum": ["running", "ok", "unchanged", "warning", "failed"], "description": "Of the latest run."},
+            "last_run_at": {**_TIME, "description": "When the latest run ended (or began, while it runs)."},
+            "last_success_at": {**_TIME, "type": ["string", "null"], "description": "When the latest run that did not fail ended."},
+            "sources": {**count, "description": "How many sources (feeds, or site exports) this kind has read."},
+            "failed_sources": {**count, "description": "How many of them failed in their latest run."},
+        },
+        "The latest ingest of one kind.",
+    )
+    maybe_ingest = {"anyOf": [ingest, {"type": "null"}]}
+    return _object(
+        {
+            "status": {
+                "type": "string",
+                "enum": ["ok", "stale", "no-data", "unavailable"],
+                "description": "ok (200); stale: older than max_data_age_seconds, no-data: nothing ingested or no "
+                "database loaded, unavailable: the database cannot be read (503).",
+            },
+            "qsite_version": _QSITE_VERSION,
+            "snapshot": _SNAPSHOT_ID,
+            "data_version": {**count, "type": ["integer", "null"], "description": "The sum of the data's change counters."},
+            "data_updated_at": {
+                **_TIME,
+                "type": ["string", "null"],
+                "description": "When the last ingest run that did not fail ended; without runs, when the data last changed.",
+            },
+            "data_age_seconds": {**count, "type": ["integer", "null"], "description": "Seconds since data_updated_at."},
+            "max_data_age_seconds": {**count, "description": "The configured bound (api.health_max_data_age)."},
+            "ingests": _object({"news": maybe_ingest, "site": maybe_ingest}, "The latest ingest of each kind; null if never."),
+        },
+        "Whether this instance has recent data to serve.",
+    )
+
+
 def schemas() -> dict:
     count = {"type": "integer", "minimum": 0}
     return {
+        "Health": _health(),
         "Section": _object(
             {
                 "id": {"type": "string", "description": "Unique within its course."},
@@ -158,6 +204,8 @@ def schemas() -> dict:
                 "version": {"const": "v1"},
                 "terms": {"type": "string"},
                 "documentation": {"const": ENDPOINTS["openapi"].url},
+                "qsite_version": _QSITE_VERSION,
+                "snapshot": _SNAPSHOT_ID,
                 "endpoints": {
                     "type": "object",
                     "additionalProperties": {"type": "string", "format": "uri-template"},
