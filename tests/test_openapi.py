@@ -72,7 +72,7 @@ def test_parameters_match_what_the_code_enforces(document):
 def test_every_path_is_documented_with_get_head_and_the_preflight(document):
     paths = document["paths"]
     assert set(paths) == {"/api/v1", "/api/v1/openapi.json", "/api/v1/docs", "/api/v1/courses", "/api/v1/glossary",
-                          "/api/v1/glossary/{id}", "/api/v1/news", "/api/v1/news/{id}", "/api/v1/sources", "/api/v1/stats", "/api/v1/health",
+                          "/api/v1/glossary/{id}", "/api/v1/news", "/api/v1/news/{id}", "/api/v1/news.atom", "/api/v1/news.json", "/api/v1/sources", "/api/v1/stats", "/api/v1/health",
                           "/api/v1/snapshot", "/api/v1/snapshot/{file}"}
     tags = {tag["name"] for tag in document["tags"]}
     for path, item in paths.items():

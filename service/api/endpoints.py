@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from db.model import CATALOG, DATASETS, GLOSSARY, NEWS, TAGS, TOTALS, VERSION
 
-from service.api import bodies
+from service.api import bodies, feeds
 from service.i18n import DEFAULT_LANGUAGE, LANGUAGES
 from service.api.endpoint import HTML, JSON, SQLITE, Endpoint
 from service.api.parameters import Cursor, DateTime, Integer, ItemId, Name, OneOf, Param, Segment, Words
@@ -32,6 +32,8 @@ from service.api.parameters import Cursor, DateTime, Integer, ItemId, Name, OneO
 LIMIT_DEFAULT = 20
 LIMIT_MIN = 1
 LIMIT_MAX = 100
+#: The feeds of the news (/news.atom, /news.json): the filters of /news but cursor and sort.
+FEEDS = ("news_atom", "news_json")
 #: The orders /news can list in (``sort``): newest first (the default) and oldest first.
 SORTS = ("-published_at", "published_at")
 #: Longest search (glossary, news) accepted, in characters.
@@ -51,10 +53,10 @@ PARAMETERS = (
     Param(
         "tag",
         OneOf(TAGS),
-        on=("news",),
+        on=("news", *FEEDS),
         description="Only items of this category, matched ignoring letter case. Omitted: all tags.",
     ),
-    Param("limit", Integer(LIMIT_MIN, LIMIT_MAX), on=("news",), description="Items per page.", default=LIMIT_DEFAULT),
+    Param("limit", Integer(LIMIT_MIN, LIMIT_MAX), on=("news", *FEEDS), description="Items per page.", default=LIMIT_DEFAULT),
     Param(
         "cursor",
         Cursor(),
@@ -73,20 +75,20 @@ PARAMETERS = (
     Param(
         "since",
         DateTime(),
-        on=("news",),
+        on=("news", *FEEDS),
         description="Only items published after this RFC 3339 time (with a time zone).",
     ),
     Param(
         "until",
         DateTime(),
-        on=("news",),
+        on=("news", *FEEDS),
         description="Only items published before this RFC 3339 time (with a time zone).",
     ),
     # Repeated, not comma-separated: publishers' names may contain commas.
     Param(
         "source",
         Name(SOURCE_MAX),
-        on=("news",),
+        on=("news", *FEEDS),
         repeat=SOURCES_MAX,
         description="Only items of this publisher, by its exact name (as in source, or as /api/v1/sources lists it). "
         "Repeat the parameter for several publishers (source=A&source=B): names may contain commas, so one "
@@ -95,7 +97,7 @@ PARAMETERS = (
     Param(
         "q",
         Words(Q_MAX),
-        on=("news",),
+        on=("news", *FEEDS),
         component="newsQ",
         description="Full-text search of title and summary; words are matched as words, "
         "all of them must occur. Empty: no filter.",
@@ -248,6 +250,37 @@ _TABLE = (
         queries=("news_item",),
         datasets=(NEWS,),
         required=NEWS,
+    ),
+    Endpoint(
+        "news_atom",
+        "/news.atom",
+        "News items as an Atom feed",
+        "AtomFeed",
+        "An Atom 1.0 feed (RFC 4287) of the newest items matching the filters.",
+        tag="news",
+        description="The newest limit news items matching tag, source, since, until and q, as an Atom feed a feed "
+        "reader can follow. Each entry credits its publisher: its name as the entry's author and in its source, and "
+        "the original article as its link. No cursor: a feed shows the newest items.",
+        build=feeds.atom,
+        queries=("news",),
+        datasets=(NEWS,),
+        required=NEWS,
+        media_type=feeds.ATOM,
+    ),
+    Endpoint(
+        "news_json",
+        "/news.json",
+        "News items as a JSON Feed",
+        "JsonFeed",
+        "A JSON Feed 1.1 of the newest items matching the filters.",
+        tag="news",
+        description="The same as /api/v1/news.atom, as a JSON Feed 1.1: each item credits its publisher as its author, "
+        "with the original article as its url.",
+        build=feeds.json_feed,
+        queries=("news",),
+        datasets=(NEWS,),
+        required=NEWS,
+        media_type=feeds.JSON_FEED,
     ),
     Endpoint(
         "sources",

@@ -309,7 +309,9 @@ class Api:
         versions, (payload, extra_headers) = await self.execute_fn(lambda conn: in_snapshot(conn, build))
         modified = updated_at(versions, endpoint.datasets)
         headers = (*extra_headers, *self.identity)
-        return Entry(key, dumps(payload), endpoint.datasets, modified, self.max_age, headers), versions
+        body = payload if isinstance(payload, bytes) else dumps(payload)  # a feed may come serialised (Atom)
+        content_type = JSON_CONTENT_TYPE if endpoint.media_type == JSON else f"{endpoint.media_type}; charset=utf-8"
+        return Entry(key, body, endpoint.datasets, modified, self.max_age, headers, content_type), versions
 
     async def _health(self) -> tuple[int, list, bytes]:
         """``GET /api/v1/health`` (:mod:`service.api.health`): 200 or 503, never cached, the same body."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from db.model import VERSION
 
+from service.api.feeds import ATOM, JSON_FEED
 from service.api.endpoints import ENDPOINTS, HTML, JSON, PARAMETERS, TAGS_DOCUMENTED, USAGE_TERMS, Endpoint
 from service.i18n import LANGUAGES, Catalogs, translate_document
 from service.api.parameters import MAX_ERRORS
@@ -209,8 +210,8 @@ def _ok(endpoint: Endpoint, data: bool) -> dict:
         headers["Content-Language"] = ref("headers", "ContentLanguage")
     if endpoint.media_type == HTML:
         content = {HTML: {"schema": {"type": "string"}}}
-    else:
-        content = {JSON: {"schema": ref("schemas", endpoint.schema)}}
+    else:  # JSON, or a feed (Atom, JSON Feed)
+        content = {endpoint.media_type: {"schema": ref("schemas", endpoint.schema)}}
     return {"description": endpoint.returns, "headers": headers, "content": content}
 
 
@@ -241,7 +242,7 @@ _TOO_LARGE = {"414": ref("responses", "UriTooLong"), "431": ref("responses", "He
 
 def _path(endpoint: Endpoint) -> dict:
     """The path item of ``endpoint``: GET, HEAD and the CORS preflight."""
-    if endpoint.media_type in (JSON, HTML):
+    if endpoint.media_type in (JSON, HTML, ATOM, JSON_FEED):
         data = endpoint.required is not None  # built from data: Last-Modified
         ok, not_modified = _ok(endpoint, data), ref("responses", "NotModified")
     else:  # a file (the snapshot)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from db.model import TAGS
 
 from service.api.bodies import SEARCH_COUNT_MAX
+from service.api.feeds import ATOM, JSON_FEED_VERSION
 from service.api.endpoints import ENDPOINTS, LIMIT_MAX, LIMIT_MIN, SQLITE
 from service.i18n import LANGUAGES
 from service.api.parameters import ECHO_MAX, MAX_ERRORS
@@ -51,6 +52,35 @@ _SNAPSHOT_ID = {
     "description": "The snapshot file a following replica serves (also sent as X-Qsite-Snapshot); null on an instance "
     "serving its own live database.",
 }
+
+
+def _json_feed() -> dict:
+    """JSON Feed 1.1 as qsite writes it: the spec's required keys, and the ones every item has here."""
+    author = _object({"name": {"type": "string"}, "url": _URL})
+    item = {
+        "type": "object",
+        "required": ["id", "url", "title", "summary", "content_text", "date_published", "authors", "tags"],
+        "properties": {
+            "id": {"type": "string", "description": "A tag: URI made from the item's id; never changes."},
+            "url": {**_URL, "description": "The original article, at its publisher."},
+            "title": {"type": "string"},
+            "summary": {"type": "string"},
+            "content_text": {"type": "string"},
+            "date_published": _TIME,
+            "authors": {"type": "array", "items": author, "description": "The publisher, credited with the original article."},
+            "tags": {"type": "array", "items": {"type": "string", "enum": list(TAGS)}},
+        },
+    }
+    return {
+        "type": "object",
+        "description": "JSON Feed 1.1 (https://www.jsonfeed.org/version/1.1/); keys starting with _ are qsite's extensions.",
+        "required": ["version", "title", "items"],
+        "properties": {
+            "version": {"const": JSON_FEED_VERSION},
+            "title": {"type": "string"},
+            "items": {"type": "array", "maxItems": LIMIT_MAX, "items": item},
+        },
+    }
 
 
 def _health() -> dict:
@@ -272,6 +302,8 @@ def schemas() -> dict:
             "The published snapshot (a whole SQLite database) this replica serves.",
         ),
         "SnapshotFile": {"type": "string", "contentMediaType": SQLITE},
+        "AtomFeed": {"type": "string", "contentMediaType": ATOM, "description": "Atom 1.0 (RFC 4287)."},
+        "JsonFeed": _json_feed(),
         "OpenAPI": {
             "type": "object",
             "required": ["openapi", "info", "paths"],
