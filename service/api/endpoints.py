@@ -28,7 +28,8 @@ from service.i18n import DEFAULT_LANGUAGE, LANGUAGES
 from service.api.endpoint import HTML, JSON, SQLITE, Endpoint
 from service.api.parameters import Cursor, DateTime, Integer, ItemId, Name, OneOf, Param, Segment, Words
 
-#: Items per page of /news: when ``limit`` is not given, and its bounds.
+#: Items per page of /news: when ``limit`` is not given, and its bounds. 100, not 500: an uncached
+#: page of 500 cost 3.4 to 5.8 times the p99 of a page of 100 (bench/limit_cost.py; docs/news-api.md).
 LIMIT_DEFAULT = 20
 LIMIT_MIN = 1
 LIMIT_MAX = 100
