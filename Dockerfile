@@ -41,9 +41,10 @@ VOLUME /data
 USER qsite
 EXPOSE 8001
 
-# Healthy = the API answers /api/v1/stats with a 2xx (a 503 before the first
-# ingest counts as not yet healthy). Python's urllib, because slim has no curl.
+# Healthy = /api/v1/health answers 2xx: there is data, no older than
+# api.health_max_data_age (a 503 before the first ingest or snapshot, or once
+# the data is stale, is unhealthy). Python's urllib, because slim has no curl.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
-    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/api/v1/stats' % os.environ.get('QSITE_PORT', '8001'), timeout=4)"]
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/api/v1/health' % os.environ.get('QSITE_PORT', '8001'), timeout=4)"]
 
 CMD ["sh", "-c", "exec qsite serve --host 0.0.0.0 --port \"$QSITE_PORT\""]

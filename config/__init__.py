@@ -170,6 +170,11 @@ class ApiConfig(_Strict):
     max_connections: Annotated[int, Field(ge=1)] = 1024
     #: Longest an arbitrary SQL query (Datasette's ?sql= and _where=) may run, in milliseconds.
     sql_time_limit_ms: Annotated[int, Field(ge=10, le=60_000)] = 1000
+    #: GET /api/v1/health answers 503 when the data is older than this (``30m``, ``6h``, ``2d`` or seconds):
+    #: the time since the last ingest run that did not fail (of either kind), else since the data last
+    #: changed. A day: an instance whose ingest has stopped for a day leaves the rotation, while a
+    #: replica following snapshots published once a day stays in it.
+    health_max_data_age: Duration = 86400
 
     @field_validator("workers")
     @classmethod

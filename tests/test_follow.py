@@ -98,7 +98,7 @@ def pointer_for(data: bytes, data_version: int) -> Pointer:
 def test_replicas_answer_503_until_the_first_snapshot_then_serve_it_with_the_same_validators(writer, tmp_path):
     with ExitStack() as stack:
         replicas = [stack.enter_context(follow(writer, tmp_path, f"replica-{n}")) for n in range(2)]
-        for path in ("/api/v1/stats", "/api/v1", "/site/news.json", "/"):
+        for path in ("/api/v1/stats", "/api/v1", "/api/v1/health", "/site/news.json", "/"):
             response = httpx.get(replicas[0].url(path))
             assert response.status_code == 503, path
             assert response.headers["retry-after"] == "1"
@@ -123,6 +123,12 @@ def test_replicas_answer_503_until_the_first_snapshot_then_serve_it_with_the_sam
         etag = answers[0][1]
         assert httpx.get(replicas[1].url("/api/v1/stats"), headers={"If-None-Match": etag}).status_code == 304
         assert httpx.get(replicas[0].url("/api/v1")).json()["endpoints"]["snapshot"] == "/api/v1/snapshot"
+        # which snapshot answered: in the index, in /health and in a header of every built answer
+        assert httpx.get(replicas[0].url("/api/v1")).json()["snapshot"] == latest.file
+        assert httpx.get(replicas[1].url("/api/v1/stats")).headers["x-qsite-snapshot"] == latest.file
+        health = httpx.get(replicas[1].url("/api/v1/health"))
+        assert health.status_code == 200 and health.headers["x-qsite-snapshot"] == latest.file
+        assert health.json()["snapshot"] == latest.file and health.json()["data_version"] == latest.data_version
         assert httpx.get(replicas[0].url("/site/courses.json")).status_code == 200  # Datasette serves the snapshot too
 
         described = httpx.get(replicas[0].url("/api/v1/snapshot")).json()

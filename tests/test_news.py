@@ -312,6 +312,9 @@ def test_classification_rules_and_changing_them_retags(http_server, news):
 
 
 def test_future_and_missing_dates_become_first_seen(http_server, news):
+    """On a feed's later reads: an entry first seen then appeared since the read before."""
+    http_server.routes["/feed"] = Reply(200, rss([entry("https://t.example/d0", "Already there", day(0))]))
+    news([{"name": "T", "url": http_server.url("/feed"), "tag": "Science"}])
     http_server.routes["/feed"] = Reply(
         200, rss([entry("https://t.example/f", "From the future", "Mon, 07 Jan 2099 09:00:00 GMT"), entry("https://t.example/u", "Undated", None), entry("https://t.example/d", "Dated", day(0))])
     )
@@ -324,6 +327,23 @@ def test_future_and_missing_dates_become_first_seen(http_server, news):
         assert published == first_seen
         assert before <= datetime.strptime(published, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) <= after
     assert dates["Dated"][0] == "2025-03-01T08:00:00Z"
+
+
+def test_a_first_read_dates_undated_entries_by_their_neighbours_and_dates_never_move(http_server, news):
+    """Fresh start: a backlog's undated entries sort no newer than the dated ones around them; later dates do not move them."""
+    feed = [entry("https://t.example/u1", "Undated top", None), entry("https://t.example/n", "Newest", day(3)),
+            entry("https://t.example/u2", "Undated middle", None), entry("https://t.example/o", "Oldest", day(0))]
+    http_server.routes["/feed"] = Reply(200, rss(feed))
+    _, db = news([{"name": "T", "url": http_server.url("/feed"), "tag": "Science"}])
+    dates = dict(db.execute("SELECT title, published_at FROM news"))
+    assert dates == {"Undated top": "2025-03-04T08:00:00Z", "Newest": "2025-03-04T08:00:00Z",
+                     "Undated middle": "2025-03-01T08:00:00Z", "Oldest": "2025-03-01T08:00:00Z"}
+    # the publisher adds the dates later: the items keep their place (a cursor walk never meets them twice)
+    feed[0], feed[2] = entry("https://t.example/u1", "Undated top", day(1)), entry("https://t.example/u2", "Undated middle", day(2))
+    http_server.routes["/feed"] = Reply(200, rss(feed))
+    db.execute("UPDATE sources SET content_hash = NULL, next_fetch_at = NULL, etag = NULL, last_modified = NULL")
+    reports, db = news()
+    assert dict(db.execute("SELECT title, published_at FROM news")) == dates
 
 
 def test_retention_prunes_old_items_and_does_not_insert_them(http_server, news):

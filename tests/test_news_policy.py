@@ -151,15 +151,47 @@ def test_items_stored_under_the_old_rules_are_claimed_once_keeping_id_and_url():
     assert policy.merge_items([first], known(stored(1, source="Other", key=None)), "Lab", None).counts["duplicates"] == 1
 
 
-def test_a_first_seen_date_takes_the_feeds_date_once_it_reads_other_dates_never_move():
+def test_a_stored_date_never_moves_not_even_a_first_seen_one():
+    """(published_at, id) keys the order cursors walk: a date that moved would show its item twice (issue 25)."""
     undated = stored(1, published_at="2025-03-09T09:00:00Z", first_seen_at="2025-03-09T09:00:00Z")
     changes = policy.merge_items([item(1, published="2018-09-24T22:42:40Z")], known(undated), "Lab", None)
-    assert changes.updated == [("id1", item(1, published="2018-09-24T22:42:40Z"), "2018-09-24T22:42:40Z")]
+    assert not changes.updated and changes.counts["unchanged"] == 1
+    changes = policy.merge_items([item(1, title="New", published="2018-09-24T22:42:40Z")], known(undated), "Lab", None)
+    assert changes.updated == [("id1", item(1, title="New", published="2018-09-24T22:42:40Z"), "2025-03-09T09:00:00Z")]
     dated = stored(1)
     changes = policy.merge_items([item(1, title="New", published="2018-09-24T22:42:40Z")], known(dated), "Lab", None)
     assert changes.updated[0][2] == "2025-03-09T08:00:00Z"
     still_undated = item(1, published="2025-03-10T00:00:00Z", dated=False)
     assert policy.merge_items([still_undated], known(undated), "Lab", None).counts["unchanged"] == 1
+
+
+def test_a_first_read_dates_undated_entries_by_the_older_of_their_dated_neighbours():
+    """A backlog read for the first time: undated entries never pose as newer than the dated ones around them (issue 23)."""
+    now = "2026-11-25T06:00:00Z"
+    feed = [
+        item(1, published=now, dated=False),  # above the newest: no newer neighbour, takes the one below
+        item(2, published="2025-03-09T08:00:00Z"),
+        item(3, published=now, dated=False),
+        item(4, published=now, dated=False),
+        item(5, published="2025-03-01T08:00:00Z"),
+        item(6, published=now, dated=False),  # below the oldest: takes it
+    ]
+    new = dict(policy.merge_items(feed, known(), "Lab", None, first_read=True).new)
+    dates = {id_: row.published_at for id_, row in new.items()}
+    by_key = {row.key: row.published_at for row in new.values()}
+    assert by_key == {"key1": "2025-03-09T08:00:00Z", "key2": "2025-03-09T08:00:00Z", "key3": "2025-03-01T08:00:00Z",
+                      "key4": "2025-03-01T08:00:00Z", "key5": "2025-03-01T08:00:00Z", "key6": "2025-03-01T08:00:00Z"}
+    assert len(dates) == 6
+    # oldest first works the same: the older neighbour bounds it
+    assert policy.backdate_undated(feed[::-1])[::-1] == policy.backdate_undated(feed)
+    # a later read: a new undated entry appeared since the last read, so the time first seen is its date
+    later = dict(policy.merge_items([item(7, published=now, dated=False), feed[1]], known(), "Lab", None).new)
+    assert {row.key: row.published_at for row in later.values()}["key7"] == now
+    # nothing dated to go by: the time first seen
+    undated_only = [item(8, published=now, dated=False), item(9, published=now, dated=False)]
+    assert policy.backdate_undated(undated_only) == undated_only
+    # backdated past the retention window: skipped like any too-old item
+    assert policy.merge_items(feed, known(), "Lab", "2025-03-05T00:00:00Z", first_read=True).counts["skipped"] == 4
 
 
 @pytest.mark.parametrize(

@@ -60,6 +60,7 @@ VALUES = {
     ("until",): [("",), (newer(days=2, minutes=11),), (older(days=6, minutes=11),)],
     ("sources",): [("",), (f'["{SOURCES["Science"]}", "{SOURCES["Investing"]}"]',)],
     ("before", "before_id"): [("", ""), (newer(days=5), "item-zzz"), (older(days=4), "item-zzz")],
+    ("after", "after_id"): [("", ""), (newer(days=5), "item-zzz"), (older(days=4), "item-zzz")],
     ("limit",): [("",), (21,)],
     ("q",): [("",), ('"qubit"',)],
     # below the matches of "qubit" in both databases (300 and 1,200): a count that stops
@@ -68,6 +69,7 @@ VALUES = {
     ("updated_since",): [("",), (newer(days=1),)],
     ("after", "after_id"): [("", ""), (newer(days=5), "item-00100")],
     ("id",): [("",), ("qubit",)],
+    ("item_id",): [("item-00007",)],
     ("course",): [("",), ("quantum-basics",)],
 }
 #: The tables that grow with the news: never read whole.
@@ -183,7 +185,7 @@ def test_canned_queries_do_the_same_work_on_four_times_the_news(databases, name)
     for make in combinations(sql):
         params, big_params = make(oldest(small)), make(oldest(big))
         (on_small, rows), (on_big, _) = steps(small, sql, params), steps(big, sql, big_params)
-        assert rows or name == "news", f"api_{name} with {params} answered nothing: no test at all"
+        assert rows or name in ("news", "news_oldest", "health"), f"api_{name} with {params} answered nothing: no test at all"
         assert on_big <= 1.5 * on_small + 20, f"api_{name} with {params}: {on_small}00 steps, then {on_big}00"
 
 

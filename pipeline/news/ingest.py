@@ -237,7 +237,8 @@ def _store_outcome(sweep: _Sweep, source: SourceConfig, outcome: _Outcome) -> Ru
             result = outcome.result
             known = news_store.known_items(db, source.name, result.items)
             cutoff = policy.retention_cutoff(sweep.config.news.retention_days, sweep.started)
-            changes = policy.merge_items(result.items, known, source.name, cutoff)
+            first_read = not news_store.holds_items(db, source.name)
+            changes = policy.merge_items(result.items, known, source.name, cutoff, first_read=first_read)
             if changes.new:
                 news_store.insert_items(db, source.name, changes.new, now)
             if changes.updated:

@@ -138,7 +138,34 @@ class ItemChanges:
     counts: dict[str, int] = field(default_factory=dict)
 
 
-def merge_items(items: Iterable[Item], known: Known, source: str, cutoff: str | None) -> ItemChanges:
+def backdate_undated(items: list[Item]) -> list[Item]:
+    """A feed's first read: its undated entries dated by their dated neighbours, never as new.
+
+    Entries that were in a feed before qsite first read it are a backlog of
+    unknown age: stamped with the time of that read they would pose as the
+    newest news, above every dated item (issue 23). Each undated entry takes the
+    older of the dates of its nearest dated entries before and after it in the
+    document (the feed's order bounds it, newest-first or oldest-first), so it
+    sorts no newer than the dated entries around it. A feed with no dated entry
+    at all has nothing to go by: its entries keep the time first seen.
+    """
+    dated = [i for i, item in enumerate(items) if item.dated]
+    if not dated or len(dated) == len(items):
+        return items
+    result = list(items)
+    for i, item in enumerate(items):
+        if item.dated:
+            continue
+        before = max((d for d in dated if d < i), default=None)
+        after = min((d for d in dated if d > i), default=None)
+        around = [items[d].published_at for d in (before, after) if d is not None]
+        result[i] = item._replace(published_at=min(around))
+    return result
+
+
+def merge_items(
+    items: Iterable[Item], known: Known, source: str, cutoff: str | None, first_read: bool = False
+) -> ItemChanges:
     """Decide what ``source``'s freshly read ``items`` change.
 
     :param known: what is stored already (:class:`Known`).
@@ -160,13 +187,22 @@ def merge_items(items: Iterable[Item], known: Known, source: str, cutoff: str | 
     that no entry of the feed claims: the one with its title, if exactly one
     has it; else, when it is the only entry at its URL, the only such item.
 
+    :param first_read: nothing of ``source`` is stored yet: its undated entries are a backlog,
+        dated by their neighbours (:func:`backdate_undated`).
+
     An update changes title, summary, tag, image and authors; ``published_at`` and
-    ``first_seen_at`` never move, except that an item stored with the time it
-    was first seen (its date could not be read) takes the feed's date once it reads.
+    ``first_seen_at`` never move once stored. Not even when an entry stored
+    undated (with the time first seen, or its neighbours' date) later shows a
+    date: the order of /api/v1/news is keyed on (published_at, id), and a key
+    that moved would show the item twice to a client walking the pages (issue
+    25). An entry first seen on a later read appeared since the read before, so
+    the time first seen is within one ingest interval of its real date.
     """
     changes = ItemChanges(counts={"new": 0, "updated": 0, "unchanged": 0, "skipped": 0, "duplicates": 0})
     counts, seen, claimed, taken = changes.counts, set(), set(), set()
     items = list(items)
+    if first_read:
+        items = backdate_undated(items)
     keys, per_url = {item.key for item in items}, Counter(item.url for item in items)
     for item in items:
         if item.key in seen:
@@ -202,11 +238,9 @@ def merge_items(items: Iterable[Item], known: Known, source: str, cutoff: str | 
                 taken.add(new_id)
                 changes.new.append((new_id, item))
             continue
-        moved = item.dated and old.published_at == old.first_seen_at and item.published_at != old.published_at
-        published = item.published_at if moved else old.published_at
         served = (old.title, old.summary, old.tag, old.image_url, old.authors)
-        if served != (item.title, item.summary, item.tag, item.image_url, item.authors) or moved:
-            changes.updated.append((old.id, item, published))
+        if served != (item.title, item.summary, item.tag, item.image_url, item.authors):
+            changes.updated.append((old.id, item, old.published_at))  # never moves: see above
             continue
         if old.entry_key != item.key:
             changes.claimed.append((old.id, item.key))

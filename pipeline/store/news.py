@@ -70,6 +70,11 @@ def known_items(db: sqlite_utils.Database, source: str, items: Sequence[Item]) -
     return Known(by_key, by_id, url_sources, at_url)
 
 
+def holds_items(db: sqlite_utils.Database, source: str) -> bool:
+    """Whether ``news`` holds any item of ``source`` (one index probe: ``news_source_newest``)."""
+    return db.execute("SELECT 1 FROM news WHERE source = ? LIMIT 1", [source]).fetchone() is not None
+
+
 def sources_with_unclaimed_items(db: sqlite_utils.Database) -> set[str]:
     """The sources that still have items stored before migration 3 that no entry has claimed."""
     return {row[0] for row in db.execute("SELECT DISTINCT source FROM news WHERE entry_key IS NULL")}

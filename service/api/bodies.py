@@ -36,6 +36,14 @@ class Missing(Exception):
     """The requested item does not exist (404)."""
 
 
+class Invalid(Exception):
+    """A parameter is well-formed but does not go with the others (400 naming ``parameter``)."""
+
+    def __init__(self, parameter: str, detail: str):
+        super().__init__(detail)
+        self.parameter, self.detail = parameter, detail
+
+
 @dataclass(frozen=True)
 class Build:
     """One body to build: what was asked, and the snapshot to build it from.
@@ -131,7 +139,7 @@ def news_filters(values: dict) -> dict:
     }
 
 
-def news_item(row: dict) -> dict:
+def served_item(row: dict) -> dict:
     """One ``news`` row as served: its authors, stored as a JSON array, as a list; its change key is not served."""
     item = {**row, "authors": json.loads(row["authors"] or "[]")}
     item.pop("change_key", None)
@@ -167,7 +175,7 @@ def _news_changes(build: Build):
         "limit": values["limit"],
         "next": link,
         "updated_at": build.updated_at,
-        "results": [news_item(row) for row in page],
+        "results": [served_item(row) for row in page],
     }
     return payload, ((b"link", f'<{link}>; rel="next"'.encode()),) if link else ()
 
@@ -192,7 +200,10 @@ def news(build: Build):
     if values["updated_since"] is not None:
         return _news_changes(build)
     limit = values["limit"]
-    before, before_id = values["cursor"] or ("", "")
+    oldest_first = values["sort"] == "published_at"
+    position, position_id, *direction = values["cursor"] or ("", "")
+    if values["cursor"] and bool(direction) != oldest_first:
+        raise Invalid("cursor", "was given in next of a listing in the other order; keep the sort it came with, or start without a cursor")
     filters = news_filters(values)
     # Each of the two queries is skipped when the other one's answer already says what it would
     # return. A search whose words and filters seldom meet reads both index lists to their end
@@ -201,7 +212,12 @@ def news(build: Build):
     if values["cursor"] is not None:
         # A later page: nothing in the whole range means nothing on this page either.
         count = build.rows("news_count", {**filters, "count_limit": SEARCH_COUNT_MAX + 1})[0]["count"]
-    page = [] if count == 0 else build.rows("news", {**filters, "before": before, "before_id": before_id, "limit": limit + 1})
+    if count == 0:
+        page = []
+    elif oldest_first:
+        page = build.rows("news_oldest", {**filters, "after": position, "after_id": position_id, "limit": limit + 1})
+    else:
+        page = build.rows("news", {**filters, "before": position, "before_id": position_id, "limit": limit + 1})
     if count is None:
         # The first page: when it is not full, it holds every match, so it is the count.
         if len(page) <= limit:
@@ -212,7 +228,8 @@ def news(build: Build):
     link = None
     if len(page) > limit:
         page = page[:limit]
-        link = build.endpoint.next_link(values, (page[-1]["published_at"], page[-1]["id"]))
+        last = (page[-1]["published_at"], page[-1]["id"])
+        link = build.endpoint.next_link(values, (*last, True) if oldest_first else last)
     payload = {
         "count": count if exact else SEARCH_COUNT_MAX,
         "count_exact": exact,
@@ -220,10 +237,18 @@ def news(build: Build):
         "limit": limit,
         "next": link,
         "updated_at": build.updated_at,
-        "results": [news_item(row) for row in page],
+        "results": [served_item(row) for row in page],
     }
     headers = ((b"link", f'<{link}>; rel="next"'.encode()),) if link else ()
     return payload, headers
+
+
+def news_item(build: Build):
+    """One item by its id (checked by :class:`~service.api.parameters.ItemId` before this is called)."""
+    found = build.rows("news_item", {"item_id": build.arg})
+    if not found:
+        raise Missing(f"no news item with id {build.arg!r}")
+    return served_item(found[0]), ()
 
 
 def sources(build: Build):

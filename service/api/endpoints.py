@@ -19,30 +19,25 @@ schema in :mod:`service.describe.schemas`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Callable
-from urllib.parse import quote, urlencode
+from dataclasses import replace
 
-from db.model import CATALOG, DATASETS, GLOSSARY, NEWS, TAGS, TOTALS
+from db.model import CATALOG, DATASETS, GLOSSARY, NEWS, TAGS, TOTALS, VERSION
 
-from service.api import bodies
+from service.api import bodies, feeds
 from service.i18n import DEFAULT_LANGUAGE, LANGUAGES
-from service.api.parameters import Cursor, DateTime, Integer, Name, OneOf, Param, Segment, Words
+from service.api.endpoint import BINARY, HTML, JSON, SQLITE, Endpoint
+from service.api.parameters import Cursor, DateTime, Integer, ItemId, Name, OneOf, Param, Segment, Words
 from service.api.sync import NEWS_REMOVED, REMOVED_PARAMETERS, UPDATED_SINCE
-from service.http.problems import API_PREFIX
 
-#: The media types of the 200 bodies: JSON but for the documentation page and the snapshot file.
-JSON = "application/json"
-HTML = "text/html"
-#: The snapshot file, as bytes: generators read octet-stream as a file, but left application/vnd.sqlite3
-#: (its registered type, which its schema names as contentMediaType) out of their clients.
-BINARY = "application/octet-stream"
-SQLITE = "application/vnd.sqlite3"
-
-#: Items per page of /news: when ``limit`` is not given, and its bounds.
+#: Items per page of /news: when ``limit`` is not given, and its bounds. 100, not 500: an uncached
+#: page of 500 cost 3.4 to 5.8 times the p99 of a page of 100 (bench/limit_cost.py; docs/news-api.md).
 LIMIT_DEFAULT = 20
 LIMIT_MIN = 1
 LIMIT_MAX = 100
+#: The feeds of the news (/news.atom, /news.json): the filters of /news but cursor and sort.
+FEEDS = ("news_atom", "news_json")
+#: The orders /news can list in (``sort``): newest first (the default) and oldest first.
+SORTS = ("-published_at", "published_at")
 #: Longest search (glossary, news) accepted, in characters.
 Q_MAX = 200
 #: Longest publisher name accepted in ``source``, and how many publishers one request may name.
@@ -60,12 +55,13 @@ PARAMETERS = (
     Param(
         "tag",
         OneOf(TAGS, component="Tag"),
-        on=("news",),
+        on=("news", *FEEDS),
         description="Only items of this category, matched ignoring letter case. Omitted: all tags.",
         example="Science",
     ),
     Param(
-        "limit", Integer(LIMIT_MIN, LIMIT_MAX), on=("news", "news_removed"), description="Items per page.", default=LIMIT_DEFAULT
+        "limit", Integer(LIMIT_MIN, LIMIT_MAX), on=("news", "news_removed", *FEEDS), description="Items per page.",
+        default=LIMIT_DEFAULT
     ),
     Param(
         "cursor",
@@ -75,16 +71,25 @@ PARAMETERS = (
         "right while new items arrive.",
     ),
     Param(
+        "sort",
+        OneOf(SORTS, component="NewsSort"),
+        on=("news",),
+        default=SORTS[0],
+        description="The order: -published_at, newest first (the default), or published_at, oldest first; ties "
+        "by id the same way. A cursor belongs to the order it was given in: with the other sort it is a 400.",
+        example="published_at",
+    ),
+    Param(
         "since",
         DateTime(),
-        on=("news",),
+        on=("news", *FEEDS),
         description="Only items published after this RFC 3339 time (with a time zone).",
         example="2026-11-20T08:00:00Z",
     ),
     Param(
         "until",
         DateTime(),
-        on=("news",),
+        on=("news", *FEEDS),
         description="Only items published before this RFC 3339 time (with a time zone).",
         example="2026-11-25T00:00:00Z",
     ),
@@ -92,7 +97,7 @@ PARAMETERS = (
     Param(
         "source",
         Name(SOURCE_MAX),
-        on=("news",),
+        on=("news", *FEEDS),
         repeat=SOURCES_MAX,
         description="Only items of this publisher, by its exact name (as in source, or as /api/v1/sources lists it). "
         "Repeat the parameter for several publishers (source=A&source=B): names may contain commas, so one "
@@ -103,7 +108,7 @@ PARAMETERS = (
     Param(
         "q",
         Words(Q_MAX),
-        on=("news",),
+        on=("news", *FEEDS),
         component="newsQ",
         description="Full-text search of title and summary; words are matched as words, "
         "all of them must occur. Empty: no filter.",
@@ -129,6 +134,15 @@ PARAMETERS = (
     *REMOVED_PARAMETERS,
     Param("id", Segment(), on=("glossary_entry",), where="path", example="qubit"),
     Param(
+        "id",
+        ItemId(),
+        on=("news_item",),
+        where="path",
+        component="newsItemId",
+        description="The item's id, as in its id field. It is made from the item's address when the item is first "
+        "stored and never changes: the same in every later ingest, snapshot and replica.",
+    ),
+    Param(
         "file",
         Segment(),
         on=("snapshot_file",),
@@ -137,88 +151,6 @@ PARAMETERS = (
         example="site-v00000042-0123456789abcdef.db",
     ),
 )
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """One endpoint of /api/v1.
-
-    :param name: its name in the index and in cache keys; camelCased, its OpenAPI operationId.
-    :param path: under :data:`~service.http.problems.API_PREFIX`; ``{name}`` as the last segment
-        is its path parameter.
-    :param summary: one line for the OpenAPI document.
-    :param schema: the OpenAPI component schema of its 200 body.
-    :param returns: the description of its 200 response.
-    :param build: the :mod:`service.api.bodies` function that builds its body; ``None`` for a
-        document built once at startup (the index, the OpenAPI document).
-    :param queries: the canned queries (``metadata.yml``, without ``api_``) ``build`` runs.
-    :param datasets: the ``data_versions`` rows its body is built from; a change to any
-        drops the cached body, and the newest is its ``updated_at``.
-    :param required: the dataset that must have been ingested, or the answer is 503; by
-        default the first of ``datasets`` for an endpoint built from data (``build``).
-    :param trailing_slash: also answers at ``path + "/"`` (said in its description).
-    :param tag: its OpenAPI tag (:data:`TAGS_DOCUMENTED`).
-    :param description: what it answers, for the OpenAPI document and the documentation page.
-    :param media_type: what its 200 is: JSON, :data:`HTML` for the documentation page
-        (rendered from the document and examples of the other endpoints), or :data:`BINARY`
-        for the snapshot file (a SQLite database) (streamed by :mod:`service.replica.snapshot_api`).
-    :param fresh: built anew for every request, never kept: its data changes without a
-        ``data_versions`` bump (a feed's last successful fetch). ETag and 304 work as for all.
-    :param following: only a ``qsite serve --follow`` replica answers it (:mod:`service.replica.follow`);
-        elsewhere it is a 404 and the index leaves it out.
-    """
-
-    name: str
-    path: str
-    summary: str
-    schema: str
-    returns: str
-    tag: str = ""
-    description: str = ""
-    build: Callable | None = None
-    queries: tuple[str, ...] = ()
-    datasets: tuple[str, ...] = ()
-    required: str | None = None
-    trailing_slash: bool = False
-    media_type: str = JSON
-    fresh: bool = False
-    following: bool = False
-    #: Filled from :data:`PARAMETERS`: the query parameters it takes, and its path parameter.
-    params: tuple[Param, ...] = field(default=(), compare=False)
-    path_param: Param | None = field(default=None, compare=False)
-
-    def __post_init__(self):
-        if self.required is None and self.build is not None and self.datasets:
-            object.__setattr__(self, "required", self.datasets[0])
-
-    @property
-    def operation_id(self) -> str:
-        first, *rest = self.name.split("_")
-        return first + "".join(word.title() for word in rest)
-
-    @property
-    def url(self) -> str:
-        return API_PREFIX + self.path
-
-    @property
-    def pager(self) -> Param | None:
-        """Its :class:`~service.api.parameters.Cursor` parameter, if it answers in pages."""
-        return next((param for param in self.params if isinstance(param.kind, Cursor)), None)
-
-    def next_link(self, values: dict, after) -> str:
-        """The link to the page after the item ``after`` (the cursor's canonical value).
-
-        Every other parameter that has a value, in table order, then the cursor.
-        """
-        pager = self.pager
-        query = [
-            pair
-            for param in self.params
-            if param is not pager and values[param.name] is not None
-            for pair in param.link_pairs(values[param.name])
-        ]
-        query.extend(pager.link_pairs(after))
-        return f"{self.url}?{urlencode(query, quote_via=quote)}"
 
 
 #: The OpenAPI tags (names are identifiers, never translated) and what each groups.
@@ -312,12 +244,54 @@ _TABLE = (
         "One page of items.",
         tag="news",
         build=bodies.news,
-        queries=("news", "news_count", "news_changes", "news_changes_count"),
+        queries=("news", "news_count", "news_oldest", "news_changes", "news_changes_count"),
         datasets=(NEWS,),
         description="One page of news items, newest first; follow next (or the Link header) for the page after it. "
         "tag, source, since, until and q combine, and next keeps them, so every page applies the same filters.",
     ),
     Endpoint(**NEWS_REMOVED),
+    Endpoint(
+        "news_item",
+        "/news/{id}",
+        "One news item",
+        "NewsItem",
+        "The item.",
+        tag="news",
+        description="One news item by its id, as /api/v1/news lists it; 404 when no item has that id (never "
+        "stored, or gone past the retention window), 400 when it cannot be an id.",
+        build=bodies.news_item,
+        queries=("news_item",),
+        datasets=(NEWS,),
+    ),
+    Endpoint(
+        "news_atom",
+        "/news.atom",
+        "News items as an Atom feed",
+        "AtomFeed",
+        "An Atom 1.0 feed (RFC 4287) of the newest items matching the filters.",
+        tag="news",
+        description="The newest limit news items matching tag, source, since, until and q, as an Atom feed a feed "
+        "reader can follow. Each entry credits its publisher: its name as the entry's author and in its source, and "
+        "the original article as its link. No cursor: a feed shows the newest items.",
+        build=feeds.atom,
+        queries=("news",),
+        datasets=(NEWS,),
+        media_type=feeds.ATOM,
+    ),
+    Endpoint(
+        "news_json",
+        "/news.json",
+        "News items as a JSON Feed",
+        "JsonFeed",
+        "A JSON Feed 1.1 of the newest items matching the filters.",
+        tag="news",
+        description="The same as /api/v1/news.atom, as a JSON Feed 1.1: each item credits its publisher as its author, "
+        "with the original article as its url.",
+        build=feeds.json_feed,
+        queries=("news",),
+        datasets=(NEWS,),
+        media_type=feeds.JSON_FEED,
+    ),
     Endpoint(
         "sources",
         "/sources",
@@ -345,6 +319,20 @@ _TABLE = (
         datasets=(TOTALS, NEWS),
         description="Totals of the site: courses, slides, quizzes, the size of the question bank, glossary terms "
         "and news items.",
+    ),
+    Endpoint(
+        "health",
+        "/health",
+        "Whether this instance has recent data to serve",
+        "Health",
+        "The data is recent enough: its age, the last ingests, this instance's version and snapshot.",
+        tag="interface",
+        description="For load balancers and probes: 200 when the data is no older than the configured bound "
+        "(api.health_max_data_age), 503 with the same body when it is older or there is no data. The age is the time "
+        "since the last ingest run that did not fail. Never cached.",
+        queries=("health",),
+        datasets=DATASETS,
+        fresh=True,
     ),
     Endpoint(
         "snapshot",
@@ -393,11 +381,14 @@ def index_document(following: bool = False) -> dict:
     """
     listed = sorted(
         (endpoint for endpoint in ENDPOINTS.values() if endpoint.name != "index" and (following or not endpoint.following)),
-        key=lambda e: e.build is None,
+        key=lambda e: e.build is None and e.name != "health",
     )
     return {
         "name": "qsite",
         "version": "v1",
+        "qsite_version": VERSION,
+        # the snapshot a following replica serves: filled in per snapshot (service.datasette.plugin)
+        "snapshot": None,
         "terms": USAGE_TERMS,
         "documentation": ENDPOINTS["openapi"].url,
         "endpoints": {endpoint.name: endpoint.url for endpoint in listed},

@@ -36,7 +36,7 @@ _STORED_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 #: A sync walk's cursor holds a change key instead: a stored time, ``#`` and a counter (:mod:`db.news_sync`).
 _CHANGE_KEY = re.compile(rf"^(\d{{4}}-\d{{2}}-\d{{2}}T\d{{2}}:\d{{2}}:\d{{2}}Z)#\d{{{COUNTER_DIGITS}}}$")
 _ITEM_ID = re.compile(rf"^[0-9a-f]{{{ITEM_ID_DIGITS}}}$")
-#: The length of every cursor :func:`encode_cursor` writes (a stored time and an item id).
+#: The length of every cursor :func:`encode_cursor` writes (a stored time, an item id, the direction).
 _CURSOR_MAX = 96
 #: What a search matches on: words, as the FTS tokenizer sees them.
 #: A word as the full-text index's tokenizer (unicode61) reads one: letters and digits. Not ``\w``:
@@ -65,6 +65,10 @@ class Kind:
     def text(self, value) -> str:
         """``value`` (canonical) as it is written in a link."""
         return str(value)
+
+    def check(self, value) -> str | None:
+        """For a path parameter, after routing: ``None`` when ``value`` is fine, else the 400's detail."""
+        return None
 
 
 #: What a JSON Schema (ECMA-262) pattern must escape; no other character may be (``\-`` is an error in unicode mode).
@@ -162,30 +166,42 @@ class DateTime(Kind):
         return value
 
 
-def encode_cursor(published_at: str, item_id: str) -> str:
-    """The opaque ``cursor`` for the page after the item ``(published_at, item_id)``."""
-    raw = json.dumps([published_at, item_id], separators=(",", ":"), ensure_ascii=False).encode()
+#: The third member of an oldest-first cursor (``sort=published_at``); a newest-first one has two.
+OLDEST_FIRST = "asc"
+
+
+def encode_cursor(published_at: str, item_id: str, oldest_first: bool = False) -> str:
+    """The opaque ``cursor`` for the page after the item ``(published_at, item_id)``.
+
+    It says which way the listing runs: a newest-first cursor is the pair (as it
+    always was, so cursors handed out before ``sort`` existed still work), an
+    oldest-first one carries :data:`OLDEST_FIRST` too. A cursor is a position in
+    one order only; :func:`service.api.bodies.news` refuses it with the other ``sort``.
+    """
+    parts = [published_at, item_id, OLDEST_FIRST] if oldest_first else [published_at, item_id]
+    raw = json.dumps(parts, separators=(",", ":"), ensure_ascii=False).encode()
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
-def decode_cursor(value: str) -> tuple[str, str] | None:
-    """The ``(published_at, item_id)`` of a cursor exactly as :func:`encode_cursor` writes it, else None.
+def decode_cursor(value: str) -> tuple | None:
+    """What :func:`encode_cursor` wrote into a cursor, exactly, else None.
 
-    Down to the shape of each part: a stored time that is a real moment (or a
-    sync walk's change key of one, :mod:`db.news_sync`), an
-    item id as the pipeline makes them (:data:`~db.model.ITEM_ID_DIGITS` hex
-    digits), and the one encoding of those two. Anything else cannot come
-    from a ``next`` link; refusing it keeps made-up cursors from building
-    and caching pages that no client will ask for again.
+    ``(published_at, item_id)`` for a newest-first cursor, ``(published_at,
+    item_id, True)`` for an oldest-first one. Down to the shape of each part: a
+    stored time that is a real moment (or a sync walk's change key of one,
+    :mod:`db.news_sync`), an item id as the pipeline makes them
+    (:data:`~db.model.ITEM_ID_DIGITS` hex digits), and the one encoding of
+    those. Anything else cannot come from a ``next`` link; refusing it keeps
+    made-up cursors from building and caching pages that no client will ask for again.
     """
     if len(value) > _CURSOR_MAX:
         return None
     try:
         raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
-        published_at, item_id = json.loads(raw)
+        published_at, item_id, *direction = json.loads(raw)
     except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
         return None
-    if not (isinstance(published_at, str) and isinstance(item_id, str)):
+    if not (isinstance(published_at, str) and isinstance(item_id, str)) or direction not in ([], [OLDEST_FIRST]):
         return None
     change = _CHANGE_KEY.fullmatch(published_at)
     moment = change.group(1) if change else published_at
@@ -195,24 +211,24 @@ def decode_cursor(value: str) -> tuple[str, str] | None:
         datetime.fromisoformat(moment)  # the shape is checked: a 30th of the time strptime takes
     except ValueError:  # the right shape, but no such moment (month 13, 25 o'clock)
         return None
-    if encode_cursor(published_at, item_id) != value:
+    if encode_cursor(published_at, item_id, bool(direction)) != value:
         return None
-    return published_at, item_id
+    return (published_at, item_id, True) if direction else (published_at, item_id)
 
 
 class Cursor(Kind):
-    """A keyset position as given in ``next``; canonical: ``(published_at, id)`` of the last item seen."""
+    """A keyset position as given in ``next``; canonical: :func:`decode_cursor`'s tuple for the last item seen."""
 
     detail = "must be a cursor exactly as given in next"
     schema = {"type": "string", "pattern": "^[A-Za-z0-9_-]+$"}
 
-    def parse(self, text: str) -> tuple[str, str]:
+    def parse(self, text: str) -> tuple:
         value = decode_cursor(text)
         if value is None:
             raise ValueError(text)
         return value
 
-    def text(self, value: tuple[str, str]) -> str:
+    def text(self, value: tuple) -> str:
         return encode_cursor(*value)
 
 
@@ -263,6 +279,22 @@ class Segment(Kind):
         if not text or "/" in text:
             raise ValueError(text)
         return unquote(text, errors="strict")  # not UTF-8: UnicodeDecodeError, a ValueError
+
+
+class ItemId(Segment):
+    """A news item's id in a path: any one segment routes, :meth:`check` says whether it is an id.
+
+    Routing takes any segment, so a malformed id is a 400 naming ``id`` (the
+    client wrote something that cannot be an id) while a well-formed id that no
+    item has is a 404: the two mistakes get two answers.
+    """
+
+    detail = f"must be a news item id: {ITEM_ID_DIGITS} lower-case hex digits, as in the id of an item"
+    schema = {"type": "string", "pattern": f"^[0-9a-f]{{{ITEM_ID_DIGITS}}}$"}
+
+    def check(self, value: str) -> str | None:
+        """``None`` when ``value`` is an id as the pipeline makes them, else what is wrong."""
+        return None if _ITEM_ID.fullmatch(value) else self.detail
 
 
 @dataclass(frozen=True)

@@ -17,15 +17,27 @@ import re
 import sqlite3
 from typing import Callable
 
-from service.api.bodies import Build, Missing, NoData
+from service.api.bodies import Build, Invalid, Missing, NoData
 from service.api.data_versions import DataVersions, read_versions, updated_at
 from service.describe.docs import DocsPage, collect_examples
 from service.api.endpoints import ENDPOINTS, HTML, JSON, Endpoint
+from service.api.health import health
 from service.i18n import find_language
 from service.describe.openapi import for_base_url
 from service.api.parameters import echo, invalid_parameters, parse_params
 from service.datasette.problem_pages import problem_page
-from service.http.problems import ALLOWED_METHODS, API_PREFIX, HTML_CONTENT_TYPE, PREFLIGHT_HEADERS, problem_response
+from service.http.problems import (
+    ALLOWED_METHODS,
+    API_PREFIX,
+    CORS_HEADERS,
+    HTML_CONTENT_TYPE,
+    JSON_CONTENT_TYPE,
+    NO_STORE,
+    PREFLIGHT_HEADERS,
+    SNAPSHOT_HEADER,
+    VARY,
+    problem_response,
+)
 from service.api.response_cache import ResponseCache
 from service.api.responses import Entry, dumps, read_conditions
 from service.api.routing import cache_key, resolve
@@ -87,6 +99,7 @@ class Api:
     :param broken: a reason the API cannot serve data (logged, never sent).
     :param reader: the :class:`~service.api.reader.Reader` behind ``execute_fn``, closed by :meth:`close`.
     :param access: the deployer's permissions (:class:`~service.datasette.access.Access`); None: everything public.
+    :param max_data_age: ``api.health_max_data_age``: older data makes /api/v1/health a 503.
     """
 
     def __init__(
@@ -100,6 +113,7 @@ class Api:
         broken: str | None = None,
         reader=None,
         access=None,
+        max_data_age: int = 86400,
     ):
         self.execute_fn = execute_fn
         self.sql = sql or {}
@@ -112,6 +126,11 @@ class Api:
         self.cache = ResponseCache(versions)
         self.reader = reader
         self.access = access
+        self.max_data_age = max_data_age
+        #: The snapshot a following replica serves (its file name), said in the index, /health and a header.
+        self.snapshot = (documents.get("snapshot") or {}).get("file")
+        #: Added to every built 200: which snapshot it was built from (none on a live database).
+        self.identity = ((SNAPSHOT_HEADER, self.snapshot.encode()),) if self.snapshot else ()
         self._polling: asyncio.Task | None = None
 
     def close(self) -> None:
@@ -195,8 +214,12 @@ class Api:
         if self.access is not None and not await self.access.allows(endpoint, actor):
             return problem_response("forbidden", "the deployment's permissions do not let this request read that")
         values, errors = parse_params(endpoint.params, query)
+        if endpoint.path_param is not None and (wrong := endpoint.path_param.kind.check(arg)):
+            errors.insert(0, {"parameter": endpoint.path_param.name, "detail": wrong})
         if errors:
             return invalid_parameters(errors)
+        if endpoint.name == "health":  # never kept, and its 503 has a body of its own
+            return await self._health()
         try:
             if endpoint.name == "openapi":  # made for the address asked, so never kept
                 entry, keep = self._openapi(endpoint, values, base_url(headers, scheme)), False
@@ -210,6 +233,8 @@ class Api:
             )
         except Missing as exc:
             return problem_response("not-found", str(exc))
+        except Invalid as exc:
+            return invalid_parameters([{"parameter": exc.parameter, "detail": exc.detail}])
         except sqlite3.Error as exc:
             if values.get("q") and str(exc).startswith("fts5:"):
                 # The words of q are split as the index's tokenizer splits them (service.api.parameters.Words),
@@ -256,12 +281,12 @@ class Api:
         document = self.documents.get(endpoint.name)
         if document is None:  # /api/v1/snapshot on an instance that does not follow snapshots
             raise Missing("this instance serves a live database, not snapshots (they are served by qsite serve --follow)")
-        return Entry(key, dumps(document), (), None, self.max_age), {}
+        return Entry(key, dumps(document), (), None, self.max_age, self.identity), {}
 
     def _openapi(self, endpoint: Endpoint, values: dict, base: str) -> Entry:
         """The OpenAPI document in the language asked, with this instance's address in it."""
         body = for_base_url(self.openapi_bodies[values["lang"]], base)
-        headers = ((b"content-language", values["lang"].encode()),)
+        headers = ((b"content-language", values["lang"].encode()), *self.identity)
         return Entry(cache_key(endpoint, None, values), body, (), None, self.max_age, headers)
 
     async def _docs(self, key, endpoint: Endpoint, values: dict):
@@ -278,7 +303,7 @@ class Api:
         paths = [e.url for e in EXAMPLE_ENDPOINTS if not e.following or e.name in self.documents]
         examples = await collect_examples(paths, answer)
         html = await self.docs_page.render(self.documents["openapi"][language.code], language, examples)
-        headers = ((b"content-language", language.code.encode()),)
+        headers = ((b"content-language", language.code.encode()), *self.identity)
         return Entry(key, html.encode(), endpoint.datasets, None, self.max_age, headers, HTML_CONTENT_TYPE), seen
 
     async def _build(self, key, endpoint: Endpoint, arg, values):
@@ -289,4 +314,34 @@ class Api:
 
         versions, (payload, extra_headers) = await self.execute_fn(lambda conn: in_snapshot(conn, build))
         modified = updated_at(versions, endpoint.datasets)
-        return Entry(key, dumps(payload), endpoint.datasets, modified, self.max_age, extra_headers), versions
+        headers = (*extra_headers, *self.identity)
+        body = payload if isinstance(payload, bytes) else dumps(payload)  # a feed may come serialised (Atom)
+        content_type = JSON_CONTENT_TYPE if endpoint.media_type == JSON else f"{endpoint.media_type}; charset=utf-8"
+        return Entry(key, body, endpoint.datasets, modified, self.max_age, headers, content_type), versions
+
+    async def _health(self) -> tuple[int, list, bytes]:
+        """``GET /api/v1/health`` (:mod:`service.api.health`): 200 or 503, never cached, the same body."""
+        rows, versions = [], {}  # no database loaded: no data
+        if not self.broken and self.execute_fn is not None:
+
+            def read(conn, versions):
+                return Build(ENDPOINTS["health"], {}, None, conn, self.sql, versions).rows("health", {})
+
+            try:
+                versions, rows = await self.execute_fn(lambda conn: in_snapshot(conn, read))
+            except sqlite3.Error:
+                log.exception("database error answering /api/v1/health")
+                rows = versions = None
+        status, payload = health(rows, versions, self.max_data_age, self.snapshot)
+        body = dumps(payload)
+        headers = [
+            (b"content-type", JSON_CONTENT_TYPE.encode()),
+            (b"content-length", str(len(body)).encode()),
+            NO_STORE,
+            *CORS_HEADERS,
+            VARY,
+            *self.identity,
+        ]
+        if status != 200:
+            headers.append((b"retry-after", str(NO_DATA_RETRY_AFTER).encode()))
+        return status, headers, body

@@ -87,9 +87,11 @@ async def build_api(datasette, follower=None) -> Api:
     broken = None
     execute_fn = versions = sql = rate_limit = reader = access = None
     max_age = 0
+    max_data_age = 86400
     try:
         config = qsite_config(datasette)
         max_age = config.api.cache_max_age
+        max_data_age = config.api.health_max_data_age
         limit = parse_rate_limit(config.api.rate_limit)
         rate_limit = (limit.amount, limit.get_expiry()) if limit else None
         name = config.database_path.stem
@@ -112,9 +114,11 @@ async def build_api(datasette, follower=None) -> Api:
     documents = {"index": index_document(following=follower is not None), "openapi": openapi}
     if serving is not None:
         documents["snapshot"] = describe(serving)
+        documents["index"]["snapshot"] = documents["snapshot"]["file"]
     docs_page = DocsPage(datasette, catalogs, rate_limit, max_age)
     return Api(
         execute_fn, versions, sql, max_age, documents, docs_page=docs_page, broken=broken, reader=reader, access=access,
+        max_data_age=max_data_age,
     )
 
 

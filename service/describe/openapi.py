@@ -11,6 +11,9 @@ makes it in every interface language (:mod:`service.i18n`).
 
 from __future__ import annotations
 
+from db.model import VERSION
+
+from service.api.feeds import ATOM, JSON_FEED
 from service.api.endpoints import ENDPOINTS, HTML, JSON, PARAMETERS, TAGS_DOCUMENTED, USAGE_TERMS, Endpoint
 from service.i18n import LANGUAGES, Catalogs, translate_document
 from service.api.parameters import MAX_ERRORS
@@ -57,6 +60,10 @@ def _headers(max_age: int) -> dict:
             "schema": {"type": "string", "pattern": '^<[^>]+>; rel="next"$'},
         },
         "AllowOrigin": header({"const": "*"}, "Any origin may read every response, errors included."),
+        "QsiteVersion": header({"const": VERSION}, "The version of qsite that answered."),
+        "QsiteSnapshot": header(
+            {"type": "string"}, "The snapshot file this answer was built from; only on a following replica.", required=False
+        ),
         "ExposeHeaders": header({"const": EXPOSE_HEADERS}, "Headers browser scripts may read."),
         "RetryAfter": header({"type": "string", "pattern": r"^\d+$"}, "Seconds to wait before trying again."),
         "ContentLanguage": header(
@@ -79,6 +86,7 @@ def _headers(max_age: int) -> dict:
 _CORS = {
     "Access-Control-Allow-Origin": ref("headers", "AllowOrigin"),
     "Access-Control-Expose-Headers": ref("headers", "ExposeHeaders"),
+    "X-Qsite-Version": ref("headers", "QsiteVersion"),
 }
 #: On every response the rate limiter counts (all but OPTIONS), when it is on.
 _RATE_LIMIT = {
@@ -179,7 +187,13 @@ def _file(endpoint: Endpoint) -> dict:
 
 
 def _ok(endpoint: Endpoint, data: bool) -> dict:
-    headers = {"Cache-Control": ref("headers", "CacheControl"), "ETag": ref("headers", "ETag"), **_CORS, **_RATE_LIMIT}
+    headers = {
+        "Cache-Control": ref("headers", "CacheControl"),
+        "ETag": ref("headers", "ETag"),
+        **_CORS,
+        **_RATE_LIMIT,
+        "X-Qsite-Snapshot": ref("headers", "QsiteSnapshot"),
+    }
     if data:
         headers["Last-Modified"] = ref("headers", "LastModified")
     if endpoint.pager is not None:
@@ -188,8 +202,8 @@ def _ok(endpoint: Endpoint, data: bool) -> dict:
         headers["Content-Language"] = ref("headers", "ContentLanguage")
     if endpoint.media_type == HTML:
         content = {HTML: {"schema": {"type": "string"}}}
-    else:
-        content = {JSON: {"schema": ref("schemas", endpoint.schema)}}
+    else:  # JSON, or a feed (Atom, JSON Feed)
+        content = {endpoint.media_type: {"schema": ref("schemas", endpoint.schema)}}
     return {"description": endpoint.returns, "headers": headers, "content": content}
 
 
@@ -229,24 +243,41 @@ def _mechanics() -> dict:
     }
 
 
+def _health_responses(endpoint: Endpoint) -> dict:
+    """/api/v1/health: its 200 and 503 carry the same body, never cached; it takes no parameter."""
+    headers = {"Cache-Control": ref("headers", "NoStore"), **_CORS, **_RATE_LIMIT, "X-Qsite-Snapshot": ref("headers", "QsiteSnapshot")}
+    content = {JSON: {"schema": ref("schemas", endpoint.schema)}}
+    return {
+        "200": {"description": endpoint.returns, "headers": headers, "content": content},
+        "400": ref("responses", "BadRequest"),
+        "503": {
+            "description": "The data is older than the configured bound, or there is none: the same body says which.",
+            "headers": {**headers, "Retry-After": ref("headers", "RetryAfter")},
+            "content": content,
+        },
+    }
+
+
 #: Any request may be refused for its size before it is routed (service/http/targets.py).
 _TOO_LARGE = {"414": ref("responses", "UriTooLong"), "431": ref("responses", "HeaderFieldsTooLarge")}
 
 
 def _path(endpoint: Endpoint) -> dict:
     """The path item of ``endpoint``: its GET, the one operation (HEAD and OPTIONS: :func:`_mechanics`)."""
-    if endpoint.media_type in (JSON, HTML):
+    if endpoint.media_type in (JSON, HTML, ATOM, JSON_FEED):
         data = endpoint.required is not None  # built from data: Last-Modified
         ok, not_modified = _ok(endpoint, data), ref("responses", "NotModified")
     else:  # a file (the snapshot)
         ok, not_modified = _file(endpoint), ref("responses", "FileNotModified")
     responses = {"200": ok, "304": not_modified, "400": ref("responses", "BadRequest")}
+    if endpoint.name == "health":
+        responses = _health_responses(endpoint)
     if endpoint.path_param is not None or endpoint.following:
         responses["404"] = ref("responses", "NotFound")
     if endpoint.queries or endpoint.following:  # reads data: the deployer's permissions apply (service/datasette/access.py)
         responses["403"] = ref("responses", "Forbidden")
     responses["429"] = ref("responses", "TooManyRequests")
-    responses["503"] = ref("responses", "Unavailable")  # no data yet; a follower before its first snapshot
+    responses.setdefault("503", ref("responses", "Unavailable"))  # no data yet; a follower before its first snapshot
     responses["500"] = ref("responses", "InternalError")
     responses.update(_TOO_LARGE)
     parameters = [ref("parameters", param.ref) for param in endpoint.params]

@@ -12,6 +12,7 @@ from http import HTTPStatus
 from db.model import AUTHOR_CHARS, AUTHORS_MAX, IMAGE_URL_MAX
 
 from service.api.bodies import SEARCH_COUNT_MAX
+from service.api.feeds import ATOM, JSON_FEED_VERSION
 from service.api.endpoints import ENDPOINTS, LIMIT_MAX, LIMIT_MIN, PARAMETERS, SQLITE
 from service.api.parameters import ECHO_MAX, MAX_ERRORS, OneOf
 from service.http.problems import PROBLEM_PREFIX, PROBLEMS
@@ -66,11 +67,84 @@ TAG = ref("schemas", "Tag")
 LANGUAGE_CODE = ref("schemas", "LanguageCode")
 
 
+_QSITE_VERSION = {"type": "string", "description": "The version of qsite serving this answer, also sent as X-Qsite-Version."}
+_SNAPSHOT_ID = nullable(
+    {"type": "string"},
+    description="The snapshot file a following replica serves (also sent as X-Qsite-Snapshot); null on an instance "
+    "serving its own live database.",
+)
+
+
+def _json_feed() -> dict:
+    """JSON Feed 1.1 as qsite writes it: the spec's required keys, and the ones every item has here."""
+    author = _object({"name": {"type": "string"}, "url": _URL})
+    item = {
+        "type": "object",
+        "required": ["id", "url", "title", "summary", "content_text", "date_published", "authors", "tags"],
+        "properties": {
+            "id": {"type": "string", "description": "A tag: URI made from the item's id; never changes."},
+            "url": {**_URL, "description": "The original article, at its publisher."},
+            "title": {"type": "string"},
+            "summary": {"type": "string"},
+            "content_text": {"type": "string"},
+            "date_published": _TIME,
+            "authors": {"type": "array", "items": author, "description": "The publisher, credited with the original article."},
+            "tags": {"type": "array", "items": TAG},
+        },
+    }
+    return {
+        "type": "object",
+        "description": "JSON Feed 1.1 (https://www.jsonfeed.org/version/1.1/); keys starting with _ are qsite's extensions.",
+        "required": ["version", "title", "items"],
+        "properties": {
+            "version": {"const": JSON_FEED_VERSION},
+            "title": {"type": "string"},
+            "items": {"type": "array", "maxItems": LIMIT_MAX, "items": item},
+        },
+    }
+
+
+def _health() -> dict:
+    count = {"type": "integer", "minimum": 0}
+    ingest = _object(
+        {
+            "status": {"type": "string", "enum": ["running", "ok", "unchanged", "warning", "failed"], "description": "Of the latest run."},
+            "last_run_at": {**_TIME, "description": "When the latest run ended (or began, while it runs)."},
+            "last_success_at": nullable(_TIME, description="When the latest run that did not fail ended."),
+            "sources": {**count, "description": "How many sources (feeds, or site exports) this kind has read."},
+            "failed_sources": {**count, "description": "How many of them failed in their latest run."},
+        },
+        "The latest ingest of one kind.",
+    )
+    maybe_ingest = nullable(ingest)
+    return _object(
+        {
+            "status": {
+                "type": "string",
+                "enum": ["ok", "stale", "no-data", "unavailable"],
+                "description": "ok (200); stale: older than max_data_age_seconds, no-data: nothing ingested or no "
+                "database loaded, unavailable: the database cannot be read (503).",
+            },
+            "qsite_version": _QSITE_VERSION,
+            "snapshot": _SNAPSHOT_ID,
+            "data_version": nullable(count, description="The sum of the data's change counters."),
+            "data_updated_at": nullable(
+                _TIME, description="When the last ingest run that did not fail ended; without runs, when the data last changed."
+            ),
+            "data_age_seconds": nullable(count, description="Seconds since data_updated_at."),
+            "max_data_age_seconds": {**count, "description": "The configured bound (api.health_max_data_age)."},
+            "ingests": _object({"news": maybe_ingest, "site": maybe_ingest}, "The latest ingest of each kind; null if never."),
+        },
+        "Whether this instance has recent data to serve.",
+    )
+
+
 def schemas() -> dict:
     count = {"type": "integer", "minimum": 0}
     statuses = sorted({status for status, _ in PROBLEMS.values()})
     return {
         **enums(),
+        "Health": _health(),
         "Section": _object(
             {
                 "id": {"type": "string", "description": "Unique within its course."},
@@ -154,8 +228,8 @@ def schemas() -> dict:
                 "updated_at": _TIME,
                 "results": {"type": "array", "maxItems": LIMIT_MAX, "items": ref("schemas", "NewsItem")},
             },
-            "Newest first: published_at descending, then id descending; with updated_since, in the order the "
-            "changes were made, oldest first (updated_at never decreases).",
+            "In the order sort names: by default newest first, published_at descending, then id descending; with "
+            "updated_since, in the order the changes were made, oldest first (updated_at never decreases).",
         ),
         "RemovedItem": _object(
             {
@@ -222,6 +296,8 @@ def schemas() -> dict:
                 "version": {"const": "v1"},
                 "terms": {"type": "string"},
                 "documentation": {"const": ENDPOINTS["openapi"].url},
+                "qsite_version": _QSITE_VERSION,
+                "snapshot": _SNAPSHOT_ID,
                 "endpoints": {
                     "type": "object",
                     "additionalProperties": {"type": "string", "format": "uri-template"},
@@ -292,6 +368,8 @@ def schemas() -> dict:
         ),
         # format binary: what generators read as a file (bytes); contentMediaType: what the bytes are
         "SnapshotFile": {"type": "string", "format": "binary", "contentMediaType": SQLITE},
+        "AtomFeed": {"type": "string", "contentMediaType": ATOM, "description": "Atom 1.0 (RFC 4287)."},
+        "JsonFeed": _json_feed(),
         "OpenAPI": {
             "type": "object",
             "required": ["openapi", "info", "paths"],

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+from db.model import VERSION
+
 #: The path every API route lives under.
 API_PREFIX = "/api/v1"
 
@@ -20,12 +22,19 @@ JSON_CONTENT_TYPE = "application/json; charset=utf-8"
 HTML_CONTENT_TYPE = "text/html; charset=utf-8"
 
 #: Headers a browser script may read from a cross-origin response.
-EXPOSE_HEADERS = "ETag, Last-Modified, Link, Retry-After, RateLimit, RateLimit-Policy"
+EXPOSE_HEADERS = "ETag, Last-Modified, Link, Retry-After, RateLimit, RateLimit-Policy, X-Qsite-Version, X-Qsite-Snapshot"
+
+#: Which qsite answered (its version as installed): on every response with the CORS headers, so an
+#: operator or a client can tell the versions of a rolling update apart. The snapshot a following
+#: replica serves is named in ``X-Qsite-Snapshot`` (:mod:`service.datasette.handler`).
+VERSION_HEADER = (b"x-qsite-version", VERSION.encode())
+SNAPSHOT_HEADER = b"x-qsite-snapshot"
 
 #: On every /api/v1 response, errors included, as ASGI (bytes) header pairs.
 CORS_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"access-control-allow-origin", b"*"),
     (b"access-control-expose-headers", EXPOSE_HEADERS.encode()),
+    VERSION_HEADER,
 )
 
 #: On every /api/v1 answer: the same URL may be answered differently to a credentialed

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 #: The response headers a browser script may read (CORS), on every API answer.
-EXPOSED = "ETag, Last-Modified, Link, Retry-After, RateLimit, RateLimit-Policy"
+EXPOSED = "ETag, Last-Modified, Link, Retry-After, RateLimit, RateLimit-Policy, X-Qsite-Version, X-Qsite-Snapshot"
 
 
 def assert_problem(response, status: int, name: str, parameters: list[str] | None = None) -> dict:

@@ -1,0 +1,109 @@
+"""One endpoint of /api/v1, as the table in :mod:`service.api.endpoints` describes it.
+
+Its own module so the table stays a table: what an endpoint *is* (its fields,
+operation id, URL, pager and ``next`` links) is here, which endpoints there are
+is there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+from urllib.parse import quote, urlencode
+
+from service.api.parameters import Cursor, Param
+from service.http.problems import API_PREFIX
+
+#: The media types of the 200 bodies: JSON but for the documentation page and the snapshot file.
+JSON = "application/json"
+HTML = "text/html"
+#: The snapshot file, as bytes: generators read octet-stream as a file, but left application/vnd.sqlite3
+#: (its registered type, which its schema names as contentMediaType) out of their clients.
+BINARY = "application/octet-stream"
+SQLITE = "application/vnd.sqlite3"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One endpoint of /api/v1.
+
+    :param name: its name in the index and in cache keys; camelCased, its OpenAPI operationId.
+    :param path: under :data:`~service.http.problems.API_PREFIX`; ``{name}`` as the last segment
+        is its path parameter.
+    :param summary: one line for the OpenAPI document.
+    :param schema: the OpenAPI component schema of its 200 body.
+    :param returns: the description of its 200 response.
+    :param build: the :mod:`service.api.bodies` function that builds its body; ``None`` for a
+        document built once at startup (the index, the OpenAPI document).
+    :param queries: the canned queries (``datasette.yaml``, without ``api_``) ``build`` runs.
+    :param datasets: the ``data_versions`` rows its body is built from; a change to any
+        drops the cached body, and the newest is its ``updated_at``.
+    :param required: the dataset that must have been ingested, or the answer is 503; by
+        default the first of ``datasets`` for an endpoint built from data (``build``).
+    :param trailing_slash: also answers at ``path + "/"`` (said in its description).
+    :param tag: its OpenAPI tag (:data:`TAGS_DOCUMENTED`).
+    :param description: what it answers, for the OpenAPI document and the documentation page.
+    :param media_type: what its 200 is: JSON, :data:`HTML` for the documentation page
+        (rendered from the document and examples of the other endpoints), :data:`BINARY`
+        for the snapshot file (a SQLite database, streamed by :mod:`service.replica.snapshot_api`),
+        or a feed's type (:mod:`service.api.feeds`).
+    :param fresh: built anew for every request, never kept: its data changes without a
+        ``data_versions`` bump (a feed's last successful fetch). ETag and 304 work as for all.
+    :param following: only a ``qsite serve --follow`` replica answers it (:mod:`service.replica.follow`);
+        elsewhere it is a 404 and the index leaves it out.
+    """
+
+    name: str
+    path: str
+    summary: str
+    schema: str
+    returns: str
+    tag: str = ""
+    description: str = ""
+    build: Callable | None = None
+    queries: tuple[str, ...] = ()
+    datasets: tuple[str, ...] = ()
+    required: str | None = None
+    trailing_slash: bool = False
+    media_type: str = JSON
+    fresh: bool = False
+    following: bool = False
+    #: Filled from :data:`PARAMETERS`: the query parameters it takes, and its path parameter.
+    params: tuple[Param, ...] = field(default=(), compare=False)
+    path_param: Param | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        if self.required is None and self.build is not None and self.datasets:
+            object.__setattr__(self, "required", self.datasets[0])
+
+    @property
+    def operation_id(self) -> str:
+        first, *rest = self.name.split("_")
+        return first + "".join(word.title() for word in rest)
+
+    @property
+    def url(self) -> str:
+        return API_PREFIX + self.path
+
+    @property
+    def pager(self) -> Param | None:
+        """Its :class:`~service.api.parameters.Cursor` parameter, if it answers in pages."""
+        return next((param for param in self.params if isinstance(param.kind, Cursor)), None)
+
+    def next_link(self, values: dict, after) -> str:
+        """The link to the page after the item ``after`` (the cursor's canonical value).
+
+        Every other parameter that has a value (``sort`` only when not the default), in table order,
+        then the cursor.
+        """
+        pager = self.pager
+        query = [
+            pair
+            for param in self.params
+            if param is not pager and values[param.name] is not None
+            # the default order is left out: next links read as they did before sort existed
+            and not (param.name == "sort" and values[param.name] == param.default)
+            for pair in param.link_pairs(values[param.name])
+        ]
+        query.extend(pager.link_pairs(after))
+        return f"{self.url}?{urlencode(query, quote_via=quote)}"

@@ -1,0 +1,128 @@
+"""/api/v1/news.atom and /api/v1/news.json: the news as feeds a reader can follow, filters and all.
+
+The same filters as /api/v1/news (tag, source, since, until, q, limit), run
+through the same canned query, newest first; a feed has no cursor (readers
+poll its newest items). Every entry credits its publisher: the publisher's
+name as the entry's author and the original article as its link (Atom also
+names it in ``atom:source``, JSON Feed in ``_qsite.source``).
+
+Atom is written by feedgen (lxml underneath), a kept library, rather than by
+hand. JSON Feed 1.1 is a JSON document with a handful of keys: no library is
+needed to write it (feedgen has none for it), only the spec's field names.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote, urlencode
+
+from feedgen.feed import FeedGenerator
+
+from service.api.bodies import Build, news_filters
+from service.api.responses import parse_stored_time
+from service.http.problems import API_PREFIX
+
+ATOM = "application/atom+xml"
+JSON_FEED = "application/feed+json"
+JSON_FEED_VERSION = "https://jsonfeed.org/version/1.1"
+#: The tagging entity of every feed and entry id (RFC 4151 ``tag:`` URIs): ids must be
+#: absolute and permanent, and qsite does not know the address it is served at.
+TAG_AUTHORITY = "tag:qsite,2026:"
+
+
+#: What XML 1.0 cannot hold (control characters, lone surrogates, U+FFFE/U+FFFF): a publisher's
+#: name or a search given with one would make lxml refuse the whole document.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: str) -> str:
+    """``text`` without the characters XML 1.0 cannot carry."""
+    return _NOT_XML.sub("", text)
+
+
+def items(build: Build) -> list[dict]:
+    """The newest ``limit`` items matching the filters, as /api/v1/news's first page lists them."""
+    return build.rows("news", {**news_filters(build.values), "before": "", "before_id": "", "limit": build.values["limit"]})
+
+
+def query_text(build: Build) -> str:
+    """The canonical query string of the request (every parameter with a value, in table order)."""
+    pairs = [pair for param in build.endpoint.params if build.values[param.name] is not None for pair in param.link_pairs(build.values[param.name])]
+    return urlencode(pairs, quote_via=quote)
+
+
+def title(build: Build) -> str:
+    """``qsite news``, and what the filters keep: a reader shows this as the feed's name."""
+    values, kept = build.values, []
+    if values["tag"]:
+        kept.append(values["tag"])
+    if values["source"]:
+        kept.append(", ".join(values["source"]))
+    if values["q"]:
+        kept.append(f"“{values['q']}”")
+    return "qsite news" + (": " + " · ".join(kept) if kept else "")
+
+
+def entry_id(item: dict) -> str:
+    return f"{TAG_AUTHORITY}news/{item['id']}"
+
+
+def publisher_feed(source: str, path: str) -> str:
+    """qsite's own feed of one publisher's items: where an entry's ``atom:source`` points."""
+    return f"{API_PREFIX}{path}?{urlencode([('source', source)], quote_via=quote)}"
+
+
+def atom(build: Build):
+    """The Atom 1.0 document (RFC 4287), as bytes."""
+    query = query_text(build)
+    feed = FeedGenerator()
+    feed.id(f"{TAG_AUTHORITY}{build.endpoint.url}?{query}")  # percent-encoded: plain ASCII
+    feed.title(xml_text(title(build)))
+    feed.updated(parse_stored_time(build.updated_at))
+    feed.author({"name": "qsite"})
+    feed.link(href=f"{build.endpoint.url}?{query}", rel="self", type=ATOM)
+    feed.link(href=f"{API_PREFIX}/news?{query}", rel="alternate", type="application/json")
+    feed.subtitle("News items qsite follows; each belongs to its publisher, linked as the entry's link.")
+    feed.rights("News items belong to their original publishers. Use is for education and research only.")
+    for item in items(build):
+        entry = feed.add_entry(order="append")
+        entry.id(entry_id(item))
+        entry.title(xml_text(item["title"]))
+        entry.link(href=xml_text(item["url"]), rel="alternate", type="text/html")
+        entry.summary(xml_text(item["summary"]))
+        published = parse_stored_time(item["published_at"])
+        entry.published(published)
+        entry.updated(published)
+        entry.author({"name": xml_text(item["source"])})
+        entry.category(term=item["tag"], label=item["tag"])
+        entry.source(url=publisher_feed(item["source"], build.endpoint.path), title=xml_text(item["source"]))
+    return feed.atom_str(pretty=False, encoding="UTF-8", xml_declaration=True), ()
+
+
+def json_feed(build: Build):
+    """The JSON Feed 1.1 document (https://www.jsonfeed.org/version/1.1/)."""
+    results = [
+        {
+            "id": entry_id(item),
+            "url": item["url"],
+            "title": item["title"],
+            "summary": item["summary"],
+            "content_text": item["summary"],
+            "date_published": item["published_at"],
+            "authors": [{"name": item["source"], "url": item["url"]}],
+            "tags": [item["tag"]],
+            "_qsite": {"id": item["id"], "source": item["source"], "tag": item["tag"]},
+        }
+        for item in items(build)
+    ]
+    document = {
+        "version": JSON_FEED_VERSION,
+        "title": title(build),
+        "description": "News items qsite follows; each belongs to its publisher, credited as the item's author "
+        "with the original article as its url.",
+        "user_comment": "News items belong to their original publishers. Use is for education and research only.",
+        "authors": [{"name": "qsite"}],
+        "items": results,
+        "_qsite": {"updated_at": build.updated_at, "api": f"{API_PREFIX}/news?{query_text(build)}"},
+    }
+    return document, ()

@@ -1,0 +1,145 @@
+"""/api/v1/news.atom and /api/v1/news.json: feeds with /news's filters that round-trip through feedparser."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from urllib.parse import quote
+
+import feedparser
+import jsonschema
+import pytest
+
+from pipeline.store import open_database
+from tests.support.api_client import ApiClient, datasette_for_config
+from tests.support.known_data import SOURCES, news_items, seed_catalog, seed_news
+from tests.support.paths import ROOT
+
+#: JSON Schema for JSON Feed 1.1 by Jakob Krigovsky (ISC), github.com/sonicdoe/jsonfeed-schema at bba8eaa, unchanged.
+JSON_FEED_SCHEMA = json.loads((ROOT / "tests" / "data" / "jsonfeed" / "schema-v1.1.json").read_text(encoding="utf-8"))
+
+
+def items() -> list[dict]:
+    found = news_items(15)
+    found[0]["title"] = "Qubits & <b>gates</b>: “quoted” — 量子"  # markup-like text stays text
+    found[0]["summary"] = "A summary with <angle brackets> & ampersands"
+    found[1]["summary"] = ""
+    return found
+
+
+@pytest.fixture
+def client(make_config, tmp_path):
+    db = open_database(tmp_path / "site.db")
+    seed_catalog(db)
+    seed_news(db, items())
+    db.close()
+    client = ApiClient(datasette_for_config(make_config(api={"rate_limit": "off"})))
+    yield client
+    client.close()
+
+
+def stamp(parsed) -> str:
+    return datetime(*parsed[:6], tzinfo=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+QUERIES = ["limit=100", "tag=Science&limit=100", f"source={quote(SOURCES['Industry'])}", "q=headline&limit=3", "since=2026-11-20T03:00:00Z"]
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_atom_round_trips_through_feedparser_with_every_field(client, query):
+    listed = client.get(f"/api/v1/news?{query}").json()["results"]
+    response = client.get(f"/api/v1/news.atom?{query}")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/atom+xml; charset=utf-8"
+    parsed = feedparser.parse(response.content)
+    assert not parsed.bozo, parsed.get("bozo_exception")
+    assert parsed.version == "atom10"
+    assert parsed.feed.id.startswith("tag:qsite,2026:") and parsed.feed.updated
+    assert any(link.rel == "self" for link in parsed.feed.links)
+    assert len(parsed.entries) == len(listed) and listed
+    for entry, item in zip(parsed.entries, listed):
+        assert entry.title == item["title"]
+        assert entry.link == item["url"]
+        assert entry.get("summary", "") == item["summary"]
+        assert stamp(entry.published_parsed) == item["published_at"] == stamp(entry.updated_parsed)
+        assert entry.author == item["source"]  # the publisher, credited
+        assert entry.source.title == item["source"]
+        assert entry.tags[0].term == item["tag"]
+        assert entry.id == f"tag:qsite,2026:news/{item['id']}"
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_json_feed_is_valid_json_feed_1_1_and_round_trips(client, query):
+    listed = client.get(f"/api/v1/news?{query}").json()["results"]
+    response = client.get(f"/api/v1/news.json?{query}")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/feed+json; charset=utf-8"
+    document = response.json()
+    jsonschema.validate(document, JSON_FEED_SCHEMA, format_checker=jsonschema.FormatChecker())
+    assert document["version"] == "https://jsonfeed.org/version/1.1"
+    # feedparser 6.0 (the lock's) reads no JSON Feed: the schema above and the fields below are the check
+    assert len(document["items"]) == len(listed) and listed
+    for item, listed_item in zip(document["items"], listed):
+        assert item["_qsite"]["id"] == listed_item["id"] and item["id"] == f"tag:qsite,2026:news/{listed_item['id']}"
+        assert item["title"] == listed_item["title"] and item["url"] == listed_item["url"]
+        assert item["summary"] == item["content_text"] == listed_item["summary"]
+        assert item["date_published"] == listed_item["published_at"]
+        assert item["authors"] == [{"name": listed_item["source"], "url": listed_item["url"]}]
+        assert item["_qsite"]["source"] == listed_item["source"]
+        assert item["tags"] == [listed_item["tag"]]
+
+
+def test_feeds_answer_conditionally_and_refuse_what_news_refuses(client):
+    for path in ("/api/v1/news.atom", "/api/v1/news.json"):
+        first = client.get(path)
+        assert first.headers["etag"] and first.headers["last-modified"]
+        assert client.get(path, headers={"if-none-match": first.headers["etag"]}).status_code == 304
+        for bad in ("tag=nope", "limit=0", "cursor=x", "sort=published_at", "since=yesterday"):
+            assert client.get(f"{path}?{bad}").status_code == 400, (path, bad)
+
+
+def test_the_feed_title_says_the_filters(client):
+    parsed = feedparser.parse(client.get(f"/api/v1/news.atom?tag=science&source={quote(SOURCES['Science'])}").content)
+    assert parsed.feed.title == f"qsite news: Science · {SOURCES['Science']}"
+    assert client.get("/api/v1/news.json?q=qubits").json()["title"] == "qsite news: “qubits”"
+
+
+def test_an_empty_feed_is_still_valid(client):
+    parsed = feedparser.parse(client.get("/api/v1/news.atom?q=nothingmatchesthis").content)
+    assert not parsed.bozo and parsed.entries == [] and parsed.feed.title
+    jsonschema.validate(client.get("/api/v1/news.json?q=nothingmatchesthis").json(), JSON_FEED_SCHEMA)
+
+
+ATOM_NS = {"a": "http://www.w3.org/2005/Atom"}
+RFC3339 = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(Z|[+-]\d{2}:\d{2})$"
+
+
+def test_atom_keeps_the_rules_the_w3c_validator_checks(client):
+    """RFC 4287's MUSTs as the W3C feed validator reports them: one id (an absolute IRI), title and updated
+    per feed and entry, an author for every entry, dates in RFC 3339, a self link and an alternate per entry."""
+    import re
+
+    from lxml import etree
+
+    feed = etree.fromstring(client.get("/api/v1/news.atom?limit=100").content)
+    assert feed.tag == "{http://www.w3.org/2005/Atom}feed"
+    for element in [feed, *feed.findall("a:entry", ATOM_NS)]:
+        for name in ("id", "title", "updated"):
+            assert len(element.findall(f"a:{name}", ATOM_NS)) == 1, name
+        assert re.match(r"^[a-z][a-z0-9+.-]*:", element.findtext("a:id", namespaces=ATOM_NS))  # absolute
+        assert re.match(RFC3339, element.findtext("a:updated", namespaces=ATOM_NS))
+        assert element.find("a:author/a:name", ATOM_NS).text
+    assert feed.find("a:link[@rel='self']", ATOM_NS).get("type") == "application/atom+xml"
+    entries = feed.findall("a:entry", ATOM_NS)
+    assert len({entry.findtext("a:id", namespaces=ATOM_NS) for entry in entries}) == len(entries) == 15
+    for entry in entries:
+        # a link without rel is rel="alternate" (RFC 4287 4.2.7.2): the original article
+        assert [link.get("rel", "alternate") for link in entry.findall("a:link", ATOM_NS)] == ["alternate"]
+        assert re.match(RFC3339, entry.findtext("a:published", namespaces=ATOM_NS))
+        assert entry.find("a:source/a:title", ATOM_NS).text == entry.find("a:author/a:name", ATOM_NS).text
+
+
+def test_text_xml_cannot_hold_is_left_out_not_a_500(client):
+    response = client.get("/api/v1/news.atom?source=%01Lab%00&q=a%0Bb")
+    assert response.status_code == 200 and not feedparser.parse(response.content).bozo
+    assert feedparser.parse(response.content).feed.title == "qsite news: Lab · “a b”"
