@@ -73,10 +73,11 @@ docs: dev
 	$(BIN)/sphinx-build -W --keep-going -q -b html docs build/docs/html
 
 # Rewrite the generated parts of the reference pages (docs/_generate.py: config keys, CLI help,
-# endpoints) after changing the config model, the CLI or the endpoints; tests/test_docs_site.py
+# endpoints) and the news queries in datasette.yaml (db/news_queries.py) after changing the config model, the CLI or the endpoints; tests/test_docs_site.py
 # fails while a page is stale (cog --check).
 cog: dev
 	$(BIN)/cog -r -I docs docs/*.md
+	$(BIN)/cog -r -I . datasette.yaml
 
 # The same code on Datasette's 1.0 line: .venv-d1 is .venv (the lock, with the test extra) with
 # the newest 1.0 alpha installed over it (service/compat.py holds what differs). The Datasette-facing

@@ -4,8 +4,8 @@ Both tables are kept in step with ``news`` by triggers that the migrations
 create (:mod:`db.migrations`, m005, m006 and m008), and are filled from it in one
 statement when they are created and after the pipeline's bulk inserts
 (:mod:`pipeline.store.news`). The SQL lives here, apart from the migrations,
-because both use it (and ``api_news`` in metadata.yml reads the search
-index's rowid layout described here).
+because both use it (and the news queries, :mod:`db.news_queries`, read the
+search index's rowid layout described here).
 """
 
 from __future__ import annotations
@@ -48,13 +48,15 @@ def count_changes(sign: str, row: str) -> str:
 #: and a sign (years 1842 to 2097), which keeps the order.
 SEARCH_ROWID_BITS = 36
 SEARCH_ROWID_MASK = (1 << SEARCH_ROWID_BITS) - 1
-_MINUTE_MAX = (1 << 26) - 1
+MINUTE_MAX = (1 << 26) - 1
+#: Past every ``news_search`` rowid (its negation before every one): the open end of a range.
+SEARCH_OPEN_END = 1 << 62
 
 
 def search_key(row: str) -> str:
     """SQL: the ``news_search`` rowid of ``row`` (``new``, ``old`` or ``news``)."""
     minute = f"CAST(strftime('%s', {row}.published_at) AS INTEGER) / 60"
-    return f"((-max({-_MINUTE_MAX}, min({_MINUTE_MAX}, {minute})) << {SEARCH_ROWID_BITS}) | {row}.rowid)"
+    return f"((-max({-MINUTE_MAX}, min({MINUTE_MAX}, {minute})) << {SEARCH_ROWID_BITS}) | {row}.rowid)"
 
 
 def search_columns(row: str) -> str:

@@ -1,0 +1,262 @@
+"""The news queries the API runs, written once with the search index's layout by name.
+
+``api_news``, ``api_news_oldest`` and ``api_news_count`` in ``datasette.yaml`` are
+generated from the templates here (``make cog``; ``tests/test_news_queries.py``
+fails while the file differs): the ``news_search`` rowid layout
+(:data:`db.news_derived.SEARCH_ROWID_BITS`), the clamp of a minute and the open
+ends of a range come from :mod:`db.news_derived`, the tag columns from
+:data:`db.model.TAGS`, and the search expression (:data:`SEARCH`) is written
+once for the three. ``datasette.yaml`` keeps the generated text, numbers
+written out, so researchers read and run in Datasette exactly what the API
+runs, and plain Datasette needs nothing of this module.
+
+:class:`string.Template` (``${NAME}``), not ``str.format``: the SQL holds
+braces of its own (FTS5's column filters, ``{science}: ...``).
+"""
+
+from __future__ import annotations
+
+from string import Template
+
+from db.news_derived import MINUTE_MAX, SEARCH_OPEN_END, SEARCH_ROWID_BITS, SEARCH_ROWID_MASK, SEARCH_TAG_COLUMNS
+
+#: The names the templates use, and their values.
+LAYOUT = {
+    "ROWID_BITS": str(SEARCH_ROWID_BITS),
+    # a news_search rowid & ROWID_MASK is the item's news rowid
+    "ROWID_MASK": str(SEARCH_ROWID_MASK),
+    # one minute's span of news_search rowids
+    "MINUTE_STEP": str(SEARCH_ROWID_MASK + 1),
+    # a minute is clamped to 26 bits and a sign (years 1842 to 2097)
+    "MINUTE_MAX": str(MINUTE_MAX),
+    # past every key: an open end of a rowid range (an unset since or until)
+    "OPEN_END": str(SEARCH_OPEN_END),
+    "TAG_COLUMNS": ", ".join(f"'{column}'" for column in SEARCH_TAG_COLUMNS),
+}
+
+#: The MATCH expression of a search: q's words in the column of the tag asked (any tag: every
+#: column but facets), AND the sources' facet terms. A tag that is no column matches nothing.
+SEARCH = """\
+select case when :tag = '' then '- facets: (' || :q || ')'
+       when lower(:tag) in (${TAG_COLUMNS}) then '{' || lower(:tag) || '}: (' || :q || ')'
+       else '""' end || case
+  when :tag <> '' and :sources <> '' then ' AND facets: (' || coalesce((select group_concat('t' || rowid || lower(:tag), ' OR ')
+    from sources where name in (select value from json_each(iif(:sources = '', '[]', :sources)))), 's0') || ')'
+  when :sources <> '' then ' AND facets: (' || coalesce((select group_concat('s' || rowid, ' OR ')
+    from sources where name in (select value from json_each(iif(:sources = '', '[]', :sources)))), 's0') || ')'
+  else '' end
+"""
+
+#: Newest first: one arm per way in (no filter, a tag, sources, a search), the others skipped at
+#: once by their constant conditions (datasette.yaml says how each reads its index).
+API_NEWS = """\
+with bound (upper, upper_id) as (
+  select iif(:until <> '' and :until <= coalesce(nullif(:before, ''), '~'), :until, coalesce(nullif(:before, ''), '~')),
+         iif(:until <> '' and :until <= coalesce(nullif(:before, ''), '~'), '', :before_id)
+),
+named (source) as (
+  select value from json_each(iif(:sources = '' or :q <> '', '[]', :sources))
+),
+search (expr) as (
+  ${SEARCH}
+),
+search_range (low, high) as (
+  select iif(upper = '~', -${OPEN_END}, -max(-${MINUTE_MAX}, min(${MINUTE_MAX}, cast(strftime('%s', upper) as integer) / 60)) << ${ROWID_BITS}),
+         iif(:since = '', ${OPEN_END}, (1 - max(-${MINUTE_MAX}, min(${MINUTE_MAX}, cast(strftime('%s', :since) as integer) / 60))) << ${ROWID_BITS})
+  from bound
+),
+first (key) as materialized (
+  select news_search.rowid from news_search cross join news on news.rowid = news_search.rowid & ${ROWID_MASK}
+  -- an empty range (a cursor before since) reads nothing: FTS5 would still look for a first match
+  where :q <> '' and (select low < high from search_range) and news_search match (select expr from search)
+    and news_search.rowid >= (select low from search_range) and news_search.rowid < (select high from search_range)
+    and published_at > :since and (published_at, news.id) < (select upper, upper_id from bound)
+  order by news_search.rowid
+  limit coalesce(nullif(:limit, ''), 20)
+),
+ceiling (high) as (
+  -- first empty: an empty range (a NULL bound would be no bound at all to the FTS index)
+  select coalesce(iif(count(*) < coalesce(nullif(:limit, ''), 20), max(key) + 1,
+                      max(key) - (max(key) & ${ROWID_MASK}) + ${MINUTE_STEP}), -${OPEN_END})
+  from first
+)
+select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
+from news
+where :tag = '' and :sources = '' and :q = ''
+  and published_at > :since and (published_at, id) < (select upper, upper_id from bound)
+union all
+select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
+from news
+where tag = :tag and :sources = '' and :q = ''
+  and published_at > :since and (published_at, id) < (select upper, upper_id from bound)
+union all
+select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
+from news
+where rowid in (
+  select news.rowid from named join news on news.rowid in (
+    select rowid from news
+    where source = named.source and :tag = ''
+      and published_at > :since and (published_at, id) < (select upper, upper_id from bound)
+    order by published_at desc, id desc limit coalesce(nullif(:limit, ''), 20))
+  union all
+  select news.rowid from named join news on news.rowid in (
+    select rowid from news
+    where source = named.source and tag = :tag
+      and published_at > :since and (published_at, id) < (select upper, upper_id from bound)
+    order by published_at desc, id desc limit coalesce(nullif(:limit, ''), 20)))
+union all
+select news.id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
+from first cross join news on news.rowid = first.key & ${ROWID_MASK}
+union all
+select news.id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
+from news_search cross join news on news.rowid = news_search.rowid & ${ROWID_MASK}
+-- no first matches, no rest of a minute: an empty phrase, or FTS5 reads its lists again to find none
+where :q <> '' and news_search match (select iif(exists (select 1 from first), expr, '""') from search)
+  and news_search.rowid > coalesce((select max(key) from first), ${OPEN_END})
+  and news_search.rowid < (select high from ceiling)
+  and published_at > :since and (published_at, news.id) < (select upper, upper_id from bound)
+order by published_at desc, id desc
+limit coalesce(nullif(:limit, ''), 20)
+"""
+
+#: api_news the other way round (sort=published_at): the same arms over the same indexes, oldest first.
+API_NEWS_OLDEST = """\
+with bound (lower, lower_id) as (
+  select iif(:since <> '' and :since >= :after, :since, :after),
+         iif(:since <> '' and :since >= :after, '~', :after_id)
+),
+named (source) as (
+  select value from json_each(iif(:sources = '' or :q <> '', '[]', :sources))
+),
+search (expr) as (
+  ${SEARCH}
+),
+search_range (low, high) as (
+  select iif(:until = '', -${OPEN_END}, -max(-${MINUTE_MAX}, min(${MINUTE_MAX}, cast(strftime('%s', :until) as integer) / 60)) << ${ROWID_BITS}),
+         iif(lower = '', ${OPEN_END}, (1 - max(-${MINUTE_MAX}, min(${MINUTE_MAX}, cast(strftime('%s', lower) as integer) / 60))) << ${ROWID_BITS})
+  from bound
+),
+first (key) as materialized (
+  select news_search.rowid from news_search cross join news on news.rowid = news_search.rowid & ${ROWID_MASK}
+  -- an empty range (a cursor after until) reads nothing: FTS5 would still look for a first match
+  where :q <> '' and (select low < high from search_range) and news_search match (select expr from search)
+    and news_search.rowid >= (select low from search_range) and news_search.rowid < (select high from search_range)
+    and published_at < iif(:until = '', '~', :until) and (published_at, news.id) > (select lower, lower_id from bound)
+  order by news_search.rowid desc
+  limit coalesce(nullif(:limit, ''), 20)
+),
+floor (low) as (
+  -- first empty: an empty range (a NULL bound would be no bound at all to the FTS index)
+  select coalesce(iif(count(*) < coalesce(nullif(:limit, ''), 20), min(key),
+                      min(key) - (min(key) & ${ROWID_MASK})), ${OPEN_END})
+  from first
+)
+select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
+from news
+where :tag = '' and :sources = '' and :q = ''
+  and published_at < iif(:until = '', '~', :until) and (published_at, id) > (select lower, lower_id from bound)
+union all
+select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
+from news
+where tag = :tag and :sources = '' and :q = ''
+  and published_at < iif(:until = '', '~', :until) and (published_at, id) > (select lower, lower_id from bound)
+union all
+select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
+from news
+where rowid in (
+  select news.rowid from named join news on news.rowid in (
+    select rowid from news
+    where source = named.source and :tag = ''
+      and published_at < iif(:until = '', '~', :until) and (published_at, id) > (select lower, lower_id from bound)
+    order by published_at, id limit coalesce(nullif(:limit, ''), 20))
+  union all
+  select news.rowid from named join news on news.rowid in (
+    select rowid from news
+    where source = named.source and tag = :tag
+      and published_at < iif(:until = '', '~', :until) and (published_at, id) > (select lower, lower_id from bound)
+    order by published_at, id limit coalesce(nullif(:limit, ''), 20)))
+union all
+select news.id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
+from first cross join news on news.rowid = first.key & ${ROWID_MASK}
+union all
+select news.id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
+from news_search cross join news on news.rowid = news_search.rowid & ${ROWID_MASK}
+-- no first matches, no rest of a minute: an empty phrase, or FTS5 reads its lists again to find none
+where :q <> '' and news_search match (select iif(exists (select 1 from first), expr, '""') from search)
+  and news_search.rowid < coalesce((select min(key) from first), -${OPEN_END})
+  and news_search.rowid >= (select low from floor)
+  and published_at < iif(:until = '', '~', :until) and (published_at, news.id) > (select lower, lower_id from bound)
+order by published_at, id
+limit coalesce(nullif(:limit, ''), 20)
+"""
+
+#: How many items match; a search stops counting past :count_limit.
+API_NEWS_COUNT = """\
+with
+  buckets (span, period, items) as not materialized (
+    select span, period, items from news_counts
+    where (:tag = '' or tag = :tag)
+      and (:sources = '' or source in (select value from json_each(iif(:sources = '', '[]', :sources))))),
+  items (published_at) as not materialized (
+    select published_at from news
+    where (:tag = '' or tag = :tag)
+      and (:sources = '' or source in (select value from json_each(iif(:sources = '', '[]', :sources))))),
+  search (expr) as (
+    ${SEARCH}),
+  search_range (low, high) as (
+    select iif(:until = '', -${OPEN_END}, -max(-${MINUTE_MAX}, min(${MINUTE_MAX}, cast(strftime('%s', :until) as integer) / 60)) << ${ROWID_BITS}),
+           iif(:since = '', ${OPEN_END}, (1 - max(-${MINUTE_MAX}, min(${MINUTE_MAX}, cast(strftime('%s', :since) as integer) / 60))) << ${ROWID_BITS})),
+  outside (items) as (
+    select (select count(*) from news_search cross join news on news.rowid = news_search.rowid & ${ROWID_MASK}
+            where :q <> '' and :since <> '' and news_search match (select expr from search)
+              and news_search.rowid >= (select high from search_range) - ${MINUTE_STEP}
+              and news_search.rowid < (select high from search_range)
+              and published_at <= :since)
+         + (select count(*) from news_search cross join news on news.rowid = news_search.rowid & ${ROWID_MASK}
+            where :q <> '' and :until <> '' and news_search match (select expr from search)
+              and news_search.rowid >= (select low from search_range)
+              and news_search.rowid < (select low from search_range) + ${MINUTE_STEP}
+              and published_at >= :until))
+select case
+  when :q <> '' then max(0, min(:count_limit,
+    (select count(*) from (
+       select 1 from news_search
+       where news_search match (select expr from search)
+         and rowid >= (select low from search_range) and rowid < (select high from search_range)
+       limit :count_limit + (select items from outside)))
+    - (select items from outside)))
+  else max(0,
+      (select coalesce(sum(items), 0) from buckets where span = 'month' and period > substr(:since, 1, 7))
+    + (select coalesce(sum(items), 0) from buckets
+       where span = 'day' and period > substr(:since, 1, 10) and period < substr(:since, 1, 7) || '-~')
+    + (select count(*) from items
+       where :since <> '' and published_at > :since and published_at < substr(:since, 1, 10) || 'T~')
+    - (select coalesce(sum(items), 0) from buckets
+       where :until <> '' and span = 'month' and period > substr(:until, 1, 7))
+    - (select coalesce(sum(items), 0) from buckets
+       where span = 'day' and period > substr(:until, 1, 10) and period < substr(:until, 1, 7) || '-~')
+    - (select count(*) from items
+       where :until <> '' and published_at >= :until and published_at < substr(:until, 1, 10) || 'T~'))
+  end as count
+"""
+
+TEMPLATES = {"api_news": API_NEWS, "api_news_oldest": API_NEWS_OLDEST, "api_news_count": API_NEWS_COUNT}
+
+
+def render(name: str) -> str:
+    """The SQL of the canned query ``name``, every name of the layout replaced by its value."""
+    search = Template(SEARCH.rstrip("\n")).substitute(LAYOUT)
+    lines = []
+    for line in TEMPLATES[name].rstrip("\n").split("\n"):
+        if "${SEARCH}" in line:  # the expression, indented as the line it stands on
+            indent = " " * (len(line) - len(line.lstrip()))
+            line = line.replace("${SEARCH}", search.replace("\n", "\n" + indent))
+        lines.append(line)
+    return Template("\n".join(lines)).substitute(LAYOUT)
+
+
+def yaml_block(name: str, indent: int = 8) -> str:
+    """``sql: |-`` and the SQL of ``name``, indented for ``datasette.yaml`` (what cog writes there)."""
+    pad = " " * indent
+    body = "\n".join((pad + "  " + line) if line else "" for line in render(name).split("\n"))
+    return f"{pad}sql: |-\n{body}"
