@@ -43,7 +43,7 @@ from bench.servers import log, run_wrk
 from bench.sql_timing import time_news_sql
 from db.model import TAGS
 from service.api.bodies import SEARCH_COUNT_MAX
-from service.api.parameters import encode_cursor
+from service.api.cursors import encode_cursor
 
 #: Items per page, in both: the API's default limit and Datasette's ``_size``.
 PAGE = 20

@@ -13,7 +13,6 @@ researchers, so the only safe place for such data is nowhere.
 from sqlite_utils.migrations import Migrations
 
 from db.news_derived import (
-    CHECK_TIME,
     COUNT_NEWS,
     INDEX_NEWS_SEARCH,
     INDEX_NEWS_SEARCH_M006,
@@ -21,6 +20,7 @@ from db.news_derived import (
     count_changes,
     search_columns,
     search_columns_by_tag,
+    search_triggers,
 )
 from db import news_sync
 from db.redact import redact_text
@@ -322,23 +322,7 @@ def m006_news_search(db):
             words, facets, content='', detail=column, tokenize='porter'
         );
 
-        CREATE TRIGGER news_search_insert AFTER INSERT ON news BEGIN
-            {CHECK_TIME}
-            INSERT INTO news_search (rowid, words, facets) VALUES ({search_columns("new")});
-        END;
-
-        CREATE TRIGGER news_search_delete AFTER DELETE ON news BEGIN
-            INSERT INTO news_search (news_search, rowid, words, facets) VALUES ('delete', {search_columns("old")});
-        END;
-
-        CREATE TRIGGER news_search_update AFTER UPDATE OF published_at, title, summary, tag, source ON news
-        WHEN old.published_at IS NOT new.published_at OR old.title IS NOT new.title
-          OR old.summary IS NOT new.summary OR old.tag IS NOT new.tag OR old.source IS NOT new.source
-        BEGIN
-            {CHECK_TIME}
-            INSERT INTO news_search (news_search, rowid, words, facets) VALUES ('delete', {search_columns("old")});
-            INSERT INTO news_search (rowid, words, facets) VALUES ({search_columns("new")});
-        END;
+        {search_triggers("words, facets", search_columns)}
         """
     )
     db.execute(INDEX_NEWS_SEARCH_M006)
@@ -371,23 +355,7 @@ def m008_news_search_by_tag(db):
             {SEARCH_COLUMNS}, content='', detail=column, tokenize='porter'
         );
 
-        CREATE TRIGGER news_search_insert AFTER INSERT ON news BEGIN
-            {CHECK_TIME}
-            INSERT INTO news_search (rowid, {SEARCH_COLUMNS}) VALUES ({search_columns_by_tag("new")});
-        END;
-
-        CREATE TRIGGER news_search_delete AFTER DELETE ON news BEGIN
-            INSERT INTO news_search (news_search, rowid, {SEARCH_COLUMNS}) VALUES ('delete', {search_columns_by_tag("old")});
-        END;
-
-        CREATE TRIGGER news_search_update AFTER UPDATE OF published_at, title, summary, tag, source ON news
-        WHEN old.published_at IS NOT new.published_at OR old.title IS NOT new.title
-          OR old.summary IS NOT new.summary OR old.tag IS NOT new.tag OR old.source IS NOT new.source
-        BEGIN
-            {CHECK_TIME}
-            INSERT INTO news_search (news_search, rowid, {SEARCH_COLUMNS}) VALUES ('delete', {search_columns_by_tag("old")});
-            INSERT INTO news_search (rowid, {SEARCH_COLUMNS}) VALUES ({search_columns_by_tag("new")});
-        END;
+        {search_triggers(SEARCH_COLUMNS, search_columns_by_tag)}
         """
     )
     db.execute(INDEX_NEWS_SEARCH)

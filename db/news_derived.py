@@ -106,3 +106,31 @@ CHECK_TIME = (
     "SELECT RAISE(ABORT, 'news.published_at must be a time such as 2026-11-20T08:00:00Z')"
     " WHERE strftime('%s', new.published_at) IS NULL;"
 )
+
+
+def search_triggers(columns: str, values) -> str:
+    """SQL: the triggers that keep ``news_search`` (its ``columns``) in step with ``news``.
+
+    ``values(row)`` is the SQL of the rowid and ``columns`` of ``row`` (``new`` or ``old``):
+    :func:`search_columns` for m006's index, :func:`search_columns_by_tag` since m008. The
+    index is contentless, so an update or delete removes the entry with the old values.
+    """
+    return f"""
+        CREATE TRIGGER news_search_insert AFTER INSERT ON news BEGIN
+            {CHECK_TIME}
+            INSERT INTO news_search (rowid, {columns}) VALUES ({values("new")});
+        END;
+
+        CREATE TRIGGER news_search_delete AFTER DELETE ON news BEGIN
+            INSERT INTO news_search (news_search, rowid, {columns}) VALUES ('delete', {values("old")});
+        END;
+
+        CREATE TRIGGER news_search_update AFTER UPDATE OF published_at, title, summary, tag, source ON news
+        WHEN old.published_at IS NOT new.published_at OR old.title IS NOT new.title
+          OR old.summary IS NOT new.summary OR old.tag IS NOT new.tag OR old.source IS NOT new.source
+        BEGIN
+            {CHECK_TIME}
+            INSERT INTO news_search (news_search, rowid, {columns}) VALUES ('delete', {values("old")});
+            INSERT INTO news_search (rowid, {columns}) VALUES ({values("new")});
+        END;
+        """

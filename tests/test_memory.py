@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.store import open_database
-from service.api.parameters import encode_cursor
+from service.api.cursors import encode_cursor
 from service.api.response_cache import MAX_BYTES
 from tests.support.known_data import NEWS_START, news_items, seed_catalog, seed_news
 from tests.support.processes import qsite_serve, worker_pids

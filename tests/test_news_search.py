@@ -209,21 +209,6 @@ def test_the_api_says_when_a_search_count_stops(make_config, tmp_path):
         assert (everything["count"], everything["count_exact"]) == (SEARCH_COUNT_MAX + 5, True)
 
 
-def test_the_canned_queries_use_the_key_layout_the_migration_writes():
-    """metadata.yml spells the key's mask, minute bound and bounds as literals (SQL has no constants): they must be these."""
-    from db.news_derived import _MINUTE_MAX, SEARCH_ROWID_BITS, SEARCH_TAG_COLUMNS
-
-    for name in ("api_news", "api_news_count"):
-        sql = SQL[name]
-        assert str(SEARCH_ROWID_MASK) in sql and f"<< {SEARCH_ROWID_BITS}" in sql, name
-        assert f"-{_MINUTE_MAX}, min({_MINUTE_MAX}," in sql, name
-        assert str(1 << 62) in sql, name  # beyond every key: (2**26 - 1) << 36 | mask < 2**62
-    assert str(SEARCH_ROWID_MASK + 1) in SQL["api_news"] and str(SEARCH_ROWID_MASK + 1) in SQL["api_news_count"]
-    # The tags a search reads as columns of news_search (m008), spelled out to keep an unknown tag from being a column.
-    tags = f"lower(:tag) in ({', '.join(repr(column) for column in SEARCH_TAG_COLUMNS)})"
-    assert tags in SQL["api_news"] and tags in SQL["api_news_count"]
-
-
 def test_words_the_index_splits_are_searched_not_refused(make_config, tmp_path):
     """An underscore separates words in the index; a letter whose casefold is a letter and a combining mark does not.
 

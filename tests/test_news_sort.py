@@ -8,7 +8,7 @@ from urllib.parse import quote
 import pytest
 
 from pipeline.store import open_database
-from service.api.parameters import encode_cursor
+from service.api.cursors import encode_cursor
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import NEWS_START, SOURCES, news_items, seed_catalog, seed_news
 

@@ -23,7 +23,8 @@ from pipeline.store.records import item_id
 from pipeline.text import html_to_text as plain_text
 from pipeline.text import shorten
 from pipeline.news.urls import canonical_url
-from service.api.parameters import decode_cursor, encode_cursor, parse_since
+from service.api.cursors import decode_cursor, encode_cursor
+from service.api.parameters import parse_since
 from service.api.responses import dumps
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))

@@ -105,7 +105,10 @@ def test_credentials_and_local_paths_stay_out_of_every_public_page_log_and_statu
             assert not leaks(response.text, local), (path, leaks(response.text, local))
             checked += 1
         metadata = client.get("/-/metadata.json").json()
-        assert "plugins" not in metadata and all("path" not in database for database in client.get("/-/databases.json").json())
+        databases = client.get("/-/databases.json").json()
+        assert "plugins" not in metadata and all("path" not in database for database in databases)
+        # as Datasette's own page lists them: the served database, never its _internal catalog
+        assert [database["name"] for database in databases] == ["site"]
     logs.append((tmp_path / "serve.log").read_text())
     lines = "\n".join(logs).splitlines()
     assert any("127.0.0.1" in line and "feed.xml" in line for line in lines), "the DEBUG log should name the fetched URLs"

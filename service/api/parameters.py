@@ -10,17 +10,14 @@ which parameter is the table in :mod:`service.api.endpoints`.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from urllib.parse import unquote, unquote_to_bytes
 
 from db.model import ITEM_ID_DIGITS, format_time
-from db.news_sync import COUNTER_DIGITS
 
+from service.api.cursors import ITEM_ID, decode_cursor, encode_cursor
 from service.http.problems import problem_response
 
 #: A name echoed back in an error is cut to this many characters (plus an ellipsis),
@@ -32,12 +29,6 @@ MAX_ERRORS = 20
 _RFC3339 = re.compile(
     r"^(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(\.\d{1,9})?(?:([Zz])|([+-])(\d{2}):(\d{2}))$"
 )
-_STORED_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
-#: A sync walk's cursor holds a change key instead: a stored time, ``#`` and a counter (:mod:`db.news_sync`).
-_CHANGE_KEY = re.compile(rf"^(\d{{4}}-\d{{2}}-\d{{2}}T\d{{2}}:\d{{2}}:\d{{2}}Z)#\d{{{COUNTER_DIGITS}}}$")
-_ITEM_ID = re.compile(rf"^[0-9a-f]{{{ITEM_ID_DIGITS}}}$")
-#: The length of every cursor :func:`encode_cursor` writes (a stored time, an item id, the direction).
-_CURSOR_MAX = 96
 #: What a search matches on: words, as the FTS tokenizer sees them.
 #: A word as the full-text index's tokenizer (unicode61) reads one: letters and digits. Not ``\w``:
 #: an underscore separates words there, so ``literal_error`` would be a phrase, which a
@@ -166,56 +157,6 @@ class DateTime(Kind):
         return value
 
 
-#: The third member of an oldest-first cursor (``sort=published_at``); a newest-first one has two.
-OLDEST_FIRST = "asc"
-
-
-def encode_cursor(published_at: str, item_id: str, oldest_first: bool = False) -> str:
-    """The opaque ``cursor`` for the page after the item ``(published_at, item_id)``.
-
-    It says which way the listing runs: a newest-first cursor is the pair (as it
-    always was, so cursors handed out before ``sort`` existed still work), an
-    oldest-first one carries :data:`OLDEST_FIRST` too. A cursor is a position in
-    one order only; :func:`service.api.bodies.news` refuses it with the other ``sort``.
-    """
-    parts = [published_at, item_id, OLDEST_FIRST] if oldest_first else [published_at, item_id]
-    raw = json.dumps(parts, separators=(",", ":"), ensure_ascii=False).encode()
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
-def decode_cursor(value: str) -> tuple | None:
-    """What :func:`encode_cursor` wrote into a cursor, exactly, else None.
-
-    ``(published_at, item_id)`` for a newest-first cursor, ``(published_at,
-    item_id, True)`` for an oldest-first one. Down to the shape of each part: a
-    stored time that is a real moment (or a sync walk's change key of one,
-    :mod:`db.news_sync`), an item id as the pipeline makes them
-    (:data:`~db.model.ITEM_ID_DIGITS` hex digits), and the one encoding of
-    those. Anything else cannot come from a ``next`` link; refusing it keeps
-    made-up cursors from building and caching pages that no client will ask for again.
-    """
-    if len(value) > _CURSOR_MAX:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
-        published_at, item_id, *direction = json.loads(raw)
-    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
-        return None
-    if not (isinstance(published_at, str) and isinstance(item_id, str)) or direction not in ([], [OLDEST_FIRST]):
-        return None
-    change = _CHANGE_KEY.fullmatch(published_at)
-    moment = change.group(1) if change else published_at
-    if not (_STORED_TIME.fullmatch(moment) and _ITEM_ID.fullmatch(item_id)):
-        return None
-    try:
-        datetime.fromisoformat(moment)  # the shape is checked: a 30th of the time strptime takes
-    except ValueError:  # the right shape, but no such moment (month 13, 25 o'clock)
-        return None
-    if encode_cursor(published_at, item_id, bool(direction)) != value:
-        return None
-    return (published_at, item_id, True) if direction else (published_at, item_id)
-
-
 class Cursor(Kind):
     """A keyset position as given in ``next``; canonical: :func:`decode_cursor`'s tuple for the last item seen."""
 
@@ -294,7 +235,7 @@ class ItemId(Segment):
 
     def check(self, value: str) -> str | None:
         """``None`` when ``value`` is an id as the pipeline makes them, else what is wrong."""
-        return None if _ITEM_ID.fullmatch(value) else self.detail
+        return None if ITEM_ID.fullmatch(value) else self.detail
 
 
 @dataclass(frozen=True)

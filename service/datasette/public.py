@@ -29,7 +29,8 @@ def without_plugins(metadata):
 
 
 def public_databases(datasette) -> list[dict]:
-    """``/-/databases`` without each database's file path."""
+    """``/-/databases`` without each database's file path; like Datasette's own, never ``_internal``
+    (its catalog of the others: on 0.65 it is one of ``datasette.databases``)."""
     return [
         {
             "name": database.name,
@@ -39,7 +40,8 @@ def public_databases(datasette) -> list[dict]:
             "is_memory": database.is_memory,
             "hash": database.hash,
         }
-        for database in datasette.databases.values()
+        for name, database in datasette.databases.items()
+        if name != "_internal"
     ]
 
 

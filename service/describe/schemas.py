@@ -64,6 +64,19 @@ def nullable(schema: dict, **more) -> dict:
 
 
 TAG = ref("schemas", "Tag")
+
+
+def _page_of(item: str) -> dict:
+    """The fields every page of a walk has after its count: its size, the next page, when its data changed, the items."""
+    return {
+        "limit": {"type": "integer", "minimum": LIMIT_MIN, "maximum": LIMIT_MAX},
+        "next": nullable(
+            {"type": "string", "format": "uri-reference"},
+            description="The next page (also sent as Link rel=next); null on the last page.",
+        ),
+        "updated_at": _TIME,
+        "results": {"type": "array", "maxItems": LIMIT_MAX, "items": ref("schemas", item)},
+    }
 LANGUAGE_CODE = ref("schemas", "LanguageCode")
 
 
@@ -226,13 +239,7 @@ def schemas() -> dict:
                     f"items: count is then {SEARCH_COUNT_MAX}, a lower bound. Otherwise true.",
                 },
                 "tag": nullable(TAG, description="null: all tags."),
-                "limit": {"type": "integer", "minimum": LIMIT_MIN, "maximum": LIMIT_MAX},
-                "next": nullable(
-                    {"type": "string", "format": "uri-reference"},
-                    description="The next page (also sent as Link rel=next); null on the last page.",
-                ),
-                "updated_at": _TIME,
-                "results": {"type": "array", "maxItems": LIMIT_MAX, "items": ref("schemas", "NewsItem")},
+                **_page_of("NewsItem"),
             },
             "In the order sort names: by default newest first, published_at descending, then id descending; with "
             "updated_since, in the order the changes were made, oldest first (updated_at never decreases).",
@@ -251,13 +258,7 @@ def schemas() -> dict:
                     "description": f"false when more than {SEARCH_COUNT_MAX} items match: count is then "
                     f"{SEARCH_COUNT_MAX}, a lower bound. Otherwise true.",
                 },
-                "limit": {"type": "integer", "minimum": LIMIT_MIN, "maximum": LIMIT_MAX},
-                "next": nullable(
-                    {"type": "string", "format": "uri-reference"},
-                    description="The next page (also sent as Link rel=next); null on the last page.",
-                ),
-                "updated_at": _TIME,
-                "results": {"type": "array", "maxItems": LIMIT_MAX, "items": ref("schemas", "RemovedItem")},
+                **_page_of("RemovedItem"),
             },
             "In the order the items were removed, oldest first (removed_at never decreases).",
         ),

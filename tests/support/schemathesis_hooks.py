@@ -31,7 +31,7 @@ def filter_query(ctx, query) -> bool:
     is no "schema-valid request rejected"; the tests of those 400s are in test_news_sync.py
     and test_api.py.
     """
-    from service.api.parameters import decode_cursor
+    from service.api.cursors import decode_cursor
 
     if not query:
         return True
