@@ -360,3 +360,9 @@ def m008_news_search_by_tag(db):
     )
     db.execute(INDEX_NEWS_SEARCH)
     db.execute("INSERT INTO news_search (news_search) VALUES ('optimize')")  # one segment: fewer pages a search reads
+
+
+@migrations()
+def m009_news_sync_by_filter(db):
+    """Indexes for sync walks with a tag or sources (:data:`db.news_sync.FILTER_INDEXES`)."""
+    db.executescript(news_sync.FILTER_INDEXES)

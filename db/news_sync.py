@@ -73,3 +73,12 @@ SCHEMA = f"""
         DELETE FROM news_removed WHERE id = new.id;
     END;
 """
+
+#: m009: a sync walk with a tag or sources reads an index that leads with them, in change
+#: order, instead of news_updated filtered: a tag and a source that never meet read the whole
+#: index there (a second at a million items), here nothing past the page.
+FILTER_INDEXES = """
+    CREATE INDEX news_tag_updated ON news(tag, change_key, id);
+    CREATE INDEX news_source_updated ON news(source, change_key, id);
+    CREATE INDEX news_source_tag_updated ON news(source, tag, change_key, id);
+"""
