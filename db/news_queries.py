@@ -47,6 +47,45 @@ select case when :tag = '' then '- facets: (' || :q || ')'
   else '' end
 """
 
+#: The arms of a news page, one per way in (no filter, a tag, sources: each one's page, then
+#: sorted; a search's first matches, then the rest of their last minute, whose range each query
+#: adds after this), skipped at once by their constant conditions; ``${RANGE}`` and ``${ORDER}``
+#: are the page's direction (:data:`DIRECTIONS`).
+ARMS = """\
+select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
+from news
+where :tag = '' and :sources = '' and :q = ''
+  and ${RANGE}
+union all
+select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
+from news
+where tag = :tag and :sources = '' and :q = ''
+  and ${RANGE}
+union all
+select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
+from news
+where rowid in (
+  select news.rowid from named join news on news.rowid in (
+    select rowid from news
+    where source = named.source and :tag = ''
+      and ${RANGE}
+    order by ${ORDER} limit coalesce(nullif(:limit, ''), 20))
+  union all
+  select news.rowid from named join news on news.rowid in (
+    select rowid from news
+    where source = named.source and tag = :tag
+      and ${RANGE}
+    order by ${ORDER} limit coalesce(nullif(:limit, ''), 20)))
+union all
+select news.id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
+from first cross join news on news.rowid = first.key & ${ROWID_MASK}
+union all
+select news.id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
+from news_search cross join news on news.rowid = news_search.rowid & ${ROWID_MASK}
+-- no first matches, no rest of a minute: an empty phrase, or FTS5 reads its lists again to find none
+where :q <> '' and news_search match (select iif(exists (select 1 from first), expr, '""') from search)
+"""
+
 #: Newest first: one arm per way in (no filter, a tag, sources, a search), the others skipped at
 #: once by their constant conditions (datasette.yaml says how each reads its index).
 API_NEWS = """\
@@ -80,38 +119,7 @@ ceiling (high) as (
                       max(key) - (max(key) & ${ROWID_MASK}) + ${MINUTE_STEP}), -${OPEN_END})
   from first
 )
-select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
-from news
-where :tag = '' and :sources = '' and :q = ''
-  and published_at > :since and (published_at, id) < (select upper, upper_id from bound)
-union all
-select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
-from news
-where tag = :tag and :sources = '' and :q = ''
-  and published_at > :since and (published_at, id) < (select upper, upper_id from bound)
-union all
-select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
-from news
-where rowid in (
-  select news.rowid from named join news on news.rowid in (
-    select rowid from news
-    where source = named.source and :tag = ''
-      and published_at > :since and (published_at, id) < (select upper, upper_id from bound)
-    order by published_at desc, id desc limit coalesce(nullif(:limit, ''), 20))
-  union all
-  select news.rowid from named join news on news.rowid in (
-    select rowid from news
-    where source = named.source and tag = :tag
-      and published_at > :since and (published_at, id) < (select upper, upper_id from bound)
-    order by published_at desc, id desc limit coalesce(nullif(:limit, ''), 20)))
-union all
-select news.id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
-from first cross join news on news.rowid = first.key & ${ROWID_MASK}
-union all
-select news.id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
-from news_search cross join news on news.rowid = news_search.rowid & ${ROWID_MASK}
--- no first matches, no rest of a minute: an empty phrase, or FTS5 reads its lists again to find none
-where :q <> '' and news_search match (select iif(exists (select 1 from first), expr, '""') from search)
+${ARMS}
   and news_search.rowid > coalesce((select max(key) from first), ${OPEN_END})
   and news_search.rowid < (select high from ceiling)
   and published_at > :since and (published_at, news.id) < (select upper, upper_id from bound)
@@ -151,38 +159,7 @@ floor (low) as (
                       min(key) - (min(key) & ${ROWID_MASK})), ${OPEN_END})
   from first
 )
-select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
-from news
-where :tag = '' and :sources = '' and :q = ''
-  and published_at < iif(:until = '', '~', :until) and (published_at, id) > (select lower, lower_id from bound)
-union all
-select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
-from news
-where tag = :tag and :sources = '' and :q = ''
-  and published_at < iif(:until = '', '~', :until) and (published_at, id) > (select lower, lower_id from bound)
-union all
-select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
-from news
-where rowid in (
-  select news.rowid from named join news on news.rowid in (
-    select rowid from news
-    where source = named.source and :tag = ''
-      and published_at < iif(:until = '', '~', :until) and (published_at, id) > (select lower, lower_id from bound)
-    order by published_at, id limit coalesce(nullif(:limit, ''), 20))
-  union all
-  select news.rowid from named join news on news.rowid in (
-    select rowid from news
-    where source = named.source and tag = :tag
-      and published_at < iif(:until = '', '~', :until) and (published_at, id) > (select lower, lower_id from bound)
-    order by published_at, id limit coalesce(nullif(:limit, ''), 20)))
-union all
-select news.id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
-from first cross join news on news.rowid = first.key & ${ROWID_MASK}
-union all
-select news.id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
-from news_search cross join news on news.rowid = news_search.rowid & ${ROWID_MASK}
--- no first matches, no rest of a minute: an empty phrase, or FTS5 reads its lists again to find none
-where :q <> '' and news_search match (select iif(exists (select 1 from first), expr, '""') from search)
+${ARMS}
   and news_search.rowid < coalesce((select min(key) from first), -${OPEN_END})
   and news_search.rowid >= (select low from floor)
   and published_at < iif(:until = '', '~', :until) and (published_at, news.id) > (select lower, lower_id from bound)
@@ -242,15 +219,31 @@ select case
 
 TEMPLATES = {"api_news": API_NEWS, "api_news_oldest": API_NEWS_OLDEST, "api_news_count": API_NEWS_COUNT}
 
+#: Each query's direction: the range of a page and its order (the arms of :data:`ARMS`).
+DIRECTIONS = {
+    "api_news": {
+        "RANGE": "published_at > :since and (published_at, id) < (select upper, upper_id from bound)",
+        "ORDER": "published_at desc, id desc",
+    },
+    "api_news_oldest": {
+        "RANGE": "published_at < iif(:until = '', '~', :until) and (published_at, id) > (select lower, lower_id from bound)",
+        "ORDER": "published_at, id",
+    },
+    "api_news_count": {},  # no page: no arms
+}
+
 
 def render(name: str) -> str:
     """The SQL of the canned query ``name``, every name of the layout replaced by its value."""
-    search = Template(SEARCH.rstrip("\n")).substitute(LAYOUT)
+    fragments = {"SEARCH": Template(SEARCH.rstrip("\n")).substitute(LAYOUT)}
+    if DIRECTIONS[name]:
+        fragments["ARMS"] = Template(ARMS.rstrip("\n")).safe_substitute(DIRECTIONS[name])  # the layout: below
     lines = []
     for line in TEMPLATES[name].rstrip("\n").split("\n"):
-        if "${SEARCH}" in line:  # the expression, indented as the line it stands on
-            indent = " " * (len(line) - len(line.lstrip()))
-            line = line.replace("${SEARCH}", search.replace("\n", "\n" + indent))
+        for key, fragment in fragments.items():
+            if "${" + key + "}" in line:  # the fragment, indented as the line it stands on
+                indent = " " * (len(line) - len(line.lstrip()))
+                line = line.replace("${" + key + "}", fragment.replace("\n", "\n" + indent))
         lines.append(line)
     return Template("\n".join(lines)).substitute(LAYOUT)
 
