@@ -24,6 +24,7 @@ def items() -> list[dict]:
     found[0]["title"] = "Qubits & <b>gates</b>: “quoted” — 量子"  # markup-like text stays text
     found[0]["summary"] = "A summary with <angle brackets> & ampersands"
     found[1]["summary"] = ""
+    found[2]["image_url"] = "https://news.example/images/2.png"  # an item's own image: carried by both feeds
     return found
 
 
@@ -66,6 +67,10 @@ def test_atom_round_trips_through_feedparser_with_every_field(client, query):
         assert entry.source.title == item["source"]
         assert entry.tags[0].term == item["tag"]
         assert entry.id == f"tag:qsite,2026:news/{item['id']}"
+        images = entry.get("media_content", [])  # Media RSS, as feeds carry an item's image
+        assert [image["url"] for image in images] == ([item["image_url"]] if item["image_url"] else [])
+        assert all(image["medium"] == "image" and image["type"] == "image/png" for image in images)
+    assert any(item["image_url"] for item in listed) or query != "limit=100"
 
 
 @pytest.mark.parametrize("query", QUERIES)
@@ -87,6 +92,7 @@ def test_json_feed_is_valid_json_feed_1_1_and_round_trips(client, query):
         assert item["authors"] == [{"name": listed_item["source"], "url": listed_item["url"]}]
         assert item["_qsite"]["source"] == listed_item["source"]
         assert item["tags"] == [listed_item["tag"]]
+        assert item.get("image") == listed_item["image_url"]
 
 
 def test_feeds_answer_conditionally_and_refuse_what_news_refuses(client):

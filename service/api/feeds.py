@@ -13,8 +13,9 @@ needed to write it (feedgen has none for it), only the spec's field names.
 
 from __future__ import annotations
 
+import mimetypes
 import re
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 from feedgen.feed import FeedGenerator
 
@@ -76,6 +77,7 @@ def atom(build: Build):
     """The Atom 1.0 document (RFC 4287), as bytes."""
     query = query_text(build)
     feed = FeedGenerator()
+    feed.load_extension("media")
     feed.id(f"{TAG_AUTHORITY}{build.endpoint.url}?{query}")  # percent-encoded: plain ASCII
     feed.title(xml_text(title(build)))
     feed.updated(parse_stored_time(build.updated_at))
@@ -95,8 +97,19 @@ def atom(build: Build):
         entry.updated(published)
         entry.author({"name": xml_text(item["source"])})
         entry.category(term=item["tag"], label=item["tag"])
+        if item.get("image_url"):
+            # Media RSS's media:content (which feedparser and qsite's own pipeline read as the item's image), not
+            # an Atom enclosure link: feedgen 1.0 writes an entry's links without their rel and type, so an
+            # enclosure would read as a second alternate link.
+            entry.media.content(url=xml_text(item["image_url"]), medium="image", group=None, **image_type(item["image_url"]))
         entry.source(url=publisher_feed(item["source"], build.endpoint.path), title=xml_text(item["source"]))
     return feed.atom_str(pretty=False, encoding="UTF-8", xml_declaration=True), ()
+
+
+def image_type(url: str) -> dict:
+    """``{"type": ...}`` when the address's file name says what image it is, else nothing (Atom's type is optional)."""
+    guessed, _ = mimetypes.guess_type(urlsplit(url).path)
+    return {"type": guessed} if guessed and guessed.startswith("image/") else {}
 
 
 def json_feed(build: Build):
@@ -111,6 +124,7 @@ def json_feed(build: Build):
             "date_published": item["published_at"],
             "authors": [{"name": item["source"], "url": item["url"]}],
             "tags": [item["tag"]],
+            **({"image": item["image_url"]} if item.get("image_url") else {}),
             "_qsite": {"id": item["id"], "source": item["source"], "tag": item["tag"]},
         }
         for item in items(build)

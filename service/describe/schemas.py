@@ -103,6 +103,7 @@ def _json_feed() -> dict:
             "date_published": _TIME,
             "authors": {"type": "array", "items": author, "description": "The publisher, credited with the original article."},
             "tags": {"type": "array", "items": TAG},
+            "image": _URL,
         },
     }
     return {
