@@ -58,8 +58,8 @@ def item_record(title: str, url: str, published_at: str, summary: str, dated: bo
     }
 
 
-def read_golden_of(feed: Path) -> dict:
-    """What the pipeline makes of ``feed`` read from its bytes alone, as a golden."""
+def read_items(feed: Path):
+    """The pipeline's reading of ``feed`` from its bytes alone: the result, and its items once each (by entry key)."""
     job = FeedJob(source=feed.name, tag="Science", rules=(), body=feed.read_bytes(), headers={}, location=str(feed), seen_at=SEEN_AT)
     result = read_feed(job)
     if result.error:
@@ -68,18 +68,29 @@ def read_golden_of(feed: Path) -> dict:
     for item in result.items:
         if item.key not in keys:
             keys.add(item.key)
-            items.append(item_record(item.title, item.url, item.published_at, item.summary, item.dated))
-    return {"file": feed.name, "warning": result.warning, "skipped_no_link": result.skipped, "items": items}
+            items.append(item)
+    return result, items
+
+
+def read_golden_of(feed: Path) -> dict:
+    """What the pipeline makes of ``feed`` read from its bytes alone, as a golden."""
+    result, items = read_items(feed)
+    records = [item_record(item.title, item.url, item.published_at, item.summary, item.dated) for item in items]
+    return {"file": feed.name, "warning": result.warning, "skipped_no_link": result.skipped, "items": records}
 
 
 def load_golden(feed: Path) -> dict:
     return json.loads(golden_path(feed).read_text(encoding="utf-8"))
 
 
-def write_golden(feed: Path) -> None:
-    path = golden_path(feed)
+def write_json(path: Path, data: dict) -> None:
+    """A golden file as the goldens are written: UTF-8 as is, one space of indent, a final newline."""
     path.parent.mkdir(exist_ok=True)
-    path.write_text(json.dumps(read_golden_of(feed), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+
+
+def write_golden(feed: Path) -> None:
+    write_json(golden_path(feed), read_golden_of(feed))
 
 
 if __name__ == "__main__":

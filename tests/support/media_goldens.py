@@ -16,8 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.news.feeds import FeedJob, read_feed
-from tests.support.goldens import SEEN_AT, feed_files
+from tests.support.goldens import feed_files, read_items, write_json
 from tests.support.paths import ROOT
 
 
@@ -27,16 +26,8 @@ def media_golden_path(feed: Path) -> Path:
 
 def read_media_of(feed: Path) -> dict:
     """What the pipeline makes of ``feed``'s images and authors, as a media golden."""
-    job = FeedJob(source=feed.name, tag="Science", rules=(), body=feed.read_bytes(), headers={}, location=str(feed), seen_at=SEEN_AT)
-    result = read_feed(job)
-    if result.error:
-        raise AssertionError(f"{feed.name}: {result.error}")
-    items, keys = [], set()
-    for item in result.items:
-        if item.key not in keys:
-            keys.add(item.key)
-            items.append({"title": item.title, "image_url": item.image_url, "authors": list(item.authors)})
-    return {"file": feed.name, "items": items}
+    _, items = read_items(feed)
+    return {"file": feed.name, "items": [{"title": i.title, "image_url": i.image_url, "authors": list(i.authors)} for i in items]}
 
 
 def load_media_golden(feed: Path) -> dict:
@@ -44,9 +35,7 @@ def load_media_golden(feed: Path) -> dict:
 
 
 def write_media_golden(feed: Path) -> None:
-    path = media_golden_path(feed)
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(json.dumps(read_media_of(feed), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    write_json(media_golden_path(feed), read_media_of(feed))
 
 
 if __name__ == "__main__":
