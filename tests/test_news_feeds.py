@@ -10,9 +10,8 @@ import feedparser
 import jsonschema
 import pytest
 
-from pipeline.store import open_database
-from tests.support.api_client import ApiClient, datasette_for_config
-from tests.support.known_data import SOURCES, news_items, seed_catalog, seed_news
+from tests.support.api_client import news_client
+from tests.support.known_data import SOURCES, news_items
 from tests.support.paths import ROOT
 
 #: JSON Schema for JSON Feed 1.1 by Jakob Krigovsky (ISC), github.com/sonicdoe/jsonfeed-schema at bba8eaa, unchanged.
@@ -30,13 +29,8 @@ def items() -> list[dict]:
 
 @pytest.fixture
 def client(make_config, tmp_path):
-    db = open_database(tmp_path / "site.db")
-    seed_catalog(db)
-    seed_news(db, items())
-    db.close()
-    client = ApiClient(datasette_for_config(make_config(api={"rate_limit": "off"})))
-    yield client
-    client.close()
+    with news_client(make_config, tmp_path / "site.db", items()) as client:
+        yield client
 
 
 def stamp(parsed) -> str:

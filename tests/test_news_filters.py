@@ -8,8 +8,8 @@ import pytest
 
 from pipeline.store import open_database
 from service.api.endpoints import SOURCE_MAX, SOURCES_MAX
-from tests.support.api_client import ApiClient, datasette_for_config
-from tests.support.known_data import NEWS_START, SOURCES, news_items, seed_catalog, seed_news
+from tests.support.api_client import news_client
+from tests.support.known_data import NEWS_START, SOURCES, news_items, seed_news
 
 COMMA = "Smith, Jones & Co"
 
@@ -25,14 +25,11 @@ def items() -> list[dict]:
 
 @pytest.fixture
 def client(make_config, tmp_path):
-    db = open_database(tmp_path / "site.db")
-    seed_catalog(db)
-    db["sources"].insert({"name": COMMA, "url": "https://user:secret@smith.example/feed?token=t0k3n", "tag": "Science"})
-    seed_news(db, items())
-    db.close()
-    client = ApiClient(datasette_for_config(make_config(api={"rate_limit": "off"})))
-    yield client
-    client.close()
+    def comma_source(db):
+        db["sources"].insert({"name": COMMA, "url": "https://user:secret@smith.example/feed?token=t0k3n", "tag": "Science"})
+
+    with news_client(make_config, tmp_path / "site.db", items(), prepare=comma_source) as client:
+        yield client
 
 
 def everything(client, query: str) -> list[dict]:

@@ -7,10 +7,9 @@ from urllib.parse import quote
 
 import pytest
 
-from pipeline.store import open_database
 from service.api.cursors import encode_cursor
-from tests.support.api_client import ApiClient, datasette_for_config
-from tests.support.known_data import NEWS_START, SOURCES, news_items, seed_catalog, seed_news
+from tests.support.api_client import news_client
+from tests.support.known_data import NEWS_START, SOURCES, news_items
 
 
 def items() -> list[dict]:
@@ -28,13 +27,8 @@ def items() -> list[dict]:
 
 @pytest.fixture
 def client(make_config, tmp_path):
-    db = open_database(tmp_path / "site.db")
-    seed_catalog(db)
-    seed_news(db, items())
-    db.close()
-    client = ApiClient(datasette_for_config(make_config(api={"rate_limit": "off"})))
-    yield client
-    client.close()
+    with news_client(make_config, tmp_path / "site.db", items()) as client:
+        yield client
 
 
 def walk(client, query: str) -> list[dict]:

@@ -57,3 +57,21 @@ class ApiClient:
 def datasette_for_config(config_path):
     """The Datasette ``qsite serve`` would run for this config."""
     return make_datasette(load_config(config_path))
+
+
+def news_client(make_config, database, items: list[dict], prepare=None) -> ApiClient:
+    """An :class:`ApiClient` over a new database at ``database``: the known catalog, ``items`` as news, no rate limit.
+
+    ``prepare(db)`` adds what a test needs besides, before the news (a source of its own).
+    ``make_config`` is the fixture of that name: its config names ``database``'s folder's ``site.db``.
+    """
+    from pipeline.store import open_database
+    from tests.support.known_data import seed_catalog, seed_news
+
+    db = open_database(database)
+    seed_catalog(db)
+    if prepare is not None:
+        prepare(db)
+    seed_news(db, items)
+    db.close()
+    return ApiClient(datasette_for_config(make_config(api={"rate_limit": "off"})))
