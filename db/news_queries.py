@@ -64,7 +64,8 @@ where tag = :tag and :sources = '' and :q = ''
 union all
 select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
 from news
-where rowid in (
+-- the guard first: without it the arm's machinery (its list of rowids, its sort) is set up for no rows
+where :sources <> '' and :q = '' and rowid in (
   select news.rowid from named join news on news.rowid in (
     select rowid from news
     where source = named.source and :tag = ''

@@ -44,6 +44,17 @@ def test_inline_reads_run_on_the_calling_thread(path):
         reader.close()
 
 
+def test_reads_keep_their_temporary_tables_in_memory_inline_and_on_the_threads(path):
+    # SQLite's default (a temporary file's pager for each CTE and sort) cost a news page three times its work
+    reader = Reader(path)
+    try:
+        temp_store = lambda conn: conn.execute("PRAGMA temp_store").fetchone()[0]  # noqa: E731
+        assert asyncio.run(reader.inline(temp_store)) == 2  # MEMORY
+        assert asyncio.run(reader.run(temp_store)) == 2
+    finally:
+        reader.close()
+
+
 def test_a_read_that_would_wait_for_a_lock_goes_to_the_threads(path):
     """A rollback-journal file under an exclusive lock: the inline read cannot wait, the thread does."""
     writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)

@@ -13,6 +13,8 @@ import json
 import sqlite3
 from dataclasses import dataclass
 
+import orjson
+
 from db.urls import public_location
 
 from service.api.data_versions import Versions, updated_at
@@ -140,10 +142,15 @@ def news_filters(values: dict) -> dict:
 
 
 def served_item(row: dict) -> dict:
-    """One ``news`` row as served: its authors, stored as a JSON array, as a list; its change key is not served."""
-    item = {**row, "authors": json.loads(row["authors"] or "[]")}
-    item.pop("change_key", None)
-    return item
+    """One ``news`` row as served: its authors, stored as a JSON array, as a list; its change key is not served.
+
+    The row itself, changed in place: each row is read for one body only, and a
+    page makes a hundred of them. orjson reads the array: the standard decoder
+    was a tenth of an uncached page's Python.
+    """
+    row["authors"] = orjson.loads(row["authors"] or "[]")
+    row.pop("change_key", None)
+    return row
 
 
 def _page(build: Build, query: str, params: dict, position) -> tuple[list[dict], str | None, int, bool]:

