@@ -24,21 +24,23 @@ HTML = "text/html"
 BINARY = "application/octet-stream"
 SQLITE = "application/vnd.sqlite3"
 
-#: What :func:`urllib.parse.quote` leaves as it is (RFC 3986's unreserved characters).
-_UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*")
+#: What a query string may hold as it is: RFC 3986's unreserved characters, and ``:`` (a pchar).
+_AS_IS = re.compile(r"[A-Za-z0-9_.~:-]*")
 
 
 def _link_text(text: str) -> str:
-    """``text`` percent-encoded for a query string, as ``urlencode(quote_via=quote)`` writes it.
+    """``text`` percent-encoded for a query string of a ``next`` link.
 
-    quote() itself only where something needs encoding: names, cursors and
-    tags seldom do, and quoting every one of them was half of a next link's time.
+    quote() itself only where something needs encoding: names, cursors, tags and
+    times seldom do, and quoting every one was half of a next link's time. ``:``
+    stays as it is (times read as written; RFC 3986 allows it in a query):
+    quote() works byte by byte in Python on any value it changes.
     """
-    return text if _UNRESERVED.fullmatch(text) else _quoted(text)
+    return text if _AS_IS.fullmatch(text) else _quoted(text)
 
 
-#: Source names and tags come back again and again; quote() works byte by byte in Python.
-_quoted = lru_cache(maxsize=1024)(partial(quote, safe=""))
+#: Source names come back again and again.
+_quoted = lru_cache(maxsize=1024)(partial(quote, safe=":"))
 
 
 @dataclass(frozen=True)

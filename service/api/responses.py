@@ -8,7 +8,6 @@ comparison and two ASGI messages. :mod:`service.api.response_cache` keeps them.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from datetime import datetime, timezone
 from email.utils import format_datetime
@@ -16,6 +15,7 @@ from functools import lru_cache
 from typing import Hashable, NamedTuple
 
 import orjson
+import xxhash
 from werkzeug.http import parse_date, parse_etags
 
 from service.http.problems import CORS_HEADERS, JSON_CONTENT_TYPE, VARY
@@ -66,8 +66,13 @@ def size_of(value) -> int:
 
 
 def etag_for(body: bytes) -> str:
-    """A strong ETag from the bytes themselves, so it is the same in every process."""
-    return '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"'
+    """A strong ETag from the bytes themselves, so it is the same in every process.
+
+    XXH3's 128 bits: a validator needs no cryptographic strength (it is
+    compared with what this URL answered before, never trusted as proof), and
+    blake2b took 14 µs of an uncached page of 20 KB, XXH3 about 1.
+    """
+    return '"' + xxhash.xxh3_128_hexdigest(body) + '"'
 
 
 def etag_matches(if_none_match: str, etag: str) -> bool:
