@@ -366,3 +366,23 @@ def m008_news_search_by_tag(db):
 def m009_news_sync_by_filter(db):
     """Indexes for sync walks with a tag or sources (:data:`db.news_sync.FILTER_INDEXES`)."""
     db.executescript(news_sync.FILTER_INDEXES)
+
+
+@migrations()
+def m010_news_counts_by_tag_and_source(db):
+    """Indexes of ``news_counts`` that lead with a tag, or a source, then the span and the period.
+
+    A count by tag read every tag's and every source's counts of its months and
+    days through the primary key and kept a third of them; a count by source
+    read all of the source's months and days, the period not being in its
+    index. ``api_news_count`` has a term per way in (:data:`db.news_queries.COUNT_WAYS`),
+    each reading its own range of one of these (a tag and a ``since`` at a
+    million items: 77 to 24 µs; two sources: 132 to 28 µs).
+    """
+    db.executescript(
+        """
+        CREATE INDEX news_counts_tag ON news_counts(tag, span, period, items);
+        DROP INDEX news_counts_source;
+        CREATE INDEX news_counts_source ON news_counts(source, span, period, items);
+        """
+    )
