@@ -32,6 +32,8 @@ LAYOUT = {
     # past every key: an open end of a rowid range (an unset since or until)
     "OPEN_END": str(SEARCH_OPEN_END),
     "TAG_COLUMNS": ", ".join(f"'{column}'" for column in SEARCH_TAG_COLUMNS),
+    # the names of the sources asked (a JSON array; '' is none), as a list to test a name against
+    "SOURCE_NAMES": "(select value from json_each(iif(:sources = '', '[]', :sources)))",
 }
 
 #: The MATCH expression of a search: q's words in the column of the tag asked (any tag: every
@@ -41,9 +43,9 @@ select case when :tag = '' then '- facets: (' || :q || ')'
        when lower(:tag) in (${TAG_COLUMNS}) then '{' || lower(:tag) || '}: (' || :q || ')'
        else '""' end || case
   when :tag <> '' and :sources <> '' then ' AND facets: (' || coalesce((select group_concat('t' || rowid || lower(:tag), ' OR ')
-    from sources where name in (select value from json_each(iif(:sources = '', '[]', :sources)))), 's0') || ')'
+    from sources where name in ${SOURCE_NAMES}), 's0') || ')'
   when :sources <> '' then ' AND facets: (' || coalesce((select group_concat('s' || rowid, ' OR ')
-    from sources where name in (select value from json_each(iif(:sources = '', '[]', :sources)))), 's0') || ')'
+    from sources where name in ${SOURCE_NAMES}), 's0') || ')'
   else '' end
 """
 
@@ -177,7 +179,7 @@ COUNT_WAYS = (
     ":tag = '' and :sources = ''",
     "tag = :tag and :sources = ''",
     ":sources <> '' and (:tag = '' or tag = :tag)\n"
-    "  and source in (select value from json_each(iif(:sources = '', '[]', :sources)))",
+    "  and source in ${SOURCE_NAMES}",
 )
 
 #: How many items match without a search: the items after ``since`` (the months wholly after its
@@ -200,7 +202,8 @@ def count_terms() -> str:
     for sign, table, condition in COUNT_TERMS:
         what = "coalesce(sum(items), 0)" if table == "news_counts" else "count(*)"
         for way in COUNT_WAYS:
-            terms.append(f"{sign} (select {what} from {table}\n   where {way.replace(chr(10), chr(10) + '   ')}\n     and {condition})")
+            way = way.replace("\n", "\n   ")  # its second line under its first
+            terms.append(f"{sign} (select {what} from {table}\n   where {way}\n     and {condition})")
     return "\n".join(terms)
 
 
