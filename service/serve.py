@@ -11,8 +11,8 @@ each builds its own Datasette after the fork and serves the shared port.
 
 What the server is asked to keep (issue 13, section 3):
 
-- a request head not complete within :data:`HEADER_TIMEOUT` seconds closes
-  the connection (slowloris, and sockets that never send a byte);
+- a request head not complete within ``api.header_timeout`` seconds (10 by
+  default) closes the connection (slowloris, and sockets that never send a byte);
 - at most ``api.max_connections`` connections are open at once; more wait in
   the kernel's listen queue (they cost no file descriptor) until one closes;
 - the soft ``RLIMIT_NOFILE`` is raised to the hard limit at start, and the
@@ -53,9 +53,6 @@ from service.http.settings import DATASETTE_CONFIG_ENV, PLUGIN_NAME
 
 log = logging.getLogger("qsite.serve")
 
-#: Seconds a client has to send a whole request head (and an idle keep-alive
-#: connection to start the next one) before the connection is closed.
-HEADER_TIMEOUT = 10
 #: Seconds open connections get to finish when the server is asked to stop.
 GRACEFUL_SHUTDOWN = 5
 #: Descriptors a worker keeps for itself beyond its connections: SQLite files
@@ -348,7 +345,7 @@ def _serve(config: Config, host: str, port: int, workers: int, log_level: int, f
         # HTTP/1.1 only: with protocol detection (auto) hyper's header timer would
         # start only after a first byte, so a socket that never sends one stayed open.
         http=HTTPModes.http1,
-        http1_settings=HTTP1Settings(header_read_timeout=HEADER_TIMEOUT * 1000, keep_alive=True),
+        http1_settings=HTTP1Settings(header_read_timeout=config.api.header_timeout * 1000, keep_alive=True),
         websockets=False,
         log_level=LogLevels(logging.getLevelName(log_level).lower()),
         log_dictconfig=logging_config(log_level),

@@ -19,21 +19,25 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.serve import FD_RESERVE, HEADER_TIMEOUT, FdWatch, connections_per_worker, open_fds
+from service.serve import FD_RESERVE, FdWatch, connections_per_worker, open_fds
 from tests.support.processes import qsite_serve, stop, wait_until, worker_pids
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 #: Idle sockets opened against a server limited to 1024 descriptors.
 IDLE_SOCKETS = 2000 if SOAK else 1100
+#: The servers' ``api.header_timeout`` here (the default is 10 s): short, so that the tests wait little.
+HEADER_TIMEOUT = 2
 #: Seconds a test waits for the server to close a connection it should close after HEADER_TIMEOUT.
 CLOSE_WITHIN = 2.5 * HEADER_TIMEOUT
+#: The slowloris's pace: one more header byte this often, so it sends several within the timeout.
+SLOWLORIS_PACE = HEADER_TIMEOUT / 4
 READY = "/-/static/app.css"
 
 
 @pytest.fixture
 def served_config(make_config, qsite):
     # one worker: the descriptor limit is per process, and one process shows it plainly
-    path = make_config(api={"rate_limit": "off", "workers": 1})
+    path = make_config(api={"rate_limit": "off", "workers": 1, "header_timeout": HEADER_TIMEOUT})
     assert qsite("ingest", "site", "--config", str(path)).returncode == 0
     return path
 
@@ -61,7 +65,7 @@ def test_slowloris_and_silent_sockets_are_closed_while_others_are_served(served_
         sent, started = 0, time.monotonic()
         closed = {"silent": False, "slow": False}
         while not all(closed.values()) and time.monotonic() - started < CLOSE_WITHIN:
-            # a real slowloris: one more header byte every two seconds, never the end of the head
+            # a real slowloris: one more header byte every SLOWLORIS_PACE, never the end of the head
             try:
                 slow.send(b"a")
                 sent += 1
@@ -71,7 +75,7 @@ def test_slowloris_and_silent_sockets_are_closed_while_others_are_served(served_
             closed["silent"] = closed["silent"] or closed_by_server(silent)
             # everyone else is served meanwhile
             assert httpx.get(server.url("/api/v1/stats"), timeout=5).status_code == 200
-            time.sleep(2)  # review: the slowloris's pace (a byte every 2 s) is the behaviour under test, not a wait
+            time.sleep(SLOWLORIS_PACE)  # review: the slowloris's pace is the behaviour under test, not a wait
         assert closed == {"silent": True, "slow": True}
         assert sent >= 3  # it kept trickling bytes: a timeout per read would never have closed it
         silent.close()
