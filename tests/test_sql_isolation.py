@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import statistics
 import threading
 import time
@@ -36,8 +37,9 @@ from tests.support.processes import qsite_serve, threads_on_cpu, wait_until, wor
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 FIGURES = Path(os.environ.get("QSITE_FIGURES", "/tmp/qsite-reliability")) / "sql_isolation.json"
-#: Long enough that the API requests below finish well inside it on a busy machine.
-TIME_LIMIT_MS = 6000
+#: Long enough that the API requests below finish well inside it (they took under 1.3 s of its 3 s,
+#: run alone as `make test` runs it).
+TIME_LIMIT_MS = 3000
 #: Counts for ever: only the time limit ends it.
 HEAVY_SQL = "with recursive c(x) as (select 1 union all select x + 1 from c) select count(*) from c"
 
@@ -117,6 +119,9 @@ def test_heavy_sql_from_other_clients_never_holds_up_the_api(tmp_path):
         loaded_uncached, loaded_cached = api_round(api, served.base, 1)
         api_done = time.monotonic()
         wait_for(lambda: len(replies("127.0.0.2", 400)) >= 2 and all(replies(a) for a in ("127.0.0.3", "127.0.0.4")))
+        # All that is asserted is in: the queries still queued are cut short rather than waited out
+        # (a SIGTERM would give their open connections the graceful shutdown's seconds).
+        os.kill(worker, signal.SIGKILL)
     for thread in threads + others:
         thread.join(60)
 
