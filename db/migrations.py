@@ -385,6 +385,8 @@ def m011_news_totals(db):
     Kept by triggers, as ``news_counts`` is, in the same transaction as every
     change to ``news``; filled from ``news_counts``, which holds the same items
     in fewer rows than ``news`` (:data:`db.news_derived.TOTAL_COUNTS`).
+    ``news_counts_tag`` (m010) served only the count by tag, and every item
+    stored rewrote two of its entries: it goes.
     """
-    db.executescript(TOTAL_SCHEMA)
+    db.executescript(TOTAL_SCHEMA + "DROP INDEX news_counts_tag;")
     db.execute(TOTAL_COUNTS)
