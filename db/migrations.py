@@ -380,11 +380,14 @@ def m011_news_totals(db):
     the whole table and up to 30 x 21 day rows for a ``since`` in a month.
     ``news_totals`` has one row per period for every tag (tag ``''``) and one
     per period and tag, keyed by tag, span and period, so no filter and a tag
-    each read one range of it: 49 month rows and at most 30 day rows
-    (FIGURES). Sources still read ``news_counts`` (``news_counts_source``).
+    each read one range of it: 49 month rows and at most 30 day rows (the count
+    SQL alone at a million items, median: no filter 53 to 9 µs, a ``since`` 74
+    to 28, a tag and a ``since`` 30 to 18; the stats' total 49 to 7). Sources
+    still read ``news_counts`` (``news_counts_source``).
     Kept by triggers, as ``news_counts`` is, in the same transaction as every
     change to ``news``; filled from ``news_counts``, which holds the same items
-    in fewer rows than ``news`` (:data:`db.news_derived.TOTAL_COUNTS`).
+    in fewer rows than ``news`` (:data:`db.news_derived.TOTAL_COUNTS`; the
+    migration takes 50 ms at a million items).
     ``news_counts_tag`` (m010) served only the count by tag, and every item
     stored rewrote two of its entries: it goes.
     """
