@@ -175,7 +175,9 @@ limit coalesce(nullif(:limit, ''), 20)
 #: source asked read ``news_totals`` (migration 11), whose tag ``''`` is every tag: no filter and a
 #: tag are one way there, one range of its key (``tag = :tag``). Sums of sources read ``news_counts``
 #: through ``news_counts_source``. Items: no filter (``news_newest``), a tag (``news_tag_newest``),
-#: sources. Each term of :data:`COUNT_TERMS` is written once per way, behind the way's constant
+#: sources (``news_source_newest``) and sources with a tag (``news_source_tag_newest``), each index
+#: holding all that its term reads (with ``(:tag = '' or tag = :tag)``, a term read each item's
+#: row). Each term of :data:`COUNT_TERMS` is written once per way, behind the way's constant
 #: condition, so only one runs. Not one CTE of the ways: SQLite (3.40) does not push a term's
 #: conditions into a union inside a CTE, and the counts then read their tables whole (4 to 155 ms
 #: at a million items).
@@ -186,8 +188,10 @@ COUNT_WAYS = {
     ),
     "news": (
         ("news", ":tag = '' and :sources = ''"),
-        ("news", "tag = :tag and :sources = ''"),
-        ("news", ":sources <> '' and (:tag = '' or tag = :tag)\n  and source in ${SOURCE_NAMES}"),
+        # :tag <> '' skips the term at once when no tag is asked (tag = '' would look it up)
+        ("news", ":tag <> '' and :sources = '' and tag = :tag"),
+        ("news", ":sources <> '' and :tag = ''\n  and source in ${SOURCE_NAMES}"),
+        ("news", ":sources <> '' and :tag <> '' and tag = :tag\n  and source in ${SOURCE_NAMES}"),
     ),
 }
 

@@ -280,13 +280,22 @@ COUNT_SUMS = {
 }
 
 
+#: The indexes the count's range counts within one day read, one per way (no filter, a tag, sources,
+#: sources and a tag), each holding all that its term reads (no row of ``news`` looked up).
+COUNT_DAYS = {"news_newest", "news_tag_newest", "news_source_newest", "news_source_tag_newest"}
+
+
 def test_counts_read_the_totals_unless_sources_are_asked(databases):
     conn, _ = databases
     sql = QUERIES["news_count"]
     for make in combinations(sql):
         params = make(oldest(conn))
-        sums = [step for step in plan(conn, sql, params) if re.match(r"SEARCH news_(counts|totals)\b", step)]
+        found = plan(conn, sql, params)
+        sums = [step for step in found if re.match(r"SEARCH news_(counts|totals)\b", step)]
         assert sorted(set(sums)) == sorted(COUNT_SUMS) and len(sums) == 8, f"api_news_count with {params}: {sums}"
+        days = [step for step in found if step.startswith("SEARCH news USING") and "(rowid=?)" not in step]  # not a search's rows
+        assert all(step.startswith("SEARCH news USING COVERING INDEX") for step in days), f"api_news_count with {params}: {days}"
+        assert {step.split()[5] for step in days} == COUNT_DAYS and len(days) == 8, days
 
 
 def spread_database(path, sources: int):
