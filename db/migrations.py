@@ -381,8 +381,8 @@ def m011_news_totals(db):
     ``news_totals`` has one row per period for every tag (tag ``''``) and one
     per period and tag, keyed by tag, span and period, so no filter and a tag
     each read one range of it: 49 month rows and at most 30 day rows (the count
-    SQL alone at a million items, median: no filter 53 to 9 µs, a ``since`` 74
-    to 28, a tag and a ``since`` 30 to 18; the stats' total 49 to 7). Sources
+    SQL alone at a million items, median: no filter 52 to 9 µs, a ``since`` 73
+    to 27, a tag and a ``since`` 30 to 18; the stats' total 46 to 6). Sources
     still read ``news_counts`` (``news_counts_source``).
     Kept by triggers, as ``news_counts`` is, in the same transaction as every
     change to ``news``; filled from ``news_counts``, which holds the same items
