@@ -14,10 +14,13 @@ from sqlite_utils.migrations import Migrations
 
 from db.news_derived import (
     COUNT_NEWS,
+    COUNT_SCHEMA,
+    COUNT_UPDATE_TRIGGER,
     INDEX_NEWS_SEARCH,
     INDEX_NEWS_SEARCH_M006,
     SEARCH_COLUMNS,
-    count_changes,
+    TOTAL_COUNTS,
+    TOTAL_SCHEMA,
     search_columns,
     search_columns_by_tag,
     search_triggers,
@@ -259,23 +262,7 @@ def m005_news_counts_and_indexes(db):
     """
     db.executescript(
         f"""
-        CREATE TABLE news_counts (
-            span TEXT NOT NULL CHECK (span IN ('month', 'day')),
-            period TEXT NOT NULL,      -- the start of published_at: YYYY-MM for a month, YYYY-MM-DD for a day
-            tag TEXT NOT NULL,
-            source TEXT NOT NULL,
-            items INTEGER NOT NULL CHECK (items >= 0),  -- a row at 0 is deleted at once
-            PRIMARY KEY (span, period, tag, source)
-        ) WITHOUT ROWID;
-
-        CREATE TRIGGER news_counts_insert AFTER INSERT ON news BEGIN
-            {count_changes("+", "new")}
-        END;
-
-        CREATE TRIGGER news_counts_delete AFTER DELETE ON news BEGIN
-            {count_changes("-", "old")}
-        END;
-
+        {COUNT_SCHEMA}
         CREATE INDEX news_counts_source ON news_counts(source, span, items);
 
         DROP INDEX news_newest;
@@ -285,12 +272,7 @@ def m005_news_counts_and_indexes(db):
         CREATE INDEX news_source_tag_newest ON news(source, tag, published_at DESC, id DESC);
 
         -- The pipeline changes an item's tag when a rule or the feed's tag changes.
-        CREATE TRIGGER news_counts_update AFTER UPDATE OF published_at, tag, source ON news
-        WHEN old.published_at IS NOT new.published_at OR old.tag IS NOT new.tag OR old.source IS NOT new.source
-        BEGIN
-            {count_changes("-", "old")}
-            {count_changes("+", "new")}
-        END;
+        {COUNT_UPDATE_TRIGGER}
         """
     )
     db.execute(COUNT_NEWS)
@@ -386,3 +368,28 @@ def m010_news_counts_by_tag_and_source(db):
         CREATE INDEX news_counts_source ON news_counts(source, span, period, items);
         """
     )
+
+
+@migrations()
+def m011_news_totals(db):
+    """``news_totals``: the counts of ``news_counts`` without the source, for a count with no source asked.
+
+    ``news_counts`` has a row per period, tag and source, so a count with no
+    filter added every tag's and source's row of its months and days: at a
+    million items over four years, 12 sources and 3 tags, 1,029 month rows for
+    the whole table and up to 30 x 21 day rows for a ``since`` in a month.
+    ``news_totals`` has one row per period for every tag (tag ``''``) and one
+    per period and tag, keyed by tag, span and period, so no filter and a tag
+    each read one range of it: 49 month rows and at most 30 day rows (the count
+    SQL alone at a million items, median: no filter 52 to 9 µs, a ``since`` 73
+    to 27, a tag and a ``since`` 30 to 18; the stats' total 46 to 6). Sources
+    still read ``news_counts`` (``news_counts_source``).
+    Kept by triggers, as ``news_counts`` is, in the same transaction as every
+    change to ``news``; filled from ``news_counts``, which holds the same items
+    in fewer rows than ``news`` (:data:`db.news_derived.TOTAL_COUNTS`; the
+    migration takes 50 ms at a million items).
+    ``news_counts_tag`` (m010) served only the count by tag, and every item
+    stored rewrote two of its entries: it goes.
+    """
+    db.executescript(TOTAL_SCHEMA + "DROP INDEX news_counts_tag;")
+    db.execute(TOTAL_COUNTS)

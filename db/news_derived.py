@@ -1,7 +1,7 @@
-"""The SQL that derives ``news_counts`` and ``news_search`` from ``news``.
+"""The SQL that derives ``news_counts``, ``news_totals`` and ``news_search`` from ``news``.
 
-Both tables are kept in step with ``news`` by triggers that the migrations
-create (:mod:`db.migrations`, m005, m006 and m008), and are filled from it in one
+The three tables are kept in step with ``news`` by triggers that the migrations
+create (:mod:`db.migrations`, m005, m006, m008 and m011), and are filled in one
 statement when they are created and after the pipeline's bulk inserts
 (:mod:`pipeline.store.news`). The SQL lives here, apart from the migrations,
 because both use it (and the news queries, :mod:`db.news_queries`, read the
@@ -21,21 +21,111 @@ COUNT_NEWS = """
 """
 
 
+def _changes(table: str, key: dict[str, str], sign: str) -> list[str]:
+    """The statements that count one item in or out (``sign``) of the row of ``table`` at ``key``.
+
+    ``key`` is each key column's SQL value. In: an upsert. Out: one less, and
+    the row deleted at zero, so a table never holds a period with no items.
+    """
+    if sign == "+":
+        return [
+            f"INSERT INTO {table} ({', '.join(key)}, items) VALUES ({', '.join(key.values())}, 1) "
+            f"ON CONFLICT DO UPDATE SET items = items + 1;"
+        ]
+    where = " AND ".join(f"{column} = {value}" for column, value in key.items())
+    return [f"UPDATE {table} SET items = items - 1 WHERE {where};", f"DELETE FROM {table} WHERE {where} AND items = 0;"]
+
+
+def _spans(row: str):
+    """Each span of ``news_counts`` and ``news_totals``, its name and the period of ``row`` in it (SQL)."""
+    return [(f"'{span}'", f"substr({row}.published_at, 1, {length})") for span, length in (("month", 7), ("day", 10))]
+
+
 def count_changes(sign: str, row: str) -> str:
-    """The statements of a trigger that count ``row`` (``new`` or ``old``) in or out (``+`` or ``-``)."""
+    """The statements of a trigger that count ``row`` (``new`` or ``old``) in or out (``+`` or ``-``) of ``news_counts``."""
     statements = []
-    for span, length in (("month", 7), ("day", 10)):
-        key = f"span = '{span}' AND period = substr({row}.published_at, 1, {length}) AND tag = {row}.tag AND source = {row}.source"
-        if sign == "+":
-            statements.append(
-                f"INSERT INTO news_counts (span, period, tag, source, items) "
-                f"VALUES ('{span}', substr({row}.published_at, 1, {length}), {row}.tag, {row}.source, 1) "
-                f"ON CONFLICT DO UPDATE SET items = items + 1;"
-            )
-        else:
-            statements.append(f"UPDATE news_counts SET items = items - 1 WHERE {key};")
-            statements.append(f"DELETE FROM news_counts WHERE {key} AND items = 0;")
+    for span, period in _spans(row):
+        key = {"span": span, "period": period, "tag": f"{row}.tag", "source": f"{row}.source"}
+        statements += _changes("news_counts", key, sign)
     return "\n            ".join(statements)
+
+
+#: m005's table of counts and its triggers, kept by :func:`count_changes`.
+COUNT_SCHEMA = f"""
+        CREATE TABLE news_counts (
+            span TEXT NOT NULL CHECK (span IN ('month', 'day')),
+            period TEXT NOT NULL,      -- the start of published_at: YYYY-MM for a month, YYYY-MM-DD for a day
+            tag TEXT NOT NULL,
+            source TEXT NOT NULL,
+            items INTEGER NOT NULL CHECK (items >= 0),  -- a row at 0 is deleted at once
+            PRIMARY KEY (span, period, tag, source)
+        ) WITHOUT ROWID;
+
+        CREATE TRIGGER news_counts_insert AFTER INSERT ON news BEGIN
+            {count_changes("+", "new")}
+        END;
+
+        CREATE TRIGGER news_counts_delete AFTER DELETE ON news BEGIN
+            {count_changes("-", "old")}
+        END;
+"""
+
+#: m005's trigger of a change of date, tag or source.
+COUNT_UPDATE_TRIGGER = f"""
+        CREATE TRIGGER news_counts_update AFTER UPDATE OF published_at, tag, source ON news
+        WHEN old.published_at IS NOT new.published_at OR old.tag IS NOT new.tag OR old.source IS NOT new.source
+        BEGIN
+            {count_changes("-", "old")}
+            {count_changes("+", "new")}
+        END;
+"""
+
+
+def total_changes(sign: str, row: str) -> str:
+    """The statements of a trigger that count ``row`` in or out of ``news_totals``: its tag's row and every tag's ('')."""
+    statements = []
+    for span, period in _spans(row):
+        for tag in (f"{row}.tag", "''"):
+            statements += _changes("news_totals", {"tag": tag, "span": span, "period": period}, sign)
+    return "\n            ".join(statements)
+
+
+#: m011's roll-up of ``news_counts`` without the source, and its triggers (:func:`total_changes`).
+#: The key leads with the tag, then the span: a count's months or days after a time are one range of it.
+TOTAL_SCHEMA = f"""
+        CREATE TABLE news_totals (
+            tag TEXT NOT NULL,         -- '' for every tag
+            span TEXT NOT NULL CHECK (span IN ('month', 'day')),
+            period TEXT NOT NULL,      -- YYYY-MM for a month, YYYY-MM-DD for a day, as in news_counts
+            items INTEGER NOT NULL CHECK (items >= 0),  -- a row at 0 is deleted at once
+            PRIMARY KEY (tag, span, period)
+        ) WITHOUT ROWID;
+
+        CREATE TRIGGER news_totals_insert AFTER INSERT ON news BEGIN
+            {total_changes("+", "new")}
+        END;
+
+        CREATE TRIGGER news_totals_delete AFTER DELETE ON news BEGIN
+            {total_changes("-", "old")}
+        END;
+
+        -- a source's items are counted in every tag's and their own tag's rows: only a date or a tag moves them
+        CREATE TRIGGER news_totals_update AFTER UPDATE OF published_at, tag ON news
+        WHEN old.published_at IS NOT new.published_at OR old.tag IS NOT new.tag
+        BEGIN
+            {total_changes("-", "old")}
+            {total_changes("+", "new")}
+        END;
+"""
+
+#: Fills ``news_totals`` from ``news_counts`` (when m011 creates it, and after a bulk insert has
+#: counted ``news_counts`` again): a few tens of thousands of rows, where ``news`` holds millions.
+TOTAL_COUNTS = """
+    INSERT INTO news_totals (tag, span, period, items)
+    SELECT tag, span, period, sum(items) FROM news_counts GROUP BY 1, 2, 3
+    UNION ALL
+    SELECT '', span, period, sum(items) FROM news_counts GROUP BY 2, 3
+"""
 
 
 #: A ``news_search`` rowid is the item's minute, negated (bits 36 and up), and

@@ -170,28 +170,41 @@ order by published_at, id
 limit coalesce(nullif(:limit, ''), 20)
 """
 
-#: The ways into the counts, as a page has them (:data:`ARMS`): no filter, a tag (its own counts
-#: through ``news_counts_tag``, its own items through ``news_tag_newest``), sources. Each term of
-#: :data:`COUNT_TERMS` is written once per way, behind the way's constant condition, so only one
-#: runs. Not one CTE of the three ways: SQLite (3.40) does not push a term's conditions into a
-#: union inside a CTE, and the counts then read their tables whole (4 to 155 ms at a million items).
-COUNT_WAYS = (
-    ":tag = '' and :sources = ''",
-    "tag = :tag and :sources = ''",
-    ":sources <> '' and (:tag = '' or tag = :tag)\n"
-    "  and source in ${SOURCE_NAMES}",
-)
+#: The ways into the counts, as a page has them (:data:`ARMS`), by what a term reads: its sums
+#: (``counts``) or its items within one day (``news``), each ``(table, condition)``. Sums with no
+#: source asked read ``news_totals`` (migration 11), whose tag ``''`` is every tag: no filter and a
+#: tag are one way there, one range of its key (``tag = :tag``). Sums of sources read ``news_counts``
+#: through ``news_counts_source``. Items: no filter (``news_newest``), a tag (``news_tag_newest``),
+#: sources (``news_source_newest``) and sources with a tag (``news_source_tag_newest``), each index
+#: holding all that its term reads (with ``(:tag = '' or tag = :tag)``, a term read each item's
+#: row). Each term of :data:`COUNT_TERMS` is written once per way, behind the way's constant
+#: condition, so only one runs. Not one CTE of the ways: SQLite (3.40) does not push a term's
+#: conditions into a union inside a CTE, and the counts then read their tables whole (4 to 155 ms
+#: at a million items).
+COUNT_WAYS = {
+    "counts": (
+        ("news_totals", "tag = :tag and :sources = ''"),
+        ("news_counts", ":sources <> '' and (:tag = '' or tag = :tag)\n  and source in ${SOURCE_NAMES}"),
+    ),
+    "news": (
+        ("news", ":tag = '' and :sources = ''"),
+        # :tag <> '' skips the term at once when no tag is asked (tag = '' would look it up)
+        ("news", ":tag <> '' and :sources = '' and tag = :tag"),
+        ("news", ":sources <> '' and :tag = ''\n  and source in ${SOURCE_NAMES}"),
+        ("news", ":sources <> '' and :tag <> '' and tag = :tag\n  and source in ${SOURCE_NAMES}"),
+    ),
+}
 
 #: How many items match without a search: the items after ``since`` (the months wholly after its
 #: month, the days wholly after its day in that month, a range count within its own day: one day's
-#: items at most), less the same from ``until`` on. ``(sign, table, condition)``: a sum of
-#: ``news_counts`` (kept by triggers) or a count of ``news``.
+#: items at most), less the same from ``until`` on. ``(sign, reads, condition)``: a sum of counts
+#: kept by triggers or a count of ``news`` (:data:`COUNT_WAYS`).
 COUNT_TERMS = (
-    ("+", "news_counts", "span = 'month' and period > substr(:since, 1, 7)"),
-    ("+", "news_counts", "span = 'day' and period > substr(:since, 1, 10) and period < substr(:since, 1, 7) || '-~'"),
+    ("+", "counts", "span = 'month' and period > substr(:since, 1, 7)"),
+    ("+", "counts", "span = 'day' and period > substr(:since, 1, 10) and period < substr(:since, 1, 7) || '-~'"),
     ("+", "news", ":since <> '' and published_at > :since and published_at < substr(:since, 1, 10) || 'T~'"),
-    ("-", "news_counts", ":until <> '' and span = 'month' and period > substr(:until, 1, 7)"),
-    ("-", "news_counts", "span = 'day' and period > substr(:until, 1, 10) and period < substr(:until, 1, 7) || '-~'"),
+    ("-", "counts", ":until <> '' and span = 'month' and period > substr(:until, 1, 7)"),
+    ("-", "counts", "span = 'day' and period > substr(:until, 1, 10) and period < substr(:until, 1, 7) || '-~'"),
     ("-", "news", ":until <> '' and published_at >= :until and published_at < substr(:until, 1, 10) || 'T~'"),
 )
 
@@ -199,9 +212,9 @@ COUNT_TERMS = (
 def count_terms() -> str:
     """:data:`COUNT_TERMS`, each once per way of :data:`COUNT_WAYS`, as one sum."""
     terms = []
-    for sign, table, condition in COUNT_TERMS:
-        what = "coalesce(sum(items), 0)" if table == "news_counts" else "count(*)"
-        for way in COUNT_WAYS:
+    for sign, reads, condition in COUNT_TERMS:
+        what = "coalesce(sum(items), 0)" if reads == "counts" else "count(*)"
+        for table, way in COUNT_WAYS[reads]:
             way = way.replace("\n", "\n   ")  # its second line under its first
             terms.append(f"{sign} (select {what} from {table}\n   where {way}\n     and {condition})")
     return "\n".join(terms)

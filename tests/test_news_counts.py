@@ -1,7 +1,7 @@
-"""``news_counts`` and the count the API answers: always the table's own count, however news changed.
+"""``news_counts``, ``news_totals`` and the count the API answers: always the table's own count, however news changed.
 
-The API's ``count`` and the stats' ``news_items`` are read from ``news_counts``
-(kept by triggers, db/migrations.py) and a range count within one day
+The API's ``count`` and the stats' ``news_items`` are read from ``news_totals``
+and ``news_counts`` (kept by triggers, db/migrations.py) and a range count within one day
 (``api_news_count`` in metadata.yml). Here items go in, change tag and go out
 the ways the pipeline does it (:mod:`pipeline.store.news`), and the canned
 queries are compared with ``count(*)`` over ``news`` itself at every boundary
@@ -96,6 +96,18 @@ def assert_counts_match(db) -> None:
            ORDER BY 1, 2, 3, 4"""
     ).fetchall()
     assert db.execute("SELECT * FROM news_counts ORDER BY 1, 2, 3, 4").fetchall() == recount  # no rows at zero
+    assert db.execute("SELECT * FROM news_totals ORDER BY 1, 2, 3").fetchall() == totals(db)
+
+
+def totals(db) -> list[tuple]:
+    """What ``news_totals`` must hold: ``news`` counted by tag (and '', every tag), span and period."""
+    return db.execute(
+        """SELECT tag, 'day', substr(published_at, 1, 10), count(*) FROM news GROUP BY 1, 3
+           UNION ALL SELECT tag, 'month', substr(published_at, 1, 7), count(*) FROM news GROUP BY 1, 3
+           UNION ALL SELECT '', 'day', substr(published_at, 1, 10), count(*) FROM news GROUP BY 3
+           UNION ALL SELECT '', 'month', substr(published_at, 1, 7), count(*) FROM news GROUP BY 3
+           ORDER BY 1, 2, 3"""
+    ).fetchall()
 
 
 @pytest.mark.slow
@@ -112,6 +124,13 @@ def test_counts_follow_inserts_retags_and_deletions(db):
     with transaction(db):
         news_store.update_items(db, changed, "2026-01-02T00:00:00Z")
     assert_counts_match(db)
+    # whoever writes: a source, a tag and a date changed by hand, one at a time and together
+    with transaction(db):
+        db.execute("UPDATE news SET source = 'Capital Brief' WHERE id IN ('i-50', 'i-51', 'i-52') AND source <> 'Capital Brief'")
+        db.execute("UPDATE news SET tag = 'Investing' WHERE id IN ('i-53', 'i-54')")
+        db.execute("UPDATE news SET published_at = '2026-03-01T00:00:00Z' WHERE id = 'i-55'")
+        db.execute("UPDATE news SET source = 'Lab Notes', tag = 'Science', published_at = '2025-12-31T23:59:59Z' WHERE id = 'i-56'")
+    assert_counts_match(db)
     # retention: everything before a cutoff goes
     with transaction(db):
         gone = news_store.delete_published_before(db, "2026-01-20T00:00:00Z")
@@ -120,6 +139,7 @@ def test_counts_follow_inserts_retags_and_deletions(db):
     with transaction(db):
         db.execute("DELETE FROM news")
     assert db.execute("SELECT count(*) FROM news_counts").fetchone()[0] == 0
+    assert db.execute("SELECT count(*) FROM news_totals").fetchone()[0] == 0
     assert db.execute(SQL["api_news_count"], {"tag": "", "since": "", "until": "", "sources": "", "q": "", "count_limit": 1}).fetchone()[0] == 0
 
 
@@ -158,5 +178,19 @@ def test_migration_counts_the_items_already_stored(tmp_path):
     database_before(path, "m005_news_counts_and_indexes", SOURCES, items(80, seed=4))
     db = open_database(path)
     db["site_totals"].insert({"id": 1, "courses": 1, "slides": 2, "quizzes": 0, "question_bank_size": 0, "glossary_terms": 0})
+    assert_counts_match(db)
+    db.close()
+
+
+def test_migration_totals_the_counts_already_stored(tmp_path):
+    """A database that kept ``news_counts`` before migration 11 gets ``news_totals`` from them when it is opened."""
+    path = tmp_path / "old.db"
+    database_before(path, "m011_news_totals", SOURCES, items(150, seed=5))  # m005's triggers count them
+    db = open_database(path)
+    assert totals(db) and db.execute("SELECT * FROM news_totals ORDER BY 1, 2, 3").fetchall() == totals(db)
+    db["site_totals"].insert({"id": 1, "courses": 1, "slides": 2, "quizzes": 0, "question_bank_size": 0, "glossary_terms": 0})
+    assert_counts_match(db)
+    # and keeps them: the new triggers count what comes after
+    insert(db, items(20, seed=6, prefix="new"))
     assert_counts_match(db)
     db.close()

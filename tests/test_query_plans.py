@@ -3,7 +3,7 @@
 Not timed. Every canned query in ``metadata.yml`` runs with every combination
 of its parameters set and unset, on real databases, and two things are checked:
 
-- its plan (EXPLAIN QUERY PLAN): ``news`` and ``news_counts`` are only ever
+- its plan (EXPLAIN QUERY PLAN): ``news``, ``news_counts`` and ``news_totals`` are only ever
   SEARCHed through an index, never SCANned (a scan reads every row, or every
   entry of an index), and a full-text search goes through the FTS index;
 - its work (SQLite virtual machine steps, counted by a progress handler) on a
@@ -74,7 +74,7 @@ VALUES = {
     ("course",): [("",), ("quantum-basics",)],
 }
 #: The tables that grow with the news: never read whole.
-BIG = ("news", "news_counts")
+BIG = ("news", "news_counts", "news_totals")
 SCAN = re.compile(rf"^SCAN ({'|'.join(BIG)})\b")
 SEARCH = re.compile(rf"^SEARCH ({'|'.join(BIG)})\b")
 #: The plan step of an FTS5 MATCH.
@@ -267,3 +267,69 @@ def test_the_health_query_reads_the_latest_runs_not_the_history(tmp_path):
     assert [row[0] for row in rows] == ["news", "site"] and [row[4] for row in rows] == [len(SOURCES), 1]
     assert [row[1:] for row in rows] == [row[1:] for row in same]  # the same latest runs, four times the history
     assert on_long <= on_short + 2, (on_short, on_long)
+
+
+#: How the count's sums read their rows, per way (db/news_queries.py, COUNT_WAYS): no source asked
+#: (no filter or a tag: one way) ``news_totals`` by its key, since's and until's months and days;
+#: sources ``news_counts`` by ``news_counts_source``. Nothing else reads either table.
+COUNT_SUMS = {
+    "SEARCH news_totals USING PRIMARY KEY (tag=? AND span=? AND period>?)",
+    "SEARCH news_totals USING PRIMARY KEY (tag=? AND span=? AND period>? AND period<?)",
+    "SEARCH news_counts USING COVERING INDEX news_counts_source (source=? AND span=? AND period>?)",
+    "SEARCH news_counts USING COVERING INDEX news_counts_source (source=? AND span=? AND period>? AND period<?)",
+}
+
+
+#: The indexes the count's range counts within one day read, one per way (no filter, a tag, sources,
+#: sources and a tag), each holding all that its term reads (no row of ``news`` looked up).
+COUNT_DAYS = {"news_newest", "news_tag_newest", "news_source_newest", "news_source_tag_newest"}
+
+
+def test_counts_read_the_totals_unless_sources_are_asked(databases):
+    conn, _ = databases
+    sql = QUERIES["news_count"]
+    for make in combinations(sql):
+        params = make(oldest(conn))
+        found = plan(conn, sql, params)
+        sums = [step for step in found if re.match(r"SEARCH news_(counts|totals)\b", step)]
+        assert sorted(set(sums)) == sorted(COUNT_SUMS) and len(sums) == 8, f"api_news_count with {params}: {sums}"
+        days = [step for step in found if step.startswith("SEARCH news USING") and "(rowid=?)" not in step]  # not a search's rows
+        assert all(step.startswith("SEARCH news USING COVERING INDEX") for step in days), f"api_news_count with {params}: {days}"
+        assert {step.split()[5] for step in days} == COUNT_DAYS and len(days) == 8, days
+
+
+def spread_database(path, sources: int):
+    """:data:`SMALL` items at :data:`EVERY`, the same times and words, over ``sources`` publishers and every tag."""
+    db = open_database(path)
+    names = [f"Publisher {n}" for n in range(sources)]
+    db["sources"].insert_all([{"name": name, "url": f"https://{n}.example/feed", "tag": "Science"} for n, name in enumerate(names)])
+    by_source: dict[str, list[tuple[str, Item]]] = {}
+    for n in range(SMALL):
+        item = Item(f"key-{n:05d}", f"https://news.example/{n}", f"Headline {n}", "About a qubit",
+                    TAGS[n % len(TAGS)] if sources > 1 else "Science", format_time(NEWEST - n * EVERY), True)
+        by_source.setdefault(names[n // len(TAGS) % sources], []).append((f"item-{n:05d}", item))
+    with transaction(db):
+        for source, made in by_source.items():
+            news_store.insert_items(db, source, made, format_time(NEWEST))
+    return db
+
+
+def test_a_count_reads_one_row_a_period_however_many_sources_and_tags(tmp_path):
+    """The same items, from one publisher under one tag or from twelve under three: the same work to count them.
+
+    ``news_counts`` holds a row per period, tag and source: summed for a count
+    with no source asked, its rows grew with the sources and tags (at a million
+    items, 1,029 months for the whole table, 21 rows a month). ``news_totals``
+    (migration 11) holds one row per period for every tag and one per tag.
+    """
+    one, twelve = spread_database(tmp_path / "one.db", 1), spread_database(tmp_path / "twelve.db", 12)
+    assert twelve.execute("SELECT count(DISTINCT tag || source) FROM news").fetchone()[0] == 36
+    sql = QUERIES["news_count"]
+    for tag in ("", "Science"):
+        for since in ("", format_time(NEWEST - timedelta(days=33, hours=5))):  # a month and more back, in its month
+            params = {"tag": tag, "since": since, "until": "", "sources": "", "q": "", "count_limit": 101}
+            (on_one, (count_one,)), (on_twelve, (count_twelve,)) = steps(one.conn, sql, params), steps(twelve.conn, sql, params)
+            assert count_twelve[0] > 0 and count_one[0] >= count_twelve[0], params
+            assert on_twelve <= on_one + 1, f"api_news_count with {params}: {on_one}00 steps, then {on_twelve}00"
+    one.close()
+    twelve.close()

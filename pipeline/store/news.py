@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 
 import sqlite_utils
 
-from db.news_derived import COUNT_NEWS, INDEX_NEWS_SEARCH
+from db.news_derived import COUNT_NEWS, INDEX_NEWS_SEARCH, TOTAL_COUNTS
 from db.model import utc_now
 from db.news_sync import LATEST_CHANGE, next_change
 
@@ -136,10 +136,12 @@ def delete_published_before(db: sqlite_utils.Database, cutoff: str) -> int:
 
 
 #: The triggers that keep derived data in step with each inserted row, and how
-#: to build that data at once instead (:func:`bulk_insert_items`).
+#: to build that data at once instead (:func:`bulk_insert_items`), in this order.
 _INSERT_TRIGGERS = {
     "news_ai": lambda db: db["news"].rebuild_fts(),
     "news_counts_insert": lambda db: (db.execute("DELETE FROM news_counts"), db.execute(COUNT_NEWS)),
+    # from the counts just made: they hold what news does in a few tens of thousands of rows
+    "news_totals_insert": lambda db: (db.execute("DELETE FROM news_totals"), db.execute(TOTAL_COUNTS)),
     "news_search_insert": lambda db: (
         db.execute("INSERT INTO news_search (news_search) VALUES ('delete-all')"),
         db.execute(INDEX_NEWS_SEARCH),
@@ -162,8 +164,8 @@ def bulk_insert_items(
     by row, the secondary indexes, the full-text index and the monthly counts
     cost more than the rows themselves, so they are set aside and built once
     at the end: the news indexes and insert triggers are dropped, and after
-    the rows are in, ``news_fts`` and ``news_search`` are rebuilt and ``news_counts`` counted from
-    the table, and the indexes and triggers are created again from their own
+    the rows are in, ``news_fts`` and ``news_search`` are rebuilt, ``news_counts`` counted from
+    the table and ``news_totals`` from those counts, and the indexes and triggers are created again from their own
     stored SQL. Schema changes are transactional in SQLite, so no other
     connection ever sees the table without them. All of it reads the whole
     table, so on a big database it costs as much as the table's size.
