@@ -14,7 +14,6 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-import httpx
 import limits
 import yaml
 from pydantic import (
@@ -74,6 +73,8 @@ def _check_location(value: str) -> str:
     """An http(s) URL must be one httpx can request; anything else is a path."""
     if not is_url(value):
         return value
+    import httpx  # here, not at the top: every qsite command reads the config, few need httpx (0.05 s)
+
     try:
         url = httpx.URL(value)
         host, port = url.host, url.port  # the host's IDNA decoding happens here

@@ -16,9 +16,7 @@ import click
 
 from config import ConfigError
 from db.model import VERSION
-from pipeline.ops.ingest import ALL, NEWS, SITE, run_ingest
-from pipeline.ops.schedule import DEFAULT_GRACE, Scheduler, run_forever, run_up
-from pipeline.ops.status import collect_status, format_status
+from pipeline.ops import DEFAULT_GRACE
 from pipeline.store.lock import DEFAULT_WAIT
 from qsite.options import (
     EXIT_FAILED,
@@ -32,6 +30,10 @@ from qsite.options import (
 )
 
 log = logging.getLogger("qsite")
+
+# The pipeline's operations are imported by the commands that run them: the feed path alone
+# (httpx, feedparser, lxml, APScheduler) was a third of every command's start, `qsite serve`'s
+# and `qsite migrate`'s included.
 
 @click.group()
 @click.version_option(VERSION, prog_name="qsite")
@@ -73,14 +75,14 @@ def ingest_options(command):
 @ingest_options
 def ingest_site_command(config, wait, quiet):
     """Ingest the site export. Example: qsite ingest site --config qsite.yml"""
-    _ingest(config, wait, (SITE,), quiet)
+    _ingest(config, wait, "site", quiet)
 
 
 @ingest.command(name="news")
 @ingest_options
 def ingest_news_command(config, wait, quiet):
     """Fetch the configured news feeds. Example: qsite ingest news --config qsite.yml"""
-    _ingest(config, wait, (NEWS,), quiet)
+    _ingest(config, wait, "news", quiet)
 
 
 @ingest.command(name="all")
@@ -88,7 +90,7 @@ def ingest_news_command(config, wait, quiet):
 @click.option("--publish", is_flag=True, help="Then publish a snapshot if the data changed (as `qsite publish`).")
 def ingest_all_command(config, wait, quiet, publish):
     """Ingest the site export, then the news feeds. Example: qsite ingest all --publish"""
-    _ingest(config, wait, ALL, quiet, publish)
+    _ingest(config, wait, "all", quiet, publish)
 
 
 def _publish(config, quiet: bool = False) -> bool:
@@ -112,13 +114,16 @@ def publish_command(config):
     sys.exit(0 if _publish(config) else EXIT_FAILED)
 
 
-def _ingest(config, wait: float, kinds: tuple[str, ...], quiet: bool, publish: bool = False) -> None:
+def _ingest(config, wait: float, which: str, quiet: bool, publish: bool = False) -> None:
     """Run the ingests (then, with ``publish``, publish a snapshot) and end with status 1 if any failed.
 
     Each report is a line as soon as it is stored; on a terminal the news
     sources show as a progress bar instead, and their lines follow it.
-    With ``quiet``, only failures are printed (to stderr).
+    With ``quiet``, only failures are printed (to stderr). ``which``: ``site``, ``news`` or ``all``.
     """
+    from pipeline.ops.ingest import ALL, NEWS, SITE, run_ingest
+
+    kinds = {"site": (SITE,), "news": (NEWS,), "all": ALL}[which]
     if quiet:
         logging.getLogger("qsite").setLevel(logging.ERROR)  # failures are echoed instead
 
@@ -142,6 +147,8 @@ def _ingest(config, wait: float, kinds: tuple[str, ...], quiet: bool, publish: b
 
 def _ingest_with_progress_bar(config, wait: float, kinds: tuple[str, ...]):
     """Run the ingests with the news sources as a progress bar, shown once the news sweep starts."""
+    from pipeline.ops.ingest import NEWS, SITE, run_ingest
+
     with contextlib.ExitStack() as stack:
         bar = None
 
@@ -229,6 +236,8 @@ def _quiet_apscheduler() -> None:
 @click.option("--run-now/--no-run-now", default=True, show_default=True, help="Ingest once at start-up.")
 def schedule_command(config, wait, grace, run_now):
     """Run the ingests on their intervals in the foreground until SIGTERM/Ctrl-C. Example: qsite schedule --config qsite.yml"""
+    from pipeline.ops.schedule import Scheduler, run_forever
+
     _quiet_apscheduler()
     scheduler = Scheduler(
         config,
@@ -251,6 +260,8 @@ def status_command(config, as_json):
     if not config.database_path.exists():
         click.echo(f"Error: {config.database_path}: no database yet; run `qsite ingest all` first", err=True)
         sys.exit(EXIT_FAILED)
+    from pipeline.ops.status import collect_status, format_status
+
     db = open_db_or_exit(config)
     try:
         status = collect_status(db, config)
@@ -270,6 +281,7 @@ def status_command(config, as_json):
               help=f"Seconds to wait while another qsite run writes [default: {DEFAULT_WAIT:g}]. Env: QSITE_LOCK_WAIT.")
 def up_command(config, host, port, wait):
     """Migrate, ingest once, then schedule ingests in the background and serve in the foreground. Example: qsite up --port 8001"""
+    from pipeline.ops.schedule import run_up
     from service.serve import PortInUse, check_port_free
 
     try:

@@ -5,3 +5,7 @@
 what ran; :mod:`~pipeline.ops.publish` copies the database to the snapshot
 store. The top of :mod:`pipeline`: may import every other room.
 """
+
+#: Seconds a stopping scheduler lets a running ingest finish before exiting anyway. Here, not in
+#: :mod:`~pipeline.ops.schedule`: the command line shows it in its help without importing the pipeline.
+DEFAULT_GRACE = 5.0

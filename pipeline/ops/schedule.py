@@ -40,6 +40,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from config import Config
 
+from pipeline.ops import DEFAULT_GRACE
 from pipeline.ops.ingest import NEWS, SITE, run_ingest
 from pipeline.store.lock import DEFAULT_WAIT, WriterLockTimeout
 from pipeline.ops.publish import publisher_for
@@ -48,8 +49,6 @@ from pipeline.store import open_database
 
 log = logging.getLogger("qsite.schedule")
 
-#: Seconds a stopping scheduler lets a running ingest finish before exiting anyway.
-DEFAULT_GRACE = 5.0
 
 #: Seconds between restarts of a scheduler child that died under ``qsite up``.
 RESTART_DELAY = 30.0
