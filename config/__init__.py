@@ -169,9 +169,8 @@ class ApiConfig(_Strict):
     workers: Annotated[int, Field(ge=1, le=256)] | None = None
     #: Connections ``qsite serve`` keeps open at once, over all its workers.
     max_connections: Annotated[int, Field(ge=1)] = 1024
-    #: Seconds a client has to send a whole request head (``10``, ``1m``; 1 to 300) before ``qsite serve``
-    #: closes its connection: a slowloris, or a socket that never sends a byte, holds a connection no longer.
-    #: Also how long an idle keep-alive connection may wait before its next request.
+    #: Seconds a client has to send a request head (``10``, ``1m``; 1 to 300), and an idle keep-alive
+    #: connection its next one, before ``qsite serve`` closes the connection (slowloris, silent sockets).
     header_timeout: Annotated[Duration, Field(ge=1, le=300)] = 10
     #: Longest an arbitrary SQL query (Datasette's ?sql= and _where=) may run, in milliseconds.
     sql_time_limit_ms: Annotated[int, Field(ge=10, le=60_000)] = 1000
