@@ -50,6 +50,19 @@ def count_changes(sign: str, row: str) -> str:
     return "\n            ".join(statements)
 
 
+def insert_delete_triggers(table: str, changes) -> str:
+    """The triggers that keep ``table`` as ``news`` gains and loses rows; ``changes(sign, row)`` writes their statements."""
+    return f"""
+        CREATE TRIGGER {table}_insert AFTER INSERT ON news BEGIN
+            {changes("+", "new")}
+        END;
+
+        CREATE TRIGGER {table}_delete AFTER DELETE ON news BEGIN
+            {changes("-", "old")}
+        END;
+"""
+
+
 #: m005's table of counts and its triggers, kept by :func:`count_changes`.
 COUNT_SCHEMA = f"""
         CREATE TABLE news_counts (
@@ -60,15 +73,7 @@ COUNT_SCHEMA = f"""
             items INTEGER NOT NULL CHECK (items >= 0),  -- a row at 0 is deleted at once
             PRIMARY KEY (span, period, tag, source)
         ) WITHOUT ROWID;
-
-        CREATE TRIGGER news_counts_insert AFTER INSERT ON news BEGIN
-            {count_changes("+", "new")}
-        END;
-
-        CREATE TRIGGER news_counts_delete AFTER DELETE ON news BEGIN
-            {count_changes("-", "old")}
-        END;
-"""
+{insert_delete_triggers("news_counts", count_changes)}"""
 
 #: m005's trigger of a change of date, tag or source.
 COUNT_UPDATE_TRIGGER = f"""
@@ -100,15 +105,7 @@ TOTAL_SCHEMA = f"""
             items INTEGER NOT NULL CHECK (items >= 0),  -- a row at 0 is deleted at once
             PRIMARY KEY (tag, span, period)
         ) WITHOUT ROWID;
-
-        CREATE TRIGGER news_totals_insert AFTER INSERT ON news BEGIN
-            {total_changes("+", "new")}
-        END;
-
-        CREATE TRIGGER news_totals_delete AFTER DELETE ON news BEGIN
-            {total_changes("-", "old")}
-        END;
-
+{insert_delete_triggers("news_totals", total_changes)}
         -- a source's items are counted in every tag's and their own tag's rows: only a date or a tag moves them
         CREATE TRIGGER news_totals_update AFTER UPDATE OF published_at, tag ON news
         WHEN old.published_at IS NOT new.published_at OR old.tag IS NOT new.tag
