@@ -85,7 +85,7 @@ def site(http_server, make_config):
 def past(moment: str) -> None:
     """Wait until the clock is past ``moment`` (whole seconds, as stamps are)."""
     while datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") <= moment:
-        time.sleep(0.05)
+        time.sleep(0.05)  # polls for the event (the stored stamps are whole seconds: the next one must differ)
 
 
 def edited(body: bytes, *changes: tuple[bytes, bytes]) -> bytes:
