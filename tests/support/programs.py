@@ -51,6 +51,10 @@ PROGRAMS = {
     # the OpenAPI linters, pinned in tools/package-lock.json; npm itself is a Debian package
     "spectral": Program(("spectral",), "make tools (needs npm: apt-get install nodejs npm)", (NODE_BIN,), on_path=False),
     "redocly": Program(("redocly",), "make tools (needs npm: apt-get install nodejs npm)", (NODE_BIN,), on_path=False),
+    # a TypeScript client's types from the document, and the compiler that checks them (tools/package.json)
+    "openapi-typescript": Program(("openapi-typescript",), "make tools (needs npm: apt-get install nodejs npm)", (NODE_BIN,), on_path=False),
+    "tsc": Program(("tsc",), "make tools (needs npm: apt-get install nodejs npm)", (NODE_BIN,), on_path=False),
+    "node": Program(("node",), "apt-get install nodejs (or run .ci/run)"),
 }
 
 
