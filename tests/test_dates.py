@@ -47,6 +47,7 @@ def test_other_languages_are_read_by_the_fallback():
     assert DateReader("en").read(entry("พฤ., 03 พ.ย. 2005 21:24:18 +0000")) == utc(2005, 11, 3, 21, 24, 18)
 
 
+@pytest.mark.slow  # dateparser tries every locale on each text that is no date
 def test_dates_without_a_year_or_not_dates_at_all_are_none():
     reader = DateReader("zh-TW")
     assert reader.read(entry("05/20 7:03 am")) is None

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.paths import ROOT as PROJECT
 
 DOCS = PROJECT / "docs"
@@ -72,6 +74,7 @@ def test_every_config_key_and_command_is_in_the_reference():
         assert f"$ {' '.join(words)} --help" in cli
 
 
+@pytest.mark.slow  # a whole Sphinx build
 def test_the_site_builds_without_a_warning(tmp_path):
     result = sphinx_build(DOCS, tmp_path / "html")
     assert result.returncode == 0, result.stderr
@@ -82,6 +85,7 @@ def test_the_site_builds_without_a_warning(tmp_path):
     assert "/api/v1/glossary/{id}" in api
 
 
+@pytest.mark.slow  # a whole Sphinx build
 def test_a_broken_internal_link_fails_the_build(tmp_path):
     """The offline link check: a link to a heading that does not exist stops the build."""
     source = tmp_path / "docs"

@@ -44,6 +44,8 @@ SMOKE_TS = Path(__file__).resolve().parent / "data" / "generated_clients" / "smo
 VENV_BIN = Path(sys.executable).parent
 QUIET = {"NO_UPDATE_NOTIFIER": "1", "REDOCLY_TELEMETRY": "off", "REDOCLY_SUPPRESS_UPDATE_NOTICE": "true"}
 PACKAGE = "qsite_generated_client"
+#: Every test here reads a real `qsite serve --follow` replica, and most generate a client first.
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -240,7 +242,6 @@ def run_node_tool(tool: str, *args: str, cwd: Path) -> subprocess.CompletedProce
     return subprocess.run([str(NODE_BIN / tool), *args], capture_output=True, text=True, timeout=300, cwd=cwd, env={**os.environ, **QUIET})
 
 
-@pytest.mark.slow
 @pytest.mark.requires("openapi-typescript", "tsc", "node")
 def test_openapi_typescript_types_compile_and_call_every_endpoint(document_file, replica):
     folder = document_file.parent / "typescript"

@@ -21,13 +21,13 @@ from config import load_config
 from pipeline.news.ingest import ingest_news
 from pipeline.news.people import clean_name
 from pipeline.store import open_database
-from tests.support.goldens import REAL, SYNTHETIC, feed_files
+from tests.support.goldens import REAL, SYNTHETIC, feed_files, feed_params
 from tests.support.media_goldens import load_media_golden, read_media_of
 
 FEEDS = feed_files()
 
 
-@pytest.mark.parametrize("feed", FEEDS, ids=[feed.name for feed in FEEDS])
+@pytest.mark.parametrize("feed", feed_params(FEEDS))
 def test_feed_media_reads_as_its_golden(feed):
     assert read_media_of(feed) == load_media_golden(feed)
 

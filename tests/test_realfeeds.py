@@ -19,7 +19,7 @@ from config import load_config
 from pipeline.news.feeds import FeedJob, read_feed
 from pipeline.news.ingest import ingest_news
 from pipeline.store import open_database
-from tests.support.goldens import FIRST_SEEN, HOMES, SUMMARY_CHARS, feed_files, item_record, load_golden, read_golden_of
+from tests.support.goldens import FIRST_SEEN, HOMES, SUMMARY_CHARS, feed_files, feed_params, item_record, load_golden, read_golden_of
 from tests.support.local_server import Reply
 
 FEEDS = feed_files()
@@ -39,7 +39,7 @@ def test_feed_reads_as_its_golden(feed):
 SEEN_AS_MARKUP = re.compile(r"<!--|-->|</?(?:p|div|span|a|b|i|em|strong|br|img|table|tr|td|ul|li|blockquote|h[1-6])(?:\s[^<>]*)?/?>", re.I)
 
 
-@pytest.mark.parametrize("feed", FEEDS, ids=[feed.name for feed in FEEDS])
+@pytest.mark.parametrize("feed", feed_params(FEEDS))
 def test_no_summary_holds_markup_or_comments(feed):
     result = read_feed(FeedJob(feed.name, "Science", (), feed.read_bytes(), {}, str(feed), "2030-01-01T00:00:00Z"))
     marked = [(item.url, item.summary) for item in result.items if SEEN_AS_MARKUP.search(item.summary)]

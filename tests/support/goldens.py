@@ -19,6 +19,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from pipeline.news.feeds import FeedJob, read_feed
 from tests.support.paths import ROOT
 
@@ -32,6 +34,16 @@ FIRST_SEEN = "first seen"
 SEEN_AT = "2030-01-01T00:00:00Z"
 #: Where a feed with relative links really lives; its HTTP replies name it in ``Content-Location``.
 HOMES = {"intertwingly.atom": "http://intertwingly.net/blog/index.atom"}
+
+
+#: Feeds whose reading takes seconds: every date of oui-design.rss ("05/20 7:03 am") lacks a year, and
+#: dateparser tries each of its locales on each one (within the reader's budget). Left out of make test-fast.
+SLOW_FEEDS = {"oui-design.rss"}
+
+
+def feed_params(feeds: list[Path]) -> list:
+    """``feeds`` as pytest parameters named by file, those of :data:`SLOW_FEEDS` marked ``slow``."""
+    return [pytest.param(feed, id=feed.name, marks=[pytest.mark.slow] if feed.name in SLOW_FEEDS else []) for feed in feeds]
 
 
 def feed_files() -> list[Path]:
