@@ -5,8 +5,8 @@ into a real database and searched over the API. Each case is a title as its
 publisher wrote it and a search that must find it, or must not, by the rules
 the docs give: words split at spaces and punctuation, any letter case, accents
 optional, English stemming, and a run of Chinese or Japanese characters is one
-word. The repository has no real Arabic or Spanish feed; the rules are the
-same for every script, and Portuguese and French stand for accented Latin text.
+word. Arabic is not covered: the repository has no real Arabic feed yet (none
+of the feed libraries' and readers' fixtures searched so far has one).
 """
 
 from __future__ import annotations
@@ -42,6 +42,16 @@ CASES = [
     ("fr", "canoe-aujourdhui.rss", "L'état de santé de Michael Schumacher s'est amélioré", "l'etat", True),
     ("fr", "canoe-aujourdhui.rss", "Célébrations dans la métropole · Idées de sortie pour terminer l'année en dansant",
      "celebration", True),  # English stemming folds an English-looking ending in any language
+    # Spanish: accents optional, ñ too (it is an n with a tilde); no Spanish stemming.
+    ("es", "geektopia-es.rss", "Apple cambiaría el conector Lighthning por un USB tipo C en los iPhone de este año",
+     "cambiaria ano", True),
+    ("es", "geektopia-es.rss", "Apple cambiaría el conector Lighthning por un USB tipo C en los iPhone de este año", "AÑO", True),
+    ("es", "geektopia-es.rss", "Aparecen las primeras pruebas del Ryzen 3 2300X que llegará próximamente",
+     "llegara proximamente", True),
+    ("es", "geektopia-es.rss", "Aparecen las primeras pruebas del Ryzen 3 2300X que llegará próximamente",
+     "llegar", False),  # the future llegará is not folded to the infinitive
+    ("es", "geektopia-es.rss", "El hundimiento de la criptominería haría bajar hasta un 20 % el precio de las gráficas en julio",
+     "grafica criptomineria", True),  # English stemming drops a plural s in any language
     # Portuguese: tildes and cedillas optional.
     ("pt", "jn-pt.rss", "Mãe de utente é a nova presidente da Raríssimas", "mae rarissimas", True),
     ("pt", "jn-pt.rss", "Reações dos partidos ao veto de Marcelo", "reacoes", True),
@@ -82,6 +92,6 @@ def test_a_search_finds_a_title_as_documented(client, language, feed, title, q, 
     assert (title in titles) is found, (q, titles)
 
 
-def test_every_language_of_the_docs_but_two_has_a_real_title_here():
+def test_every_language_of_the_docs_but_arabic_has_a_real_title_here():
     documented = {path.name.split("_")[0] for path in (Path(__file__).parent.parent / "service" / "locales").iterdir() if path.is_dir()}
-    assert documented - {language for language, *_ in CASES} == {"ar", "es"}
+    assert documented - {language for language, *_ in CASES} == {"ar"}
