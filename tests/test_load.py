@@ -150,7 +150,8 @@ def test_consistent_answers_under_load_while_ingesting_with_a_failing_source(mak
             ingests["exit_1_with_failing_sources"] += result.returncode == 1 and "news Grow: ok" in result.stdout
             if "Traceback" in result.stderr or result.returncode not in (0, 1) or "news Grow: ok" not in result.stdout:
                 checker.fail(f"ingest run: exit {result.returncode}: {result.stdout[-500:]} {result.stderr[-1000:]}")
-            stop.wait(0.5)  # review: pacing, not a wait: stored times are whole seconds, so keep runs a second apart
+            # review: pacing, not a wait: stored times are whole seconds, so the next run starts in the next second
+            stop.wait(1.01 - time.time() % 1)
 
     def client_loop(seed):
         rand = random.Random(seed)

@@ -532,7 +532,7 @@ def test_readers_see_the_old_catalog_or_the_new_never_a_mix(loaded, sample_expor
 @pytest.mark.slow
 def test_exit_statuses_of_the_real_command(make_config, qsite, tmp_path, http_server, sample_export):
     config = make_config()
-    ok = qsite("ingest", "site", "--config", str(config))
+    ok = qsite("ingest", "site", "--config", str(config), fork=False)
     assert ok.returncode == 0, ok.stderr
     assert "site " in ok.stdout and ": ok (courses 6" in ok.stdout
 
@@ -542,7 +542,7 @@ def test_exit_statuses_of_the_real_command(make_config, qsite, tmp_path, http_se
     assert result.returncode == 0 and ": warning (" in result.stdout and "'Lost'" in result.stdout
 
     http_server.routes["/export.json"] = Reply(500, b"down")
-    failed = qsite("ingest", "site", "--config", str(make_config(site_export={"source": http_server.url("/export.json")})))
+    failed = qsite("ingest", "site", "--config", str(make_config(site_export={"source": http_server.url("/export.json")})), fork=False)
     assert failed.returncode == 1 and "failed" in failed.stdout and "HTTP 500" in failed.stdout
 
     broken = qsite("ingest", "site", "--config", str(make_config(site_export={"source": write_export(tmp_path, "{", "bad.json")})))

@@ -14,12 +14,19 @@ from typing import Iterator, Sequence
 
 import httpx
 
+from tests.support.forked_qsite import forkable, run_forked
+
 #: The installed ``qsite`` console command, next to the interpreter running the tests.
 QSITE = str(Path(sys.executable).with_name("qsite"))
 
 
-def run_qsite(*args, env: dict | None = None, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
-    """Run the real ``qsite`` console command and capture its output as text.
+def run_qsite(*args, env: dict | None = None, timeout: float = 120, fork: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    """Run the real ``qsite`` command and capture its output as text.
+
+    The short commands (``ingest``, ``migrate``, ``status``, ``publish``) run in a
+    process forked from one that has imported qsite already
+    (:mod:`tests.support.forked_qsite`); the others, and any with ``fork=False``, as the
+    installed console script.
 
     ``env`` adds environment variables; a ``QSITE_CONFIG`` of the test runner's
     own environment is dropped unless ``env`` sets one, so only ``--config`` decides.
@@ -27,6 +34,8 @@ def run_qsite(*args, env: dict | None = None, timeout: float = 120, **kwargs) ->
     full_env = {**os.environ, **(env or {})}
     if "QSITE_CONFIG" not in (env or {}):
         full_env.pop("QSITE_CONFIG", None)
+    if fork and forkable(args) and set(kwargs) <= {"cwd"}:
+        return run_forked(args, full_env, timeout, **kwargs)
     return subprocess.run([QSITE, *args], capture_output=True, text=True, env=full_env, timeout=timeout, **kwargs)
 
 
