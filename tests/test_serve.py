@@ -28,10 +28,10 @@ def export_file(tmp_path):
 
 @pytest.fixture
 def server(make_config, export_file, tmp_path):
-    """A running ``qsite serve``; yields (base URL, config path, process)."""
+    """A running ``qsite serve``, the installed console script (not forked); yields (base URL, config path, process)."""
     # the fair-use limit on (far above what the test sends), so its headers are checked too
     config = make_config(site_export={"source": str(export_file)}, api={"cache_max_age": 60, "rate_limit": "10000/minute"})
-    with qsite_serve(config, tmp_path / "serve.log", args=["--log-level", "WARNING"]) as served:
+    with qsite_serve(config, tmp_path / "serve.log", args=["--log-level", "WARNING"], fork=False) as served:
         yield served.base, config, served.process
 
 

@@ -1,18 +1,17 @@
-"""The short ``qsite`` commands, each in a process of its own forked from one that imported qsite once.
+"""``qsite`` commands in processes forked from one that imported qsite once.
 
 A ``qsite ingest`` spends about 0.4 s of CPU importing (config, httpx, feedparser,
-lxml, sqlite-utils) before it reads a byte, and the suite runs about 130 of the
-short commands: on 2 cores that was a sixth of ``make test``. Python's
-``multiprocessing`` forkserver keeps one process per test worker with those
-modules imported (``set_forkserver_preload``) and forks it for each run. Each
-run is still its own process: its own environment, working folder, stdout and
-stderr (files, as ``subprocess.run(capture_output=True)`` gives pipes), and exit
-status; the code run is the console script's, ``qsite.cli:cli``.
+lxml, sqlite-utils) before it reads a byte, and a ``qsite serve`` 0.75 s (Datasette,
+granian); the suite starts about 90 of the one and 40 of the other, which on 2
+cores was a quarter of ``make test``. Python's ``multiprocessing`` forkserver
+keeps one process per test worker with those modules imported
+(``set_forkserver_preload``) and forks it for each run. Each run is still a
+process of its own: its own environment, working folder, stdout and stderr, pid,
+signals and exit status; the code run is the console script's, ``qsite.cli:cli``.
 
-Only commands that end by themselves go this way (:data:`FORKED_COMMANDS`).
-``qsite serve``, ``up`` and ``schedule`` start servers and answer signals, so
-they run as the installed console script (:data:`tests.support.processes.QSITE`),
-as do the tests of the console script itself (``test_cli.py``).
+The installed console script (:data:`tests.support.processes.QSITE`) still runs
+``qsite up`` and ``schedule``, a serve under a wrapper (``prlimit``), the tests of
+the script itself (``test_cli.py``) and any run asked with ``fork=False``.
 """
 
 from __future__ import annotations
@@ -23,21 +22,19 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-#: The commands a fork runs (the first argument that is not an option).
-FORKED_COMMANDS = frozenset({"ingest", "migrate", "status", "publish"})
+#: The short commands :func:`run_forked` runs (the first argument that is not an option).
+FORKED_COMMANDS = frozenset({"ingest", "migrate", "status", "publish", "serve"})
 #: What the forkserver imports once: what those commands import.
-PRELOAD = ["qsite.cli", "pipeline.ops.ingest", "pipeline.ops.publish", "pipeline.ops.status"]
+PRELOAD = ["qsite.cli", "pipeline.ops.ingest", "pipeline.ops.publish", "pipeline.ops.status", "service.serve"]
+#: The options given before the command's name that take a value (qsite/options.py global_options).
+_GLOBAL_OPTIONS = frozenset({"--config", "--db", "--log-level"})
 
 _context = multiprocessing.get_context("forkserver")
 _context.set_forkserver_preload(PRELOAD)
 
 
-#: The options given before the command's name that take a value (qsite/options.py global_options).
-_GLOBAL_OPTIONS = frozenset({"--config", "--db", "--log-level"})
-
-
 def forkable(args: tuple[str, ...]) -> bool:
-    """Whether ``qsite *args`` is a command :func:`run_forked` runs."""
+    """Whether ``qsite *args`` is a command that runs forked."""
     words = iter(args)
     for word in words:
         if word in _GLOBAL_OPTIONS:
@@ -48,31 +45,66 @@ def forkable(args: tuple[str, ...]) -> bool:
 
 
 def _main(args: list[str], env: dict[str, str], cwd: str | None, stdout: str, stderr: str) -> None:
-    """The forked child: the environment, folder and standard streams of a new process, then the CLI."""
+    """The forked child: the environment, folder and standard streams of a new process, then the CLI.
+
+    ``stdout`` and ``stderr`` are files; the same path for both shares one
+    offset, as ``stderr=subprocess.STDOUT`` does.
+    """
     os.environ.clear()
     os.environ.update(env)
     if cwd is not None:
         os.chdir(cwd)
-    for fd, path in ((1, stdout), (2, stderr)):
-        target = os.open(path, os.O_WRONLY)
-        os.dup2(target, fd)
-        os.close(target)
+    opened = {path: os.open(path, os.O_WRONLY | os.O_APPEND) for path in {stdout, stderr}}
+    os.dup2(opened[stdout], 1)
+    os.dup2(opened[stderr], 2)
+    for fd in opened.values():
+        os.close(fd)
     from qsite.cli import cli
 
     cli.main(args, prog_name="qsite")  # ends with SystemExit: its code is the process's exit status
 
 
+class ForkedProcess:
+    """A forked ``qsite`` run, with what the tests use of :class:`subprocess.Popen`."""
+
+    def __init__(self, args: tuple[str, ...], env: dict[str, str], stdout: Path, stderr: Path, cwd: str | os.PathLike | None = None):
+        self.args = ["qsite", *args]
+        self._process = _context.Process(target=_main, args=(list(args), env, None if cwd is None else str(cwd), str(stdout), str(stderr)))
+        self._process.start()
+        self.pid = self._process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.exitcode
+
+    def poll(self) -> int | None:
+        return self._process.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._process.join(timeout)
+        if self._process.exitcode is None:
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return self._process.exitcode
+
+    def send_signal(self, signum: int) -> None:
+        if self._process.exitcode is None:
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self._process.kill()
+
+
 def run_forked(args: tuple[str, ...], env: dict[str, str], timeout: float, cwd: str | os.PathLike | None = None) -> subprocess.CompletedProcess:
-    """``qsite *args`` in a forked process; the same answer as ``subprocess.run(..., capture_output=True, text=True)``."""
+    """``qsite *args`` forked, to its end; the same answer as ``subprocess.run(..., capture_output=True, text=True)``."""
     with tempfile.TemporaryDirectory(prefix="qsite-run-") as folder:
         stdout, stderr = Path(folder, "stdout"), Path(folder, "stderr")
         stdout.touch()
         stderr.touch()
-        process = _context.Process(target=_main, args=(list(args), env, None if cwd is None else str(cwd), str(stdout), str(stderr)))
-        process.start()
-        process.join(timeout)
-        if process.exitcode is None:
+        process = ForkedProcess(args, env, stdout, stderr, cwd)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
             process.kill()
-            process.join()
-            raise subprocess.TimeoutExpired(["qsite", *args], timeout, stdout.read_text(), stderr.read_text())
-        return subprocess.CompletedProcess(["qsite", *args], process.exitcode, stdout.read_text(), stderr.read_text())
+            process.wait()
+            raise subprocess.TimeoutExpired(process.args, timeout, stdout.read_text(), stderr.read_text()) from None
+        return subprocess.CompletedProcess(process.args, process.returncode, stdout.read_text(), stderr.read_text())

@@ -14,7 +14,7 @@ from typing import Iterator, Sequence
 
 import httpx
 
-from tests.support.forked_qsite import forkable, run_forked
+from tests.support.forked_qsite import ForkedProcess, forkable, run_forked
 
 #: The installed ``qsite`` console command, next to the interpreter running the tests.
 QSITE = str(Path(sys.executable).with_name("qsite"))
@@ -93,6 +93,7 @@ def qsite_serve(
     args: Sequence[str] = (),
     ready: str = "/api/v1",
     wrapper: Sequence[str] = (),
+    fork: bool = True,
 ) -> Iterator[Served]:
     """Start ``qsite serve --config config --port <free port>`` and yield once ``ready`` answers.
 
@@ -101,18 +102,22 @@ def qsite_serve(
     path polled until any HTTP answer (pick one the rate limit exempts when the budget
     matters). A process the test has not stopped itself gets SIGTERM at the end.
 
+    ``qsite serve`` runs forked (:mod:`tests.support.forked_qsite`) unless ``fork`` is false
+    or a ``wrapper`` (such as ``prlimit``) runs it; ``up`` runs as the console script.
+
     Tests run in parallel (pytest-xdist): when another test's server took the free port
     first, qsite refuses it in one line at once, and the server starts again on another.
     """
     for attempt in range(PORT_ATTEMPTS):
         port = free_port()
-        with open(log, "wb") as out:
-            process = subprocess.Popen(
-                [*wrapper, QSITE, command, "--config", str(config), "--port", str(port), *args],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, **(env or {})},
-            )
+        argv = (command, "--config", str(config), "--port", str(port), *args)
+        full_env = {**os.environ, **(env or {})}
+        if fork and not wrapper and forkable(argv):
+            log.write_bytes(b"")
+            process = ForkedProcess(argv, full_env, log, log)
+        else:
+            with open(log, "wb") as out:
+                process = subprocess.Popen([*wrapper, QSITE, *argv], stdout=out, stderr=subprocess.STDOUT, env=full_env)
         served = Served(process, port, log)
 
         def started() -> str | None:
