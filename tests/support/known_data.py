@@ -7,7 +7,13 @@ they assert without running an ingest.
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import sqlite3
+import tempfile
+from contextlib import closing
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import sqlite_utils
 
@@ -110,11 +116,29 @@ def seed_news(db, items: list[dict], changed_at: str = NEWS_AT) -> None:
 
 
 def seeded_database(path, news: int = 45):
-    """A database at ``path`` holding the known catalog and ``news`` items of :func:`news_items`; the caller closes it."""
-    db = open_database(path)
-    seed_catalog(db)
-    seed_news(db, news_items(news))
-    return db
+    """A database at ``path`` holding the known catalog and ``news`` items of :func:`news_items`; the caller closes it.
+
+    The rows hold no time of the run, so each test process builds the database
+    once for each ``news`` and copies it (SQLite's backup API) for every later
+    test: building it (migrations, then the rows) took 80 ms, 250 times a run.
+    """
+    template = _TEMPLATES.get(news)
+    if template is None:
+        folder = tempfile.mkdtemp(prefix="qsite-seeded-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        template = Path(folder) / f"seeded-{news}.db"
+        db = open_database(template)
+        seed_catalog(db)
+        seed_news(db, news_items(news))
+        db.close()
+        _TEMPLATES[news] = template
+    with closing(sqlite3.connect(template)) as source, closing(sqlite3.connect(path)) as copy:
+        source.backup(copy)
+    return open_database(path)
+
+
+#: The database :func:`seeded_database` copies, for each number of news items (built on first use).
+_TEMPLATES: dict[int, Path] = {}
 
 
 def database_before(path, migration: str, sources, rows) -> None:
