@@ -21,8 +21,8 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 # Python may not write them (PYTHONDONTWRITEBYTECODE): a second off each `qsite` start.
 SYNC := $(UV) sync --locked --compile-bytecode --quiet
 # qsite's own modules and pytest's rewritten test modules are cached the same way, as Python does
-# by default: an environment with PYTHONDONTWRITEBYTECODE set (this one has) compiled them again in
-# every process, 3.4 s of each pytest process's 5.9 s of collection and 0.05 s of each `qsite` start.
+# by default: where the environment sets PYTHONDONTWRITEBYTECODE (the development machine's does),
+# they were compiled again in every process, 3.4 s of each pytest process's 5.9 s of collection.
 unexport PYTHONDONTWRITEBYTECODE
 NODE_STAMP := tools/node_modules/.installed
 LOCALES := service/locales

@@ -22,7 +22,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-#: The short commands :func:`run_forked` runs (the first argument that is not an option).
+#: The commands that run forked (the first argument that is not an option): they end by
+#: themselves, or serve until signalled, without starting other ``qsite`` commands.
 FORKED_COMMANDS = frozenset({"ingest", "migrate", "status", "publish", "serve"})
 #: What the forkserver imports once: what those commands import.
 PRELOAD = ["qsite.cli", "pipeline.ops.ingest", "pipeline.ops.publish", "pipeline.ops.status", "service.serve"]

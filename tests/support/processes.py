@@ -23,10 +23,9 @@ QSITE = str(Path(sys.executable).with_name("qsite"))
 def run_qsite(*args, env: dict | None = None, timeout: float = 120, fork: bool = True, **kwargs) -> subprocess.CompletedProcess:
     """Run the real ``qsite`` command and capture its output as text.
 
-    The short commands (``ingest``, ``migrate``, ``status``, ``publish``) run in a
-    process forked from one that has imported qsite already
-    (:mod:`tests.support.forked_qsite`); the others, and any with ``fork=False``, as the
-    installed console script.
+    ``ingest``, ``migrate``, ``status``, ``publish`` and ``serve`` run in a process
+    forked from one that has imported qsite already (:mod:`tests.support.forked_qsite`);
+    the other commands, and any run with ``fork=False``, as the installed console script.
 
     ``env`` adds environment variables; a ``QSITE_CONFIG`` of the test runner's
     own environment is dropped unless ``env`` sets one, so only ``--config`` decides.
