@@ -16,10 +16,9 @@ import re
 import pytest
 
 from config import load_config
-from pipeline.news.feeds import FeedJob, read_feed
 from pipeline.news.ingest import ingest_news
 from pipeline.store import open_database
-from tests.support.goldens import FIRST_SEEN, HOMES, SUMMARY_CHARS, feed_files, feed_params, item_record, load_golden, read_golden_of
+from tests.support.goldens import FIRST_SEEN, HOMES, SUMMARY_CHARS, feed_files, feed_params, item_record, load_golden, read_golden_of, read_items
 from tests.support.local_server import Reply
 
 FEEDS = feed_files()
@@ -41,7 +40,7 @@ SEEN_AS_MARKUP = re.compile(r"<!--|-->|</?(?:p|div|span|a|b|i|em|strong|br|img|t
 
 @pytest.mark.parametrize("feed", feed_params(FEEDS))
 def test_no_summary_holds_markup_or_comments(feed):
-    result = read_feed(FeedJob(feed.name, "Science", (), feed.read_bytes(), {}, str(feed), "2030-01-01T00:00:00Z"))
+    result, _ = read_items(feed)
     marked = [(item.url, item.summary) for item in result.items if SEEN_AS_MARKUP.search(item.summary)]
     assert not marked
 

@@ -15,6 +15,7 @@ diff by hand against the feeds (``git diff tests/data``)::
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -70,6 +71,7 @@ def item_record(title: str, url: str, published_at: str, summary: str, dated: bo
     }
 
 
+@functools.cache  # a pure reading of the file's bytes: the tests reading the corpus (goldens, media, markup) share it
 def read_items(feed: Path):
     """The pipeline's reading of ``feed`` from its bytes alone: the result, and its items once each (by entry key)."""
     job = FeedJob(source=feed.name, tag="Science", rules=(), body=feed.read_bytes(), headers={}, location=str(feed), seen_at=SEEN_AT)
