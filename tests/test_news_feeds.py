@@ -10,7 +10,7 @@ import feedparser
 import jsonschema
 import pytest
 
-from tests.support.api_client import news_client
+from tests.support.api_client import shared_news_client
 from tests.support.known_data import SOURCES, news_items
 from tests.support.paths import ROOT
 
@@ -27,9 +27,10 @@ def items() -> list[dict]:
     return found
 
 
-@pytest.fixture
-def client(make_config, tmp_path):
-    with news_client(make_config, tmp_path / "site.db", items()) as client:
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    """One API over :func:`items` for the module: every test only reads it."""
+    with shared_news_client(tmp_path_factory, items()) as client:
         yield client
 
 

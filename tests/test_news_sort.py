@@ -8,7 +8,7 @@ from urllib.parse import quote
 import pytest
 
 from service.api.cursors import encode_cursor
-from tests.support.api_client import news_client
+from tests.support.api_client import shared_news_client
 from tests.support.known_data import NEWS_START, SOURCES, news_items
 
 
@@ -25,9 +25,10 @@ def items() -> list[dict]:
     return found
 
 
-@pytest.fixture
-def client(make_config, tmp_path):
-    with news_client(make_config, tmp_path / "site.db", items()) as client:
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    """One API over :func:`items` for the module: every test only reads it."""
+    with shared_news_client(tmp_path_factory, items()) as client:
         yield client
 
 

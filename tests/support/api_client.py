@@ -75,3 +75,11 @@ def news_client(make_config, database, items: list[dict], prepare=None) -> ApiCl
     seed_news(db, items)
     db.close()
     return ApiClient(datasette_for_config(make_config(api={"rate_limit": "off"})))
+
+
+def shared_news_client(tmp_path_factory, items: list[dict]) -> ApiClient:
+    """:func:`news_client` in a folder of its own, for a module-scoped fixture whose tests only read."""
+    from tests.support.config_files import write_config
+
+    folder = tmp_path_factory.mktemp("news")
+    return news_client(lambda **overrides: write_config(folder, **overrides), folder / "site.db", items)
