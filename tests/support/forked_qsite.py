@@ -11,7 +11,9 @@ signals and exit status; the code run is the console script's, ``qsite.cli:cli``
 
 The installed console script (:data:`tests.support.processes.QSITE`) still runs
 ``qsite up`` and ``schedule``, a serve under a wrapper (``prlimit``), the tests of
-the script itself (``test_cli.py``) and any run asked with ``fork=False``.
+the script itself (``test_cli.py``) and any run asked with ``fork=False``. As with
+any start method of ``multiprocessing`` but fork, a script (not pytest) that uses
+these runs its ``__main__`` again in each child: guard it with ``if __name__ == "__main__"``.
 """
 
 from __future__ import annotations
