@@ -18,29 +18,38 @@ these runs its ``__main__`` again in each child: guard it with ``if __name__ == 
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import subprocess
 import tempfile
 from pathlib import Path
 
+import click
+
 #: The commands that run forked (the first argument that is not an option): they end by
 #: themselves, or serve until signalled, without starting other ``qsite`` commands.
 FORKED_COMMANDS = frozenset({"ingest", "migrate", "status", "publish", "serve"})
 #: What the forkserver imports once: what those commands import.
 PRELOAD = ["qsite.cli", "pipeline.ops.ingest", "pipeline.ops.publish", "pipeline.ops.status", "service.serve"]
-#: The options given before the command's name that take a value (qsite/options.py global_options).
-_GLOBAL_OPTIONS = frozenset({"--config", "--db", "--log-level"})
 
 _context = multiprocessing.get_context("forkserver")
 _context.set_forkserver_preload(PRELOAD)
+
+
+@functools.cache
+def _options_taking_a_value() -> frozenset[str]:
+    """The ``qsite`` group's options that take a value (``--config``), as its click parameters say."""
+    from qsite.cli import cli
+
+    return frozenset(opt for param in cli.params if isinstance(param, click.Option) and not param.is_flag for opt in param.opts)
 
 
 def forkable(args: tuple[str, ...]) -> bool:
     """Whether ``qsite *args`` is a command that runs forked."""
     words = iter(args)
     for word in words:
-        if word in _GLOBAL_OPTIONS:
+        if word in _options_taking_a_value():
             next(words, None)
         elif not word.startswith("-"):
             return word in FORKED_COMMANDS

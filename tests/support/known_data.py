@@ -115,6 +115,10 @@ def seed_news(db, items: list[dict], changed_at: str = NEWS_AT) -> None:
     bump_version(db, "news", changed_at)
 
 
+#: The database :func:`seeded_database` copies, for each number of news items (built on first use).
+_TEMPLATES: dict[int, Path] = {}
+
+
 def seeded_database(path, news: int = 45):
     """A database at ``path`` holding the known catalog and ``news`` items of :func:`news_items`; the caller closes it.
 
@@ -136,9 +140,6 @@ def seeded_database(path, news: int = 45):
         source.backup(copy)
     return open_database(path)
 
-
-#: The database :func:`seeded_database` copies, for each number of news items (built on first use).
-_TEMPLATES: dict[int, Path] = {}
 
 
 def database_before(path, migration: str, sources, rows) -> None:
