@@ -3,7 +3,9 @@
 Each news request of the bench's lists is read as the API reads it
 (:func:`~service.api.parameters.parse_params`, :func:`~service.api.bodies.news_filters`)
 and its two canned queries, the page (``api_news``) and the count
-(``api_news_count``), run on one read-only connection in this process, with no
+(``api_news_count``), run on a read-only connection opened as the API opens its
+own (:func:`~service.api.reader.connect_read_only`: temporary tables in memory,
+which each page's sorts use) in this process, with no
 server and no Python of the API around them: what a request's SQL costs at a
 million items, pages (no ``q``) apart from searches. Both queries are timed
 even where the API skips one (:func:`service.api.bodies.news`), so this is a
@@ -12,13 +14,13 @@ request's SQL at its most.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from pathlib import Path
 
 from service.api.bodies import SEARCH_COUNT_MAX, news_filters
 from service.api.endpoints import ENDPOINTS
 from service.api.parameters import parse_params
+from service.api.reader import connect_read_only
 from service.datasette.metadata import configured_queries, query_sql
 
 #: The 99th percentile of a request's SQL (page and count) each kind must stay within, in ms (issue 27).
@@ -29,7 +31,7 @@ def time_news_sql(db: Path, api_files: list[Path], per_file: int = 2000, slowest
     """p50, p99 and max of each request's SQL (ms), by kind, with the slowest requests, from ``api_files``."""
     endpoint = ENDPOINTS["news"]
     sql = query_sql(configured_queries())
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = connect_read_only(db)
     timed: dict[str, list[tuple[float, str]]] = {"pages": [], "searches": []}
     try:
         for file in api_files:

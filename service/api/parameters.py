@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 from datetime import datetime, timezone
 from urllib.parse import unquote, unquote_to_bytes
 
@@ -29,6 +30,8 @@ MAX_ERRORS = 20
 _RFC3339 = re.compile(
     r"^(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(\.\d{1,9})?(?:([Zz])|([+-])(\d{2}):(\d{2}))$"
 )
+#: The stored form of a time (UTC, whole seconds, ``Z``): such a value is canonical once it is a real moment.
+_STORED = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
 #: What a search matches on: words, as the FTS tokenizer sees them.
 #: A word as the full-text index's tokenizer (unicode61) reads one: letters and digits. Not ``\w``:
 #: an underscore separates words there, so ``literal_error`` would be a phrase, which a
@@ -131,6 +134,12 @@ def parse_since(value: str) -> str | None:
     and "after 08:00:00" select the same items. A ``+`` that arrived unencoded
     (and so as a space) before the offset is taken as the ``+`` it was.
     """
+    if _STORED.fullmatch(value):  # already the stored form, as next links and most clients write it
+        try:
+            datetime.fromisoformat(value[:-1])
+        except ValueError:  # the right shape, but no such moment (month 13, 25 o'clock)
+            return None
+        return value
     value = re.sub(r" (\d{2}:\d{2})$", r"+\1", value)
     match = _RFC3339.match(value)
     if not match:
@@ -291,8 +300,48 @@ def split_query(query: bytes) -> list[tuple[bytes, bytes]]:
     for part in query.split(b"&"):
         if part:
             name, _, value = part.partition(b"=")
-            pairs.append((unquote_to_bytes(name.replace(b"+", b" ")), unquote_to_bytes(value.replace(b"+", b" "))))
+            if b"%" in part or b"+" in part:  # else there is nothing to decode
+                name, value = unquote_to_bytes(name.replace(b"+", b" ")), unquote_to_bytes(value.replace(b"+", b" "))
+            pairs.append((name, value))
     return pairs
+
+
+class _Table(NamedTuple):
+    """What :func:`parse_params` needs of one endpoint's parameters, worked out once."""
+
+    params: tuple[Param, ...]
+    by_name: dict[str, Param]
+    #: Each parameter's canonical value when it is not given, in table order.
+    defaults: dict[str, object]
+    #: Where each name stands in the table: errors are listed in that order.
+    order: dict[str, int]
+    #: The 400's detail for a name the endpoint does not take.
+    unknown: str
+    #: The parameters that cannot be given with some others.
+    excluding: tuple[Param, ...]
+
+
+#: ``id(params) -> _Table``; each table holds its tuple, so the id cannot be another's while it is kept.
+_TABLES: dict[int, _Table] = {}
+
+
+def _table(params: tuple[Param, ...]) -> _Table:
+    table = _TABLES.get(id(params))
+    if table is not None and table.params is params:
+        return table
+    by_name = {param.name: param for param in params}
+    takes = ", ".join(by_name)
+    table = _Table(
+        params,
+        by_name,
+        {param.name: param.default for param in params},
+        {name: i for i, name in enumerate(by_name)},
+        f"unknown parameter; this endpoint takes {takes}" if takes else "unknown parameter; this endpoint takes none",
+        tuple(param for param in params if param.excludes),
+    )
+    if len(_TABLES) < 1024:  # the endpoint table's tuples, and a test's few
+        _TABLES[id(params)] = table
+    return table
 
 
 def parse_params(params: tuple[Param, ...], query: bytes) -> tuple[dict, list[dict]]:
@@ -303,7 +352,8 @@ def parse_params(params: tuple[Param, ...], query: bytes) -> tuple[dict, list[di
     is the exception: its canonical value is the sorted tuple of its distinct
     values. Errors come in the order of ``params``, unknown names last.
     """
-    by_name = {param.name: param for param in params}
+    table = _table(params)
+    by_name = table.by_name
     errors: list[dict] = []
     seen: dict[str, int] = {}
     raw_values: dict[str, list[str]] = {}
@@ -322,32 +372,31 @@ def parse_params(params: tuple[Param, ...], query: bytes) -> tuple[dict, list[di
         if seen[name] > allowed:
             continue
         if param is None:
-            takes = ", ".join(by_name)
-            detail = f"unknown parameter; this endpoint takes {takes}" if takes else "unknown parameter; this endpoint takes none"
-            errors.append({"parameter": echo(name), "detail": detail})
+            errors.append({"parameter": echo(name), "detail": table.unknown})
             continue
         try:
             raw_values.setdefault(name, []).append(raw_value.decode("utf-8"))
         except UnicodeDecodeError:
             errors.append({"parameter": name, "detail": "must be UTF-8 text"})
-    values: dict = {}
-    for param in params:
-        values[param.name] = param.default
-        texts = raw_values.get(param.name)
-        if not texts or seen[param.name] > (param.repeat or 1):
+    values = dict(table.defaults)
+    # Only the parameters given; in table order, as their errors are listed.
+    for name in sorted(raw_values, key=table.order.__getitem__) if len(raw_values) > 1 else raw_values:
+        param, texts = by_name[name], raw_values[name]
+        if not texts or seen[name] > (param.repeat or 1):  # none was UTF-8, or given too often
             continue
         try:
             parsed = [param.kind.parse(text) for text in texts]
         except ValueError:
-            errors.append({"parameter": param.name, "detail": param.kind.detail})
+            errors.append({"parameter": name, "detail": param.kind.detail})
             continue
-        values[param.name] = tuple(sorted(set(parsed))) if param.repeat else parsed[0]
-    for param in params:
+        values[name] = tuple(sorted(set(parsed))) if param.repeat else parsed[0]
+    for param in table.excluding:
         clashing = [name for name in param.excludes if values[param.name] is not None and values.get(name) is not None]
         if clashing:
             errors.append({"parameter": param.name, "detail": "cannot be combined with " + ", ".join(clashing)})
-    order = {name: i for i, name in enumerate(by_name)}
-    errors.sort(key=lambda error: order.get(error["parameter"], len(order)))
+    if len(errors) > 1:
+        order = table.order
+        errors.sort(key=lambda error: order.get(error["parameter"], len(order)))
     return values, errors
 
 
