@@ -19,6 +19,7 @@ import xxhash
 from werkzeug.http import parse_date, parse_etags
 
 from service.http.problems import CORS_HEADERS, JSON_CONTENT_TYPE, VARY
+from service.http.targets import headers_size
 
 #: Bytes Python spends on an :class:`Entry` besides its body, key and header
 #: bytes (the object, its lists and tuples, the cache's slots for it), measured
@@ -58,11 +59,17 @@ def http_date(rfc3339: str) -> str:
 
 def size_of(value) -> int:
     """About how many bytes ``value`` (a cache key: nested tuples of str, bytes, numbers, None) takes."""
+    size = OBJECT_OVERHEAD
     if isinstance(value, tuple):
-        return OBJECT_OVERHEAD + sum(size_of(part) for part in value)
-    if isinstance(value, (str, bytes)):
-        return OBJECT_OVERHEAD + len(value)
-    return OBJECT_OVERHEAD
+        # a key's members are mostly not tuples: counted here, without a call each
+        for part in value:
+            if isinstance(part, tuple):
+                size += size_of(part)
+            else:
+                size += OBJECT_OVERHEAD + len(part) if isinstance(part, (str, bytes)) else OBJECT_OVERHEAD
+    elif isinstance(value, (str, bytes)):
+        size += len(value)
+    return size
 
 
 def etag_for(body: bytes) -> str:
@@ -190,7 +197,7 @@ class Entry:
             self.last_modified = parse_stored_time(updated_at)
         # RFC 9110 15.4.5: a 304 carries the validators and caching headers, no body.
         self.not_modified_headers = [cache_control, etag, *CORS_HEADERS, VARY]
-        self.size = len(body) + size_of(key) + sum(len(name) + len(value) for name, value in self.headers) + ENTRY_OVERHEAD
+        self.size = len(body) + size_of(key) + headers_size(self.headers) + ENTRY_OVERHEAD
 
     def answer(self, conditions: Conditions):
         """``(status, headers, body)`` for a GET of this entry under those conditions.
