@@ -213,3 +213,77 @@ def test_a_locked_read_moved_to_the_threads_keeps_its_time_limit(path):
         released.join()
         writer.close()
         reader.close()
+
+
+# -- the inline connection's held read transaction (WAL only) -----------------------------
+
+
+@pytest.fixture
+def wal_path(tmp_path):
+    path = tmp_path / "wal.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("CREATE TABLE t (x)")
+        conn.execute("INSERT INTO t VALUES (1)")
+    return path
+
+
+def read_x(conn) -> int:
+    return conn.execute("SELECT x FROM t").fetchone()[0]
+
+
+def test_a_fresh_read_sees_a_write_the_held_transaction_began_before(wal_path):
+    reader = Reader(wal_path)
+    writer = sqlite3.connect(wal_path, isolation_level=None)
+    try:
+
+        async def reads():
+            before = await reader.inline(read_x)
+            writer.execute("UPDATE t SET x = 2")
+            return before, await reader.fresh(read_x), await reader.inline(read_x)
+
+        # the inline read after fresh() shares its new transaction
+        assert asyncio.run(reads()) == (1, 2, 2)
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_the_held_transaction_ends_by_itself_so_a_checkpoint_can_empty_the_log(wal_path):
+    """An idle API keeps no snapshot: the writer's checkpoint then copies every frame and truncates the log."""
+    reader = Reader(wal_path)
+    # never waits in SQLite's busy handler: that would hold up the event loop, and the hold's end with it
+    writer = sqlite3.connect(wal_path, isolation_level=None, timeout=0)
+    try:
+
+        async def scenario():
+            writer.execute("UPDATE t SET x = 2")
+            assert await reader.inline(read_x) == 2
+            writer.execute("UPDATE t SET x = 3")  # a frame after the held snapshot
+            # While held, a TRUNCATE checkpoint cannot reset the log (busy = 1); once the hold is over, it can.
+            deadline = time.monotonic() + 2
+            while time.monotonic() < deadline:
+                busy, _frames, _copied = writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                if not busy:
+                    return True
+                await asyncio.sleep(0.01)  # review: polls for the hold's end (HOLD), a condition, not a fixed wait
+            return False
+
+        assert asyncio.run(scenario())
+        assert (wal_path.parent / "wal.db-wal").stat().st_size == 0
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_no_transaction_is_held_on_a_rollback_journal_file(path):
+    """There a reader's lock would keep the writer out: a writer takes an exclusive lock right after a read."""
+    reader = Reader(path)
+    writer = sqlite3.connect(path, isolation_level=None, timeout=0)
+    try:
+        assert asyncio.run(reader.inline(read_x)) == 1
+        writer.execute("BEGIN EXCLUSIVE")
+        writer.execute("COMMIT")
+    finally:
+        writer.close()
+        reader.close()

@@ -31,6 +31,13 @@ waits and never runs long:
   held every other request up for the whole of ``api.sql_time_limit_ms``. Only
   reads past the budget pay for a thread, and redo at most the budget's work.
 
+In WAL mode the event loop's connection keeps one read transaction for the
+reads that follow, for at most :data:`HOLD` seconds: starting one (its lock on
+the log's index, a look at the file) was a tenth of an uncached request's SQL.
+Readers never block the writer in WAL mode, and every read still sees one
+snapshot throughout. The ``data_versions`` poll (:meth:`Reader.fresh`) starts a
+transaction of its own, so whatever it finds changed, the builds after it see.
+
 Every read, inline or on a thread, ends by ``api.sql_time_limit_ms`` counted
 from its start (a read moved to a thread keeps its start): each connection has
 a progress handler that interrupts the query past its deadline, checked every
@@ -59,6 +66,11 @@ BUSY_TIMEOUT = 1.0
 #: ten times a search's 99th percentile at a million items (1.4 ms), and well inside
 #: the 50 ms the other requests may be kept waiting by it.
 INLINE_BUDGET_MS = 20
+#: Seconds the event loop's connection keeps one read transaction (WAL only) for the reads that
+#: follow: a tenth of the data_versions poll's interval, so what a build sees is at most that much
+#: older than a new transaction would be. The +7% of uncached requests served it bought on 1M items
+#: (bench/README.md) came from not starting one per request; how long it is kept hardly matters.
+HOLD = 0.05
 #: How many SQLite virtual machine steps a read runs between two looks at the clock:
 #: at 1,000 the look costs about 1% of a typical read (10,000 made no difference),
 #: and a full-text search, whose steps are long, is stopped within about 6 ms of its deadline.
@@ -142,6 +154,9 @@ class Reader:
         self.time_limit = time_limit_ms / 1000
         self.inline_budget = inline_budget_ms / 1000
         self._inline: Timed | None = None
+        #: Whether the inline connection keeps its read transaction (the file is in WAL mode), and until when.
+        self._holds = False
+        self._held_until = -math.inf
 
     def _connection(self) -> Timed:
         timed = getattr(self._local, "timed", None)
@@ -183,13 +198,16 @@ class Reader:
         When it would wait for a lock, or runs past :attr:`inline_budget`, :meth:`run` instead,
         by the same deadline; past the time limit, ``sqlite3.OperationalError`` (interrupted).
         """
-        if self._inline is None:
-            self._inline = Timed(connect_read_only(self.path, timeout=0))
-        timed = self._inline
         started = time.monotonic()
         deadline = started + self.time_limit
-        timed.deadline = min(deadline, started + self.inline_budget)
+        timed = self._inline
         try:
+            if timed is None:
+                timed = self._inline = Timed(connect_read_only(self.path, timeout=0))
+                self._holds = timed.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            if self._holds:
+                self._hold(timed, started)
+            timed.deadline = min(deadline, started + self.inline_budget)
             return fn(timed.conn)
         except sqlite3.Error as exc:
             if _is_interrupted(exc) and timed.recover():
@@ -197,12 +215,42 @@ class Reader:
                     return await self.run(fn, deadline)
                 raise
             self._inline = None  # replaced file, unusable connection: open afresh next time
-            timed.close()
+            if timed is not None:
+                timed.close()
             if _is_busy(exc):
                 return await self.run(fn, deadline)
             raise
         finally:
-            timed.deadline = math.inf
+            if timed is not None:
+                timed.deadline = math.inf
+
+    async def fresh(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """:meth:`inline`, in a read transaction begun now: it sees every write committed before."""
+        self._release(self._inline, early=True)
+        return await self.inline(fn)
+
+    def _hold(self, timed: Timed, now: float) -> None:
+        """Keep the inline connection in a read transaction, begun at most :data:`HOLD` seconds ago."""
+        conn = timed.conn
+        if conn.in_transaction:
+            if now < self._held_until:
+                return
+            conn.execute("COMMIT")
+        conn.execute("BEGIN")  # deferred: the snapshot is taken by the first read
+        self._held_until = now + HOLD
+        # ended when it is due even if no read comes: an idle reader keeps no snapshot
+        asyncio.get_running_loop().call_later(HOLD, self._release, timed)
+
+    def _release(self, timed: Timed | None, early: bool = False) -> None:
+        """End the inline connection's held read transaction, if ``timed`` is still it and the hold is over."""
+        if timed is None or timed is not self._inline or not (early or time.monotonic() >= self._held_until):
+            return
+        try:
+            if timed.conn.in_transaction:
+                timed.conn.execute("COMMIT")
+        except sqlite3.Error:  # the next read finds the connection unusable, and opens another
+            pass
+        self._held_until = -math.inf
 
     def close(self) -> None:
         """No more reads: the threads end, and every connection is closed (the file may then go)."""

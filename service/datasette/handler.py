@@ -71,6 +71,8 @@ def in_snapshot(conn: sqlite3.Connection, build: Callable):
 
     The data and its ``data_versions`` come from the same snapshot, so an
     ETag and ``updated_at`` always describe exactly the bytes they go with.
+    A connection already in a read transaction (the inline one keeps one for
+    :data:`~service.api.reader.HOLD` seconds) builds in that one.
     """
     own = not conn.in_transaction
     if own:
@@ -100,6 +102,10 @@ class Api:
     :param reader: the :class:`~service.api.reader.Reader` behind ``execute_fn``, closed by :meth:`close`.
     :param access: the deployer's permissions (:class:`~service.datasette.access.Access`); None: everything public.
     :param max_data_age: ``api.health_max_data_age``: older data makes /api/v1/health a 503.
+    :param fresh_fn: as ``execute_fn``, in a read transaction begun for it
+        (:meth:`service.api.reader.Reader.fresh`): for what is built for every request
+        (:attr:`Endpoint.fresh <service.api.endpoint.Endpoint.fresh>`, /api/v1/health), whose
+        data changes without a ``data_versions`` bump; by default ``execute_fn``.
     """
 
     def __init__(
@@ -114,8 +120,10 @@ class Api:
         reader=None,
         access=None,
         max_data_age: int = 86400,
+        fresh_fn=None,
     ):
         self.execute_fn = execute_fn
+        self.fresh_fn = fresh_fn or execute_fn
         self.sql = sql or {}
         self.max_age = max_age
         self.documents = documents
@@ -273,7 +281,7 @@ class Api:
         if endpoint.required not in self.cache.versions.current:
             raise NoData()
         if endpoint.fresh:
-            entry, _versions = await self._build(key, endpoint, arg, values)
+            entry, _versions = await self._build(key, endpoint, arg, values, self.fresh_fn)
             return entry
         return await self.cache.get_or_build(key, lambda: self._build(key, endpoint, arg, values))
 
@@ -306,13 +314,14 @@ class Api:
         headers = ((b"content-language", language.code.encode()), *self.identity)
         return Entry(key, html.encode(), endpoint.datasets, None, self.max_age, headers, HTML_CONTENT_TYPE), seen
 
-    async def _build(self, key, endpoint: Endpoint, arg, values):
+    async def _build(self, key, endpoint: Endpoint, arg, values, execute_fn=None):
         def build(conn, versions):
             if endpoint.required not in versions:
                 raise NoData()
             return endpoint.build(Build(endpoint, values, arg, conn, self.sql, versions))
 
-        versions, (payload, extra_headers) = await self.execute_fn(lambda conn: in_snapshot(conn, build))
+        execute_fn = execute_fn or self.execute_fn
+        versions, (payload, extra_headers) = await execute_fn(lambda conn: in_snapshot(conn, build))
         modified = updated_at(versions, endpoint.datasets)
         headers = (*extra_headers, *self.identity)
         body = payload if isinstance(payload, bytes) else dumps(payload)  # a feed may come serialised (Atom)
@@ -322,13 +331,13 @@ class Api:
     async def _health(self) -> tuple[int, list, bytes]:
         """``GET /api/v1/health`` (:mod:`service.api.health`): 200 or 503, never cached, the same body."""
         rows, versions = [], {}  # no database loaded: no data
-        if not self.broken and self.execute_fn is not None:
+        if not self.broken and self.fresh_fn is not None:
 
             def read(conn, versions):
                 return Build(ENDPOINTS["health"], {}, None, conn, self.sql, versions).rows("health", {})
 
             try:
-                versions, rows = await self.execute_fn(lambda conn: in_snapshot(conn, read))
+                versions, rows = await self.fresh_fn(lambda conn: in_snapshot(conn, read))
             except sqlite3.Error:
                 log.exception("database error answering /api/v1/health")
                 rows = versions = None

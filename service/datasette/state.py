@@ -102,8 +102,9 @@ async def build_api(datasette, follower=None) -> Api:
         access = await Access.for_instance(datasette, name)
         reader = Reader(database.path, time_limit_ms=config.api.sql_time_limit_ms)
         execute_fn = reader.inline
-        # data_versions (four rows) inline too: never queued behind a news search on the threads
-        versions = DataVersions(reader.inline)
+        # data_versions (four rows) inline too: never queued behind a news search on the threads; in a
+        # read transaction of its own, so the builds after it see what it found changed
+        versions = DataVersions(reader.fresh)
     except (ConfigError, MetadataError, OSError) as exc:
         broken = str(exc)
         if reader is not None:
@@ -118,7 +119,7 @@ async def build_api(datasette, follower=None) -> Api:
     docs_page = DocsPage(datasette, catalogs, rate_limit, max_age)
     return Api(
         execute_fn, versions, sql, max_age, documents, docs_page=docs_page, broken=broken, reader=reader, access=access,
-        max_data_age=max_data_age,
+        max_data_age=max_data_age, fresh_fn=reader.fresh if reader is not None else None,
     )
 
 
