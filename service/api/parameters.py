@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import NamedTuple
 from datetime import datetime, timezone
+from typing import NamedTuple
 from urllib.parse import unquote, unquote_to_bytes
 
 from db.model import ITEM_ID_DIGITS, format_time

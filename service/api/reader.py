@@ -68,8 +68,8 @@ BUSY_TIMEOUT = 1.0
 INLINE_BUDGET_MS = 20
 #: Seconds the event loop's connection keeps one read transaction (WAL only) for the reads that
 #: follow: a tenth of the data_versions poll's interval, so what a build sees is at most that much
-#: older than a new transaction would be. The +7% of uncached requests served it bought on 1M items
-#: (bench/README.md) came from not starting one per request; how long it is kept hardly matters.
+#: older than a new transaction would be. What it saves is starting one per request (at 2,000
+#: uncached requests a second, 50 ms is a hundred of them); a longer hold would save little more.
 HOLD = 0.05
 #: How many SQLite virtual machine steps a read runs between two looks at the clock:
 #: at 1,000 the look costs about 1% of a typical read (10,000 made no difference),
