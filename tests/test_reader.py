@@ -13,6 +13,7 @@ import asyncio
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -232,10 +233,24 @@ def read_x(conn) -> int:
     return conn.execute("SELECT x FROM t").fetchone()[0]
 
 
-def test_a_fresh_read_sees_a_write_the_held_transaction_began_before(wal_path):
-    reader = Reader(wal_path)
-    writer = sqlite3.connect(wal_path, isolation_level=None)
+@contextmanager
+def reader_and_writer(path):
+    """A :class:`Reader` of ``path`` and a writer to it.
+
+    The writer never waits in SQLite's busy handler: that would hold up the
+    event loop, and the end of the reader's held transaction with it.
+    """
+    reader = Reader(path)
+    writer = sqlite3.connect(path, isolation_level=None, timeout=0)
     try:
+        yield reader, writer
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_a_fresh_read_sees_a_write_the_held_transaction_began_before(wal_path):
+    with reader_and_writer(wal_path) as (reader, writer):
 
         async def reads():
             before = await reader.inline(read_x)
@@ -244,17 +259,11 @@ def test_a_fresh_read_sees_a_write_the_held_transaction_began_before(wal_path):
 
         # the inline read after fresh() shares its new transaction
         assert asyncio.run(reads()) == (1, 2, 2)
-    finally:
-        writer.close()
-        reader.close()
 
 
 def test_the_held_transaction_ends_by_itself_so_a_checkpoint_can_empty_the_log(wal_path):
     """An idle API keeps no snapshot: the writer's checkpoint then copies every frame and truncates the log."""
-    reader = Reader(wal_path)
-    # never waits in SQLite's busy handler: that would hold up the event loop, and the hold's end with it
-    writer = sqlite3.connect(wal_path, isolation_level=None, timeout=0)
-    try:
+    with reader_and_writer(wal_path) as (reader, writer):
 
         async def scenario():
             writer.execute("UPDATE t SET x = 2")
@@ -271,19 +280,11 @@ def test_the_held_transaction_ends_by_itself_so_a_checkpoint_can_empty_the_log(w
 
         assert asyncio.run(scenario())
         assert (wal_path.parent / "wal.db-wal").stat().st_size == 0
-    finally:
-        writer.close()
-        reader.close()
 
 
 def test_no_transaction_is_held_on_a_rollback_journal_file(path):
     """There a reader's lock would keep the writer out: a writer takes an exclusive lock right after a read."""
-    reader = Reader(path)
-    writer = sqlite3.connect(path, isolation_level=None, timeout=0)
-    try:
+    with reader_and_writer(path) as (reader, writer):
         assert asyncio.run(reader.inline(read_x)) == 1
         writer.execute("BEGIN EXCLUSIVE")
         writer.execute("COMMIT")
-    finally:
-        writer.close()
-        reader.close()
