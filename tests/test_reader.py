@@ -27,13 +27,18 @@ def thread_name(conn) -> str:
     return threading.current_thread().name
 
 
-@pytest.fixture
-def path(tmp_path):
-    path = tmp_path / "plain.db"
+def one_row_database(path, journal_mode: str = "DELETE"):
+    """A database file at ``path`` whose table ``t`` holds one row, ``x = 1``."""
     with sqlite3.connect(path) as conn:
+        conn.execute(f"PRAGMA journal_mode = {journal_mode}")
         conn.execute("CREATE TABLE t (x)")
         conn.execute("INSERT INTO t VALUES (1)")
     return path
+
+
+@pytest.fixture
+def path(tmp_path):
+    return one_row_database(tmp_path / "plain.db")
 
 
 def test_inline_reads_run_on_the_calling_thread(path):
@@ -221,12 +226,7 @@ def test_a_locked_read_moved_to_the_threads_keeps_its_time_limit(path):
 
 @pytest.fixture
 def wal_path(tmp_path):
-    path = tmp_path / "wal.db"
-    with sqlite3.connect(path) as conn:
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("CREATE TABLE t (x)")
-        conn.execute("INSERT INTO t VALUES (1)")
-    return path
+    return one_row_database(tmp_path / "wal.db", "WAL")
 
 
 def read_x(conn) -> int:
