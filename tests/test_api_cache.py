@@ -277,7 +277,7 @@ def test_news_feed_seeding_helper_keeps_versions_monotonic(tmp_path):
 
 def test_fast_path_answers_still_count_against_the_rate_limit(make_config, tmp_path):
     seeded_database(tmp_path / "limited.db").close()
-    path = make_config(database=str(tmp_path / "limited.db"), api={"rate_limit": "3/minute"})
+    path = make_config(database=str(tmp_path / "limited.db"), api={"rate_limit": "3/day"})  # a day's window: see tests/test_ratelimit.py, DAY_WINDOW
     with ApiClient(datasette_for_config(path), check=False) as client:
         statuses = [client.get("/api/v1/stats").status_code for _ in range(4)]
         api = get_api(client.datasette)

@@ -75,8 +75,8 @@ http {{
 def test_the_shipped_nginx_keeps_ratelimit_off_cacheable_responses_and_pins_the_host(tmp_path):
     seeded_database(tmp_path / "site.db").close()
     config = tmp_path / "qsite.yml"
-    config.write_text(
-        json.dumps({"database": str(tmp_path / "site.db"), "site_export": {"source": "x.json"}, "api": {"rate_limit": "4/minute"}}),
+    config.write_text(  # a day's window: see tests/test_ratelimit.py, DAY_WINDOW
+        json.dumps({"database": str(tmp_path / "site.db"), "site_export": {"source": "x.json"}, "api": {"rate_limit": "4/day"}}),
         encoding="utf-8",
     )
     with qsite_serve(config, tmp_path / "serve.log", ready="/-/static/app.css") as served:
@@ -100,6 +100,6 @@ def test_the_shipped_nginx_keeps_ratelimit_off_cacheable_responses_and_pins_the_
             refused = httpx.get(base + "/api/v1/news?limit=3")  # not cached: it reaches the limiter
             assert refused.status_code == 429 and refused.headers["cache-control"] == "no-store"
             assert refused.headers["ratelimit"] == '"default";r=0;t=' + refused.headers["ratelimit"].split("t=")[1]
-            assert refused.headers["ratelimit-policy"] == '"default";q=4;w=60'
+            assert refused.headers["ratelimit-policy"] == '"default";q=4;w=86400'
         finally:
             stop(process)
