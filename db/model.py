@@ -7,6 +7,7 @@ from any of them.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from importlib import metadata
 
@@ -36,6 +37,21 @@ GLOSSARY = "glossary"
 NEWS = "news"
 TOTALS = "totals"
 DATASETS = (CATALOG, GLOSSARY, NEWS, TOTALS)
+
+
+#: The shape of a time as stored and served (:func:`format_time`): RFC 3339, UTC, whole seconds, ``Z``.
+STORED_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+
+
+def is_stored_time(text: str) -> bool:
+    """Whether ``text`` is a time as :func:`format_time` writes it, and a real moment (no 30 February, no 25 o'clock)."""
+    if not STORED_TIME.fullmatch(text):
+        return False
+    try:
+        datetime.fromisoformat(text)  # the shape is checked: a 30th of the time strptime takes
+    except ValueError:
+        return False
+    return True
 
 
 def format_time(moment: datetime) -> str:

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from db.migrations import migrations
+from db.model import STORED_TIME
 
 #: The pointer object at the store's root: the one snapshot replicas serve.
 POINTER = "latest.json"
@@ -30,7 +31,6 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 #: ``site-v00000042-0123456789abcdef.db``
 NAME_PATTERN = re.compile(r"^site-v(\d{8,})-([0-9a-f]{16})\.db$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 #: Bytes read at a time when hashing or copying a snapshot.
 CHUNK = 1024 * 1024
 
@@ -77,7 +77,7 @@ class Pointer:
             "file": lambda v: isinstance(v, str) and NAME_PATTERN.match(v),
             "sha256": lambda v: isinstance(v, str) and _SHA256.match(v),
             "data_version": lambda v: type(v) is int and v >= 0,
-            "published_at": lambda v: isinstance(v, str) and _TIME.match(v),
+            "published_at": lambda v: isinstance(v, str) and STORED_TIME.fullmatch(v),
             "bytes": lambda v: type(v) is int and v > 0,
             "schema_version": lambda v: type(v) is int and v >= 1,
         }

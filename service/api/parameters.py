@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import NamedTuple
 from urllib.parse import unquote, unquote_to_bytes
 
-from db.model import ITEM_ID_DIGITS, format_time
+from db.model import ITEM_ID_DIGITS, format_time, is_stored_time
 
 from service.api.cursors import ITEM_ID, decode_cursor, encode_cursor
 from service.http.problems import problem_response
@@ -30,8 +30,6 @@ MAX_ERRORS = 20
 _RFC3339 = re.compile(
     r"^(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(\.\d{1,9})?(?:([Zz])|([+-])(\d{2}):(\d{2}))$"
 )
-#: The stored form of a time (UTC, whole seconds, ``Z``): such a value is canonical once it is a real moment.
-_STORED = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
 #: What a search matches on: words, as the FTS tokenizer sees them.
 #: A word as the full-text index's tokenizer (unicode61) reads one: letters and digits. Not ``\w``:
 #: an underscore separates words there, so ``literal_error`` would be a phrase, which a
@@ -134,11 +132,7 @@ def parse_since(value: str) -> str | None:
     and "after 08:00:00" select the same items. A ``+`` that arrived unencoded
     (and so as a space) before the offset is taken as the ``+`` it was.
     """
-    if _STORED.fullmatch(value):  # already the stored form, as next links and most clients write it
-        try:
-            datetime.fromisoformat(value[:-1])
-        except ValueError:  # the right shape, but no such moment (month 13, 25 o'clock)
-            return None
+    if is_stored_time(value):  # already canonical, as next links and most clients write it
         return value
     value = re.sub(r" (\d{2}:\d{2})$", r"+\1", value)
     match = _RFC3339.match(value)

@@ -90,7 +90,7 @@ class ForkedProcess:
         return self._process.exitcode
 
     def poll(self) -> int | None:
-        return self._process.exitcode
+        return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         self._process.join(timeout)

@@ -141,7 +141,6 @@ def seeded_database(path, news: int = 45):
     return open_database(path)
 
 
-
 def database_before(path, migration: str, sources, rows) -> None:
     """Write a database at ``path`` as an older qsite left it: the migrations before ``migration``, then ``rows``.
 
