@@ -8,6 +8,7 @@ import httpx
 
 from config import load_config
 from service.serve import make_datasette
+from tests.support.config_files import write_config
 from tests.support.openapi_check import OpenAPICheck
 
 
@@ -79,7 +80,5 @@ def news_client(make_config, database, items: list[dict], prepare=None) -> ApiCl
 
 def shared_news_client(tmp_path_factory, items: list[dict]) -> ApiClient:
     """:func:`news_client` in a folder of its own, for a module-scoped fixture whose tests only read."""
-    from tests.support.config_files import write_config
-
     folder = tmp_path_factory.mktemp("news")
     return news_client(lambda **overrides: write_config(folder, **overrides), folder / "site.db", items)
