@@ -28,6 +28,8 @@ TARGETS = [
     ("uncached single items (news/{id}), 1M items: p99 (ms)", "uncached_item_p99_ms", "<=", 25.0),
     ("uncached sync pages (updated_since), 1M items: p99 (ms)", "uncached_sync_p99_ms", "<=", 25.0),
     ("serving process peak RSS, 1M items (MB)", "uncached_peak_rss_mb", "<", 150.0),
+    # a stall outlives itself in no cache (bench/stalls.py)
+    ("uncached pages, 1M items: after stalls vs before", "uncached_after_stalls", ">=", 0.9),
     # issue 27's timing guard: a request's SQL alone (page and count), bench/sql_timing.py
     ("SQL of an uncached page, 1M items: p99 (ms)", "sql_pages_p99_ms", "<=", 0.5),
     ("SQL of an uncached search, 1M items: p99 (ms)", "sql_searches_p99_ms", "<=", 5.0),
@@ -148,6 +150,8 @@ def verdicts(results: dict) -> list[dict]:
             values["uncached_search_vs_raw"] = uncached["targets"]["uncached search"]["rps"] / raw["rps"]
         for kind, timing in (uncached.get("sql_ms") or {}).items():
             values[f"sql_{kind}_p99_ms"] = timing["p99_ms"]
+        if uncached.get("stalls"):
+            values["uncached_after_stalls"] = uncached["stalls"]["after_vs_before"]
         for name, key in (("uncached", "open_pages_half_p999_ms"), ("uncached search", "open_search_half_p999_ms")):
             half = ((uncached.get("open_loop") or {}).get(name) or {}).get("at_half_rate")
             if half:
@@ -267,6 +271,15 @@ def uncached_table(uncached: dict) -> list[str]:
             f"open loop (k6, constant arrival rate), {name}: highest rate with p99 <= {found['p99_bound_ms']:g} ms "
             f"{found['best_rate']}/s (first over: {found['first_failed_rate']}/s); at {half.get('rate', 0)}/s "
             f"p50 {half.get('p50_ms', 0):.1f} ms, p99 {half.get('p99_ms', 0):.1f} ms, p99.9 {half.get('p999_ms', 0):.1f} ms"
+        )
+    stalls = uncached.get("stalls")
+    if stalls:
+        rps, p99 = stalls["rps"], stalls["p99_ms"]
+        lines.append(
+            f"uncached pages with the server stopped {stalls['stops']} times for {stalls['stop_s'] * 1000:.0f} ms: "
+            f"before {rps['before']:.0f}/s (p99 {p99['before']:.1f} ms), during {rps['during']:.0f}/s "
+            f"(p99 {p99['during']:.1f} ms), after {rps['after']:.0f}/s (p99 {p99['after']:.1f} ms): "
+            f"{stalls['after_vs_before']:.2f}x"
         )
     for kind, timing in (uncached.get("sql_ms") or {}).items():
         lines.append(

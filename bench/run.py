@@ -23,8 +23,10 @@ One run on this machine, in this order:
    takes to show through the API;
 6. the uncached path at a million items (:mod:`bench.uncached`, ``--skip
    uncached`` leaves it out): distinct requests that each miss the response
-   cache, against Datasette's own table JSON for the same queries, and the
-   serving process's memory at that size.
+   cache, against Datasette's own table JSON for the same queries, the rate
+   after the server was stopped now and then against the rate before
+   (:mod:`bench.stalls`, ``--skip stalls``), and the serving process's memory
+   at that size.
 
 Prints a table (:mod:`bench.report`) and writes ``bench/results/bench-<time>.json``
 (and ``latest.json``). ``--profile`` adds py-spy profiles of the serving
@@ -294,7 +296,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--client-core", type=int, default=1, help="core wrk is pinned to (-1: none)")
     parser.add_argument("--uncached-items", type=int, default=1_000_000, help="news items in the uncached benchmark's database")
     parser.add_argument("--uncached-requests", type=int, default=200_000, help="distinct requests written for it")
-    parser.add_argument("--skip", action="append", default=[], choices=["ingest", "api", "uncached", "open-loop"],
+    parser.add_argument("--skip", action="append", default=[], choices=["ingest", "api", "uncached", "open-loop", "stalls"],
                         help="leave a part out (--skip uncached: no million-item database, a quick run)")
     parser.add_argument("--profile", action="store_true", help="also profile serving and ingestion with py-spy")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (databases, feeds, logs)")

@@ -41,6 +41,7 @@ from bench.open_loop import bench_open_loop
 from bench.profiling import profile_serving
 from bench.servers import log, run_wrk
 from bench.sql_timing import time_news_sql
+from bench.stalls import rate_after_stalls
 from db.model import TAGS
 from service.api.bodies import SEARCH_COUNT_MAX
 from service.api.cursors import encode_cursor
@@ -307,6 +308,10 @@ def bench_uncached(args, procs: Processes, work: Path, results: dict) -> None:
     # The closed loop's memory, before the open loop overloads the server on purpose (its steps past the
     # highest rate hold up to a thousand connections and their queued answers): the bound is for this one.
     closed_mem = memory_kb(server.pid)
+    stalls = None
+    if "stalls" not in args.skip:
+        log("uncached: the pages walked before, while and after the server is stopped now and then")
+        stalls = rate_after_stalls(lambda seconds: walk("uncached", seconds), server.pid, args.duration)
     open_loop = None
     if "open-loop" not in args.skip:
         # New request lists (another seed): none of their paths was asked before, so none is cached. Twice
@@ -331,6 +336,7 @@ def bench_uncached(args, procs: Processes, work: Path, results: dict) -> None:
         "share_news_search": NEWS_SEARCH_SHARE,
         "targets": summary,
         "open_loop": open_loop,
+        "stalls": stalls,
         "vs_datasette": {name: ratio(runs[name], runs[f"datasette {name}"]) for name in ("uncached", "uncached search")},
         "counts_checked": counts_checked,
         "sql_ms": sql_timing,
