@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 
 import feedparser
@@ -124,3 +125,38 @@ def test_sql_timing_reads_requests_as_the_api_does(tmp_path):
     assert {kind: row["requests"] for kind, row in timed.items()} == {"pages": 2, "searches": 1}
     assert timed["searches"]["slowest"][0][1] == "/api/v1/news?q=qubit+MACHINE"
     assert all(0 < row["p50_ms"] <= row["p99_ms"] <= row["max_ms"] and row["limit_p99_ms"] == LIMITS_MS[kind] for kind, row in timed.items())
+
+
+def process_state(pid: int) -> str:
+    """The one-letter state of ``pid`` in ``/proc`` (``T``: stopped)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rpartition(")")[2].split()[0]
+
+
+def test_stalls_stop_the_server_and_its_workers_and_let_them_go_on(tmp_path):
+    """bench/stalls.py stops a process and its children for a while, then both run on as before."""
+    import subprocess
+    import sys
+    import time
+
+    from bench.cpu import process_tree
+    from bench.stalls import stop_now_and_then
+
+    # a parent and a child, as granian's supervisor and its worker
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.run([sys.executable, '-c', 'import time; time.sleep(60)'])"])
+    try:
+        while len(process_tree(parent.pid)) < 2:
+            time.sleep(0.01)
+        pids = process_tree(parent.pid)
+        seen: set[tuple[int, str]] = set()
+        stalling = threading.Thread(target=stop_now_and_then, args=(parent.pid, 2, 0.3, 0.05))
+        stalling.start()
+        while stalling.is_alive():
+            seen |= {(pid, process_state(pid)) for pid in pids}
+            time.sleep(0.01)
+        assert {(pid, "T") for pid in pids} <= seen  # each was stopped
+        assert all(process_state(pid) != "T" for pid in pids) and parent.poll() is None  # and runs on
+    finally:
+        for pid in reversed(process_tree(parent.pid)):
+            os.kill(pid, 9)
+        parent.wait()
