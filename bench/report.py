@@ -28,7 +28,7 @@ TARGETS = [
     ("uncached single items (news/{id}), 1M items: p99 (ms)", "uncached_item_p99_ms", "<=", 25.0),
     ("uncached sync pages (updated_since), 1M items: p99 (ms)", "uncached_sync_p99_ms", "<=", 25.0),
     ("serving process peak RSS, 1M items (MB)", "uncached_peak_rss_mb", "<", 150.0),
-    # a stall outlives itself in no cache (bench/stalls.py)
+    # what a stall costs ends with it: the rate after stalls against the rate before (bench/stalls.py)
     ("uncached pages, 1M items: after stalls vs before", "uncached_after_stalls", ">=", 0.9),
     # issue 27's timing guard: a request's SQL alone (page and count), bench/sql_timing.py
     ("SQL of an uncached page, 1M items: p99 (ms)", "sql_pages_p99_ms", "<=", 0.5),
