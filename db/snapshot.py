@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from db.migrations import migrations
-from db.model import STORED_TIME
+from db.model import is_stored_time
 
 #: The pointer object at the store's root: the one snapshot replicas serve.
 POINTER = "latest.json"
@@ -77,7 +77,7 @@ class Pointer:
             "file": lambda v: isinstance(v, str) and NAME_PATTERN.match(v),
             "sha256": lambda v: isinstance(v, str) and _SHA256.match(v),
             "data_version": lambda v: type(v) is int and v >= 0,
-            "published_at": lambda v: isinstance(v, str) and STORED_TIME.fullmatch(v),
+            "published_at": lambda v: isinstance(v, str) and is_stored_time(v),
             "bytes": lambda v: type(v) is int and v > 0,
             "schema_version": lambda v: type(v) is int and v >= 1,
         }

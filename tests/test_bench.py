@@ -7,15 +7,20 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import sys
 import threading
+import time
 
 import feedparser
 import httpx
 import pytest
 
 from bench import raw_asgi
+from bench.cpu import process_tree
 from bench.feeds import FeedServer, content_type, write_feeds
 from bench.profiling import summarise_profile
+from bench.stalls import stop_now_and_then
 
 NEWS = "/api/v1/news?tag=Science&limit=30"
 
@@ -135,13 +140,6 @@ def process_state(pid: int) -> str:
 
 def test_stalls_stop_the_server_and_its_workers_and_let_them_go_on(tmp_path):
     """bench/stalls.py stops a process and its children for a while, then both run on as before."""
-    import subprocess
-    import sys
-    import time
-
-    from bench.cpu import process_tree
-    from bench.stalls import stop_now_and_then
-
     # a parent and a child, as granian's supervisor and its worker
     parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.run([sys.executable, '-c', 'import time; time.sleep(60)'])"])
     try:
