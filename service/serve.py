@@ -37,6 +37,7 @@ import resource
 import socket
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Iterator
@@ -247,21 +248,32 @@ def load_app(target: tuple[Config, Path | None]):
         follower = instance(datasette).follower = Follower(datasette, config, follow)
         app = follower.wrap(app)
     FdWatch(resource.getrlimit(resource.RLIMIT_NOFILE)[0]).every(FD_CHECK_EVERY, asyncio.get_event_loop())
-    return freeze_after_startup(app)
+    return after_startup(app)
 
 
-def freeze_after_startup(app):
-    """``app`` calling :func:`gc.freeze` once the worker has started (ASGI lifespan), before any request.
+def after_startup(app):
+    """``app`` settling the worker once it has started, before it answers its first request.
 
-    Everything made by then (modules, Datasette, the API's documents in every
-    language: about 90,000 objects) lives as long as the worker, yet every
-    full collection walked it again: 30 to 40 ms each, a pause every queued
-    request waits through, the tail of the uncached p99. Frozen, collections
-    walk only what requests made.
+    Two things, each once:
+
+    - :func:`gc.freeze`, when the ASGI lifespan's startup is complete.
+      Everything made by then (modules, Datasette, the API's documents in
+      every language: about 90,000 objects) lives as long as the worker, yet
+      every full collection walked it again: 30 to 40 ms each, a pause every
+      queued request waits through, the tail of the uncached p99. Frozen,
+      collections walk only what requests made.
+    - :func:`batch_other_threads`, when the first request comes: granian
+      starts its runtime's threads after the lifespan's startup.
     """
+    threads_batched = False
 
-    async def frozen_after_startup(scope, receive, send):
+    async def settled(scope, receive, send):
+        nonlocal threads_batched
         if scope["type"] != "lifespan":
+            if not threads_batched:
+                threads_batched = True
+                batched = batch_other_threads()
+                log.debug("%d thread(s) of the worker besides the event loop's set to SCHED_BATCH", len(batched))
             return await app(scope, receive, send)
 
         async def sending(message):
@@ -272,7 +284,55 @@ def freeze_after_startup(app):
 
         return await app(scope, receive, sending)
 
-    return frozen_after_startup
+    return settled
+
+
+def batch_other_threads() -> list[int]:
+    """Set every thread of the worker but the calling one (the event loop's) to ``SCHED_BATCH``; their ids.
+
+    A worker runs its Python (the event loop: each request's routing, SQL and
+    JSON) on one thread and granian's runtime (the sockets, in Rust) on
+    others. Under Linux's default policy every wake-up of the runtime (a
+    request read, a response to write) preempted the event loop there and
+    then: where a worker has one core (one core per worker, a container of
+    one CPU, ``make bench``'s pinning), that was about two context switches
+    per uncached request, each leaving the loop's caches cold. A thread in
+    ``SCHED_BATCH`` never preempts on waking: the runtime runs when the loop
+    waits (for a request, the GIL, the file) or its time slice ends, and then
+    handles the I/O of several requests at once. Nothing is lost or
+    reordered, only run later by at most a slice.
+
+    Measured at a million items, one worker pinned to a core, wrk on the
+    other: uncached pages 2,050 to 2,460 requests a second (p99 21.8 to
+    19.9 ms), searches 1,360 to 1,540, cached pages 22,000 to 29,500;
+    context switches of the loop from 1.9 to 0.1 a request. Granian's own
+    ceiling (``bench/raw_asgi.py``) gains as much or more, so ``make bench``
+    measures it both ways (``bench/README.md``).
+
+    Every other thread, not only the runtime's: Python code runs on granian's
+    threads too, so Python's list of threads does not tell them apart, and
+    the threads startup began for Datasette's queries are background work to
+    the loop as well. Threads begun later by the loop's thread inherit its
+    default policy. Where there is no ``SCHED_BATCH`` or no ``/proc`` (not
+    Linux), nothing changes.
+    """
+    if not hasattr(os, "SCHED_BATCH"):
+        return []
+    event_loop = threading.get_native_id()
+    try:
+        thread_ids = [int(name) for name in os.listdir("/proc/self/task")]
+    except OSError:
+        return []
+    batched = []
+    for thread_id in thread_ids:
+        if thread_id == event_loop:
+            continue
+        try:
+            os.sched_setscheduler(thread_id, os.SCHED_BATCH, os.sched_param(0))
+        except OSError:  # ended meanwhile, or a sandbox that refuses it: the default policy stays
+            continue
+        batched.append(thread_id)
+    return batched
 
 
 def logging_config(level: int) -> dict:

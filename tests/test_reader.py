@@ -17,6 +17,8 @@ from contextlib import contextmanager
 
 import pytest
 
+from service.api.data_versions import VERSIONS_SQL
+from service.datasette.handler import in_snapshot
 from service.datasette.plugin import get_api
 from service.api.reader import Reader
 from tests.support.api_client import ApiClient, datasette_for_config
@@ -314,6 +316,35 @@ def test_a_fresh_read_sees_a_write_the_held_transaction_began_before(wal_path):
 
         # the inline read after fresh() shares its new transaction
         assert asyncio.run(reads()) == (1, 2, 2)
+
+
+def test_builds_in_one_held_transaction_read_the_data_versions_once(wal_path):
+    """The same snapshot has the same versions: its first build reads them, the next ones keep them, a fresh read reads again."""
+    with sqlite3.connect(wal_path) as conn:
+        conn.execute("CREATE TABLE data_versions (dataset TEXT PRIMARY KEY, version INTEGER, changed_at TEXT)")
+        conn.execute("INSERT INTO data_versions VALUES ('news', 1, '2026-11-26T10:00:00Z')")
+    statements = []
+
+    def build(conn):
+        conn.set_trace_callback(statements.append)
+        try:
+            versions, x = in_snapshot(conn, lambda conn, versions: read_x(conn))
+        finally:
+            conn.set_trace_callback(None)
+        return versions["news"][0], x
+
+    with reader_and_writer(wal_path) as (reader, writer):
+
+        async def builds():
+            held = [await reader.inline(build) for _ in range(3)]
+            writer.execute("UPDATE data_versions SET version = 2")
+            writer.execute("UPDATE t SET x = 2")
+            return held, await reader.fresh(build), await reader.inline(build)
+
+        held, fresh, after = asyncio.run(builds())
+    assert held == [(1, 1)] * 3
+    assert fresh == after == (2, 2)  # versions and data from one snapshot, the new one
+    assert statements.count(VERSIONS_SQL) == 2  # once in the held transaction, once in the fresh one
 
 
 def test_the_held_transaction_ends_by_itself_so_a_checkpoint_can_empty_the_log(wal_path):

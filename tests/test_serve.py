@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 
@@ -114,6 +115,30 @@ def test_serve_answers_over_http_and_shows_a_new_ingest_within_two_seconds(serve
     assert process.wait(timeout=15) == 0
 
 
+def children(pid: int) -> set[int]:
+    """Child processes of ``pid`` (of any of its threads), from /proc."""
+    found = set()
+    for thread_id in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{thread_id}/children") as listed:
+            found.update(int(child) for child in listed.read().split())
+    return found
+
+
+def test_granians_runtime_threads_never_preempt_the_event_loop(server):
+    """A worker's runtime threads run as SCHED_BATCH, its event loop's thread as the default (service/serve.py)."""
+    base, _config, process = server
+    assert httpx.get(base + "/api/v1/openapi.json", timeout=5).status_code == 200  # the worker has started
+    (worker,) = children(process.pid)
+    policies = {}
+    for thread_id in map(int, os.listdir(f"/proc/{worker}/task")):
+        with open(f"/proc/{worker}/task/{thread_id}/comm") as comm:
+            policies[thread_id] = (comm.read().strip(), os.sched_getscheduler(thread_id))
+    assert policies.pop(worker)[1] == os.SCHED_OTHER  # the event loop's thread
+    runtime = [policy for name, policy in policies.values() if name.startswith("tokio")]
+    assert runtime and set(runtime) == {os.SCHED_BATCH}
+    assert os.sched_getscheduler(process.pid) == os.SCHED_OTHER  # the supervisor is left alone
+
+
 def test_serve_stops_cleanly_on_sigterm(server):
     base, _config, process = server
     assert httpx.get(base + "/api/v1/openapi.json", timeout=5).status_code == 200
@@ -130,11 +155,11 @@ def test_serve_refuses_a_bad_config(tmp_path):
 
 
 def test_a_worker_freezes_what_its_startup_made():
-    """Full collections then skip the worker's long-lived objects (service/serve.py freeze_after_startup)."""
+    """Full collections then skip the worker's long-lived objects (service/serve.py after_startup)."""
     import asyncio
     import gc
 
-    from service.serve import freeze_after_startup
+    from service.serve import after_startup
 
     async def app(scope, receive, send):
         await send({"type": "lifespan.startup.complete" if scope["type"] == "lifespan" else "http.response.start"})
@@ -146,9 +171,9 @@ def test_a_worker_freezes_what_its_startup_made():
 
     gc.unfreeze()
     try:
-        asyncio.run(freeze_after_startup(app)({"type": "http"}, None, send))
+        asyncio.run(after_startup(app)({"type": "http"}, None, send))
         assert gc.get_freeze_count() == 0  # a request freezes nothing
-        asyncio.run(freeze_after_startup(app)({"type": "lifespan"}, None, send))
+        asyncio.run(after_startup(app)({"type": "lifespan"}, None, send))
         assert gc.get_freeze_count() > 1000  # this test process's modules, at least
         assert sent == ["http.response.start", "lifespan.startup.complete"]
     finally:

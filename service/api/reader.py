@@ -87,7 +87,21 @@ HOLD = 0.05
 PROGRESS_STEPS = 1_000
 
 
-def connect_read_only(path: str | Path, timeout: float = BUSY_TIMEOUT) -> sqlite3.Connection:
+class ReadConnection(sqlite3.Connection):
+    """A connection of :func:`connect_read_only`, with a place for what one held read transaction read once.
+
+    :attr:`kept` is emptied whenever the :class:`Reader` begins the read
+    transaction it holds (:data:`HOLD`): what a build keeps there holds
+    for every build in that snapshot, the ``data_versions`` seen by the first
+    one (:func:`service.datasette.handler.in_snapshot`) so far.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.kept: dict = {}
+
+
+def connect_read_only(path: str | Path, timeout: float = BUSY_TIMEOUT) -> ReadConnection:
     """A read-only connection to the database file at ``path`` (``mode=ro``: it can never write).
 
     In autocommit mode (``isolation_level=None``): callers begin the read
@@ -102,6 +116,7 @@ def connect_read_only(path: str | Path, timeout: float = BUSY_TIMEOUT) -> sqlite
     conn = sqlite3.connect(
         f"{Path(path).resolve().as_uri()}?mode=ro",
         uri=True,
+        factory=ReadConnection,
         check_same_thread=False,
         isolation_level=None,
         timeout=timeout,
@@ -233,6 +248,7 @@ class Reader:
             if now < self._held_until:
                 return
             conn.execute("COMMIT")
+        conn.kept.clear()
         conn.execute("BEGIN")  # deferred: the snapshot is taken by the first read
         self._held_until = now + HOLD
         # ended when it is due even if no read comes: an idle reader keeps no snapshot
