@@ -35,8 +35,10 @@ TARGETS = [
     ("SQL of an uncached search, 1M items: p99 (ms)", "sql_searches_p99_ms", "<=", 5.0),
 ]
 
-#: The servers the raw ASGI ceiling runs under (bench/servers.py), the first being ``qsite serve``'s.
-RAW_SERVERS = ("granian", "uvicorn-h11", "uvicorn-httptools")
+#: The servers the raw ASGI ceiling runs under (bench/servers.py), the first being ``qsite serve``'s as
+#: the issues measured it; the last is granian with its runtime's threads in SCHED_BATCH, as ``qsite
+#: serve`` has run them since (service/serve.py batch_other_threads): reported, the targets keep the first.
+RAW_SERVERS = ("granian", "uvicorn-h11", "uvicorn-httptools", "granian-batched")
 
 #: The rows the targets are judged on (the others are references and diagnostics).
 OURS = ("news", "news item", "courses", "stats", "news 304")
@@ -188,6 +190,9 @@ def table(results: dict) -> str:
         for server in RAW_SERVERS[1:]:
             if f"{server}_vs_granian" in rat:
                 lines.append(f"raw ASGI ceiling, {server} vs granian (news): {rat[f'{server}_vs_granian']:.2f}x")
+        against_batched = [f"{name} {r['vs_granian-batched']:.2f}x" for name, r in rat.items() if name in OURS and "vs_granian-batched" in r]
+        if against_batched:
+            lines.append("ours vs granian-batched raw (threads batched as qsite serve's): " + ", ".join(against_batched))
         if "limiter_on_vs_off" in rat:
             lines.append(f"cached news, fair-use limiter on vs off: {rat['limiter_on_vs_off']:.2f}x")
         if "workers_2_vs_1" in rat:
@@ -228,6 +233,14 @@ def table(results: dict) -> str:
         lines.append(f"new item visible through the API after its ingest committed: {trials}")
     if "uncached" in results:
         lines += ["", *uncached_table(results["uncached"])]
+        batched = api.get("granian-batched raw news")
+        if batched:
+            targets = results["uncached"]["targets"]
+            lines.append(
+                "the same as shares of granian raw with its threads batched as qsite serve's "
+                f"({batched['rps']:.0f} req/s): pages {targets['uncached']['rps'] / batched['rps']:.3f}x, "
+                f"searches {targets['uncached search']['rps'] / batched['rps']:.3f}x"
+            )
     lines.append("")
     profiles = dict(results.get("profile_serve", {}))
     if "profile_ingest" in results:

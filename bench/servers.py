@@ -2,6 +2,7 @@
 
 The raw app (:mod:`bench.raw_asgi`) replays the bytes ``qsite serve`` answered,
 under granian (``qsite serve``'s server, with the same HTTP/1.1 settings),
+plain and with its threads scheduled as ``qsite serve`` schedules them,
 uvicorn with h11 (the server before issue 15) and uvicorn with httptools and
 uvloop: the same bytes, one worker, pinned to the same core.
 """
@@ -26,13 +27,19 @@ BIN = Path(sys.executable).parent
 LUA = BENCH / "wrk_report.lua"
 WALK_LUA = BENCH / "wrk_walk.lua"
 RAW_APP = "bench.raw_asgi:app"
+SETTLED_RAW_APP = "bench.raw_asgi:settled_app"
 
 
 def raw_server_command(server: str, port: int) -> list[str]:
-    """The command serving the raw ASGI app under ``server`` (one of :data:`bench.report.RAW_SERVERS`)."""
-    if server == "granian":
+    """The command serving the raw ASGI app under ``server`` (one of :data:`bench.report.RAW_SERVERS`).
+
+    ``granian-batched`` is granian with the app settled as ``qsite serve`` settles its own
+    (:data:`bench.raw_asgi.settled_app`: the runtime's threads in ``SCHED_BATCH``).
+    """
+    if server in ("granian", "granian-batched"):
+        app = RAW_APP if server == "granian" else SETTLED_RAW_APP
         return [str(BIN / "granian"), "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-                "--loop", "uvloop", "--http", "1", "--no-ws", "--log-level", "warning", RAW_APP]
+                "--loop", "uvloop", "--http", "1", "--no-ws", "--log-level", "warning", app]
     http, loop = {"uvicorn-h11": ("h11", "asyncio"), "uvicorn-httptools": ("httptools", "uvloop")}[server]
     return [sys.executable, "-m", "uvicorn", RAW_APP, "--host", "127.0.0.1", "--port", str(port), "--http", http,
             "--loop", loop, "--no-access-log", "--log-level", "warning"]
