@@ -306,7 +306,7 @@ def batch_other_threads() -> list[int]:
     other: uncached pages 2,050 to 2,460 requests a second (p99 21.8 to
     19.9 ms), searches 1,360 to 1,540, cached pages 22,000 to 29,500;
     context switches of the loop from 1.9 to 0.1 a request. Granian's own
-    ceiling (``bench/raw_asgi.py``) gains as much or more, so ``make bench``
+    ceiling (``bench/raw_asgi.py``) gains more (1.4x), so ``make bench``
     measures it both ways (``bench/README.md``).
 
     Every other thread, not only the runtime's: Python code runs on granian's

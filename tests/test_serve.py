@@ -154,12 +154,15 @@ def test_serve_refuses_a_bad_config(tmp_path):
     assert "api.cache_max_age" in result.stderr
 
 
-def test_a_worker_freezes_what_its_startup_made():
+def test_a_worker_freezes_what_its_startup_made(monkeypatch):
     """Full collections then skip the worker's long-lived objects (service/serve.py after_startup)."""
     import asyncio
     import gc
 
+    from service import serve
     from service.serve import after_startup
+
+    monkeypatch.setattr(serve, "batch_other_threads", list)  # this test process's threads keep their policy
 
     async def app(scope, receive, send):
         await send({"type": "lifespan.startup.complete" if scope["type"] == "lifespan" else "http.response.start"})
