@@ -22,7 +22,7 @@ from pipeline.store import open_database
 from service.describe.openapi import build_document
 from tests.support.openapi_check import OpenAPICheck
 from tests.support.problems import assert_problem
-from tests.support.processes import free_port, qsite_serve, stop as stop_process, wait_until
+from tests.support.processes import free_port, qsite_serve, stop as stop_process, wait_until, worker_pids
 
 
 
@@ -381,8 +381,7 @@ def test_two_workers_share_one_budget_in_redis(make_config, qsite, redis_server,
     path = make_config(api={"rate_limit": "10/day", "rate_limit_storage": redis_server.url})  # DAY_WINDOW
     assert qsite("ingest", "site", "--config", str(path)).returncode == 0
     with qsite_serve(path, tmp_path / "serve.log", ready=READY, args=["--workers", "2"]) as server:
-        workers = [int(pid) for task in os.scandir(f"/proc/{server.process.pid}/task")
-                   for pid in open(f"{task.path}/children").read().split()]
+        workers = worker_pids(server.process.pid)
         assert len(workers) == 2
         statuses, remaining = [], []
         for _ in range(14):

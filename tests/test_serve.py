@@ -12,7 +12,13 @@ import pytest
 
 from tests.support.openapi_check import OpenAPICheck
 from tests.support.paths import SITE_EXPORT
-from tests.support.processes import free_port, qsite_serve, run_qsite, wait_until
+from tests.support.processes import (
+    free_port,
+    qsite_serve,
+    run_qsite,
+    wait_until,
+    worker_pids,
+)
 
 #: Real processes and servers, seconds each: `make test-fast` leaves these out (tests/README.md).
 pytestmark = pytest.mark.slow
@@ -115,20 +121,11 @@ def test_serve_answers_over_http_and_shows_a_new_ingest_within_two_seconds(serve
     assert process.wait(timeout=15) == 0
 
 
-def children(pid: int) -> set[int]:
-    """Child processes of ``pid`` (of any of its threads), from /proc."""
-    found = set()
-    for thread_id in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{thread_id}/children") as listed:
-            found.update(int(child) for child in listed.read().split())
-    return found
-
-
 def test_granians_runtime_threads_never_preempt_the_event_loop(server):
     """A worker's runtime threads run as SCHED_BATCH, its event loop's thread as the default (service/serve.py)."""
     base, _config, process = server
     assert httpx.get(base + "/api/v1/openapi.json", timeout=5).status_code == 200  # the worker has started
-    (worker,) = children(process.pid)
+    (worker,) = worker_pids(process.pid)
     policies = {}
     for thread_id in map(int, os.listdir(f"/proc/{worker}/task")):
         with open(f"/proc/{worker}/task/{thread_id}/comm") as comm:
