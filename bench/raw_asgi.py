@@ -17,8 +17,6 @@ from __future__ import annotations
 import json
 import os
 
-from service.serve import after_startup
-
 
 #: Headers the server itself writes; replaying them would send them twice.
 _SERVER_HEADERS = ("content-length", "date", "server", "transfer-encoding", "connection")
@@ -84,8 +82,3 @@ async def app(scope, receive, send):
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
-
-#: :data:`app` as ``qsite serve`` runs its own (:func:`service.serve.after_startup`): from its first
-#: request the worker's other threads, granian's runtime, are in ``SCHED_BATCH``. On one core that
-#: alone made this app half as fast again, so ``make bench`` measures the ceiling both ways.
-settled_app = after_startup(app)

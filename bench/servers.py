@@ -27,14 +27,14 @@ BIN = Path(sys.executable).parent
 LUA = BENCH / "wrk_report.lua"
 WALK_LUA = BENCH / "wrk_walk.lua"
 RAW_APP = "bench.raw_asgi:app"
-SETTLED_RAW_APP = "bench.raw_asgi:settled_app"
+SETTLED_RAW_APP = "bench.raw_asgi_settled:settled_app"
 
 
 def raw_server_command(server: str, port: int) -> list[str]:
     """The command serving the raw ASGI app under ``server`` (one of :data:`bench.report.RAW_SERVERS`).
 
     ``granian-batched`` is granian with the app settled as ``qsite serve`` settles its own
-    (:data:`bench.raw_asgi.settled_app`: the runtime's threads in ``SCHED_BATCH``).
+    (:mod:`bench.raw_asgi_settled`: the runtime's threads in ``SCHED_BATCH``).
     """
     if server in ("granian", "granian-batched"):
         app = RAW_APP if server == "granian" else SETTLED_RAW_APP
