@@ -146,6 +146,11 @@ def qsite(*args: str) -> subprocess.CompletedProcess:
     return done
 
 
+#: Datasette's secret for every ``qsite serve`` of the bench: the cursors of its request lists carry counts
+#: sealed with it, as the servers' own next links would (service/api/cursors.py).
+BENCH_SECRET = "qsite-bench"
+
+
 def start_qsite(args, procs: Processes, work: Path, name: str, config: Path, workers: int, core: int | None):
     """``qsite serve --workers N`` on a free port, pinned to ``core``; returns (process, base URL)."""
     port = free_port()
@@ -154,6 +159,8 @@ def start_qsite(args, procs: Processes, work: Path, name: str, config: Path, wor
                       "--workers", str(workers)]),
         work / f"serve-{name}.log",
         cwd=ROOT,
+        # the secret the request lists' cursors were sealed with (bench/uncached.py CarriedCounts)
+        env={**os.environ, "DATASETTE_SECRET": BENCH_SECRET},
     )
     base = f"http://127.0.0.1:{port}"
     return process, base, wait_http(base + "/api/v1/stats", process)

@@ -28,23 +28,30 @@ import random
 import sqlite3
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlencode
 
 import httpx
+from datasette.app import Datasette
 from datasette.utils import tilde_encode
 
 from bench import newsdb
-from bench.harness import Processes, memory_kb, news_config, qsite, start_qsite, wait_idle
+from bench.harness import BENCH_SECRET, Processes, memory_kb, news_config, qsite, start_qsite, wait_idle
 from bench.open_loop import bench_open_loop
 from bench.profiling import profile_serving
 from bench.servers import log, run_wrk
 from bench.sql_timing import time_news_sql
 from bench.stalls import rate_after_stalls
 from db.model import TAGS
-from service.api.bodies import SEARCH_COUNT_MAX
-from service.api.cursors import encode_cursor
+from service.api.bodies import SEARCH_COUNT_MAX, Build, news_count_params, news_filters
+from service.api.cursors import Position, encode_cursor
+from service.api.data_versions import read_versions
+from service.api.endpoints import ENDPOINTS
+from service.api.parameters import parse_params
+from service.api.reader import connect_read_only
+from service.datasette.metadata import configured_queries, query_sql
+from service.datasette.state import cursor_key
 
 #: Items per page, in both: the API's default limit and Datasette's ``_size``.
 PAGE = 20
@@ -72,7 +79,7 @@ class NewsRequest:
     since: str | None = None
     until: str | None = None
     sources: tuple[str, ...] = ()
-    cursor: tuple[str, str] | None = None
+    cursor: Position | None = None
     q: str | None = None
 
     def api_path(self) -> str:
@@ -167,7 +174,7 @@ class Sample:
             since=since if rng.random() < 0.5 else None,
             until=until if rng.random() < 0.25 else None,
             sources=tuple(rng.sample(self.sources, rng.choice((1, 2)))) if rng.random() < 0.25 else (),
-            cursor=rng.choice(self.items)[:2] if rng.random() < 0.5 else None,
+            cursor=Position(*rng.choice(self.items)[:2]) if rng.random() < 0.5 else None,
             q=q,
         )
 
@@ -186,14 +193,48 @@ class Sample:
         return GlossaryRequest(" ".join(rng.sample(self.glossary_words, rng.choice((1, 1, 2)))))
 
 
+class CarriedCounts:
+    """Cursors as ``qsite serve`` writes them into next links: each with its listing's count, sealed.
+
+    A client has a cursor only from a ``next`` link, and since the counts rode
+    along (:mod:`service.api.cursors`) every such link carries its listing's
+    count. The bench's cursors are made the same way, by the API's own code
+    (:class:`~service.api.bodies.Build`) with the servers' secret
+    (:data:`bench.harness.BENCH_SECRET`), over the data the servers serve.
+    """
+
+    def __init__(self, db: Path):
+        self.endpoint = ENDPOINTS["news"]
+        self.sql = query_sql(configured_queries())
+        self.conn = connect_read_only(db)
+        self.versions = read_versions(self.conn)
+        self.key = cursor_key(Datasette(memory=True, secret=BENCH_SECRET))
+
+    def sealed(self, request: NewsRequest) -> NewsRequest:
+        if request.cursor is None:
+            return request
+        values, errors = parse_params(self.endpoint.params, replace(request, cursor=None).api_path().partition("?")[2].encode())
+        if errors:
+            raise SystemExit(f"bench: {request.api_path()} is not a valid news request: {errors}")
+        build = Build(self.endpoint, values, None, self.conn, self.sql, self.versions, self.key)
+        params = news_count_params(news_filters(values))
+        position = build.after(request.cursor[0], request.cursor[1], False, "news_count", params, build.count("news_count", params))
+        return replace(request, cursor=position)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 def write_requests(db: Path, count: int, work: Path, db_name: str, mix: str, seed: int = 15,
                    prefix: str = "uncached") -> tuple[Path, Path, list]:
     """``count`` distinct requests of ``mix`` (:data:`MIXES`), as /api/v1 paths and as Datasette paths, one file each.
 
     Times are uniform over the items' span; cursors are the positions of items
-    picked at random, as a client paging from them would send; sources are one
-    or two publishers; glossary searches are one or two words of the glossary's
-    own text, news searches a word of an item's title or summary.
+    picked at random, as a client paging from them would send, and carry their
+    listing's count as the ``next`` links a client has them from would
+    (:class:`CarriedCounts`); sources are one or two publishers; glossary
+    searches are one or two words of the glossary's own text, news searches a
+    word of an item's title or summary.
     """
     rng = random.Random(f"{seed}-{mix}")
     sample = Sample(db, count, rng)
@@ -207,7 +248,11 @@ def write_requests(db: Path, count: int, work: Path, db_name: str, mix: str, see
         else:
             request = sample.news(rng, search=mix == "search" or draw < GLOSSARY_SHARE + NEWS_SEARCH_SHARE)
         requests.setdefault(request, None)
-    ordered = list(requests)
+    carried = CarriedCounts(db)
+    try:
+        ordered = [carried.sealed(r) if isinstance(r, NewsRequest) else r for r in requests]
+    finally:
+        carried.close()
     api, datasette = work / f"{prefix}-{mix}-api.txt", work / f"{prefix}-{mix}-datasette.txt"
     api.write_text("\n".join(r.api_path() for r in ordered) + "\n", encoding="utf-8")
     if mix not in API_ONLY_MIXES:

@@ -34,6 +34,7 @@ import gc
 import logging
 import os
 import resource
+import secrets
 import socket
 import sys
 import tempfile
@@ -56,6 +57,8 @@ log = logging.getLogger("qsite.serve")
 
 #: Seconds open connections get to finish when the server is asked to stop.
 GRACEFUL_SHUTDOWN = 5
+#: Datasette's signing secret, as ``datasette serve --secret`` reads it from the environment.
+SECRET_ENV = "DATASETTE_SECRET"
 #: Descriptors a worker keeps for itself beyond its connections: SQLite files
 #: and their WAL, the event loop, the runtime's threads, Redis, logs.
 FD_RESERVE = 128
@@ -158,7 +161,11 @@ def make_datasette(
     datasette_config["settings"] = {
         "sql_time_limit_ms": config.api.sql_time_limit_ms, **(datasette_config.get("settings") or {}), **(settings or {}),
     }
-    return Datasette([str(database)] if files is None else files, **datasette_kwargs(metadata, datasette_config))
+    # DATASETTE_SECRET as `datasette serve` reads it: what Datasette signs, and the counts cursors carry
+    # (service.datasette.state.cursor_key), then hold from one worker or replica to the next
+    secret = os.environ.get(SECRET_ENV) or None
+    files = [str(database)] if files is None else files
+    return Datasette(files, secret=secret, **datasette_kwargs(metadata, datasette_config))
 
 
 def raise_fd_limit() -> int:
@@ -386,6 +393,8 @@ def _serve(config: Config, host: str, port: int, workers: int, log_level: int, f
     from granian.log import LogLevels
     from granian.server import Server
 
+    # One secret for every worker (each would otherwise draw its own): set DATASETTE_SECRET to share it with replicas too.
+    os.environ.setdefault(SECRET_ENV, secrets.token_hex(32))
     fd_limit = raise_fd_limit()
     per_worker = connections_per_worker(config.api.max_connections, workers, fd_limit)
     if per_worker * workers < config.api.max_connections:

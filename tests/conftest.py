@@ -7,6 +7,7 @@ there, never from this file.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -16,6 +17,13 @@ from tests.support.local_server import LocalServer
 from tests.support.paths import SITE_EXPORT
 from tests.support.processes import run_qsite
 from tests.support.programs import PROGRAMS, missing_for
+
+
+# One Datasette secret for every instance the tests start, in this process and in the `qsite serve`
+# and `datasette serve` they run, as a deployment of several workers or replicas would set it: then
+# instances answer the same link with the same bytes, the counts sealed in next links included
+# (service/api/cursors.py). Tests of instances with secrets of their own take it away.
+os.environ["DATASETTE_SECRET"] = "qsite-tests"
 
 
 def pytest_sessionstart(session):

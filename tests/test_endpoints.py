@@ -15,6 +15,7 @@ import sqlite_utils
 
 from db.migrations import migrations
 from db.model import DATASETS, TAGS
+from service.api.cursors import Position
 from service.api.endpoints import ENDPOINTS, HTML, LIMIT_DEFAULT, PARAMETERS, index_document
 from service.datasette.metadata import QUERY_NAMES, QUERY_PREFIX, read_metadata_file, configured_queries
 from service.api.parameters import parse_params
@@ -96,7 +97,7 @@ def test_next_link_repeats_the_query_with_the_new_cursor():
     assert link.startswith(f"{news.url}?tag=Investing&limit={LIMIT_DEFAULT}&since=")
     again, errors = parse_params(news.params, urlsplit(link).query.encode())
     assert not errors
-    assert again == {**values, "cursor": ("2026-11-20T08:00:00Z", "0f" * 16)}
+    assert again == {**values, "cursor": Position("2026-11-20T08:00:00Z", "0f" * 16)}
 
 
 @pytest.fixture(scope="module")

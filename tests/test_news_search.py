@@ -245,6 +245,7 @@ def test_a_page_that_already_gives_the_count_runs_one_query(db):
     milliseconds at a million items); running one query where two were run halves that.
     """
     from service.api.bodies import Build, news
+    from service.api.cursors import Position
     from service.api.endpoints import ENDPOINTS
     from service.api.parameters import parse_params
 
@@ -255,7 +256,7 @@ def test_a_page_that_already_gives_the_count_runs_one_query(db):
     starts = (SQL["api_news"][:30], SQL["api_news_count"][:30])  # before the first parameter
     conn = sqlite3.connect(db.conn.execute("PRAGMA database_list").fetchone()[2])
     conn.set_trace_callback(ran.append)
-    last = db.execute("SELECT published_at, id FROM news ORDER BY published_at, id LIMIT 1").fetchone()
+    last = Position(*db.execute("SELECT published_at, id FROM news ORDER BY published_at, id LIMIT 1").fetchone())
 
     def answer(query: str, cursor=None) -> tuple[dict, int]:
         values, errors = parse_params(endpoint.params, query.encode())

@@ -23,7 +23,7 @@ from pipeline.store.records import item_id
 from pipeline.text import html_to_text as plain_text
 from pipeline.text import shorten
 from pipeline.news.urls import canonical_url
-from service.api.cursors import decode_cursor, encode_cursor
+from service.api.cursors import Position, decode_cursor, encode_cursor
 from service.api.parameters import parse_since
 from service.api.responses import dumps
 
@@ -239,7 +239,7 @@ def test_since_parameter_never_raises_on_garbage(text):
 def test_cursor_round_trips_and_garbage_is_refused(moment, digest, item, garbage):
     stamp = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
     real_id = digest.hex()  # the shape the pipeline gives ids
-    assert decode_cursor(encode_cursor(stamp, real_id)) == (stamp, real_id)
+    assert decode_cursor(encode_cursor(stamp, real_id)) == Position(stamp, real_id)
     # an id of any other shape is refused, as is anything not written by encode_cursor
     assert decode_cursor(encode_cursor(stamp, item)) is None or re.fullmatch("[0-9a-f]{32}", item)
     decoded = decode_cursor(garbage)

@@ -17,6 +17,7 @@ import orjson
 
 from db.urls import public_location
 
+from service.api.cursors import Position, count_seal
 from service.api.data_versions import Versions, updated_at
 from service.api.parameters import echo
 
@@ -53,6 +54,8 @@ class Build:
     :param endpoint: its :class:`~service.api.endpoints.Endpoint` (canned queries, datasets, next links).
     :param values: the canonical value of each of its query parameters.
     :param arg: the value of its path parameter, if it has one.
+    :param cursor_key: the key counts are sealed with in ``next`` links
+        (:mod:`service.api.cursors`); without one, none is carried and every page counts.
     """
 
     endpoint: object
@@ -61,6 +64,7 @@ class Build:
     conn: sqlite3.Connection
     sql: dict[str, str]
     versions: Versions
+    cursor_key: bytes = b""
 
     def rows(self, query: str, params: dict) -> list[dict]:
         """The rows of one of the endpoint's canned queries, as dicts, with bound ``params``."""
@@ -69,6 +73,26 @@ class Build:
         cursor = self.conn.execute(self.sql[query], params)
         columns = [column[0] for column in cursor.description]
         return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+    def count(self, query: str, params: dict) -> int:
+        """What the count query ``query`` answers with ``params``: the count the cursor carries when
+        its seal says it was read with the same query and parameters from the same data, else read now."""
+        cursor = self.values.get("cursor")
+        if cursor is not None and cursor.count is not None and self.cursor_key:
+            if cursor.seal == self._seal(query, params, cursor.count):
+                return cursor.count
+        return self.rows(query, params)[0]["count"]
+
+    def after(self, at: str, item_id: str, oldest_first: bool, query: str, params: dict, count: int) -> Position:
+        """The cursor's value for the page after the item ``(at, item_id)``, with the listing's ``count``
+        (what ``query`` answered with ``params``) sealed in when there is a key."""
+        if not self.cursor_key:
+            return Position(at, item_id, oldest_first)
+        return Position(at, item_id, oldest_first, count, self._seal(query, params, count))
+
+    def _seal(self, query: str, params: dict, count: int) -> str:
+        versions = [self.versions.get(dataset) for dataset in self.endpoint.datasets]
+        return count_seal(self.cursor_key, query, params, versions, count)
 
     @property
     def updated_at(self) -> str:
@@ -141,6 +165,11 @@ def news_filters(values: dict) -> dict:
     }
 
 
+def news_count_params(filters: dict) -> dict:
+    """The news count's parameters (``api_news_count``) for :func:`news_filters`: what its seal covers."""
+    return {**filters, "count_limit": SEARCH_COUNT_MAX + 1}
+
+
 def served_item(row: dict) -> dict:
     """One ``news`` row as served: its authors, stored as a JSON array, as a list; its change key is not served.
 
@@ -159,13 +188,19 @@ def _page(build: Build, query: str, params: dict, position) -> tuple[list[dict],
     ``position`` gives the cursor of a row: the keyset the walk is ordered by.
     """
     limit = build.values["limit"]
-    after, after_id = build.values["cursor"] or ("", "")
+    cursor = build.values["cursor"]
+    if cursor is not None and cursor.oldest_first:
+        # /news?sort=published_at wrote it: a position in another listing's order
+        raise Invalid("cursor", "was given in next of /api/v1/news?sort=published_at; keep each cursor to the listing it came from")
+    after, after_id = (cursor.at, cursor.item_id) if cursor is not None else ("", "")
     page = build.rows(query, {**params, "after": after, "after_id": after_id, "limit": limit + 1})
-    count = build.rows(query + "_count", {**params, "count_limit": SEARCH_COUNT_MAX + 1})[0]["count"]
+    count_params = {**params, "count_limit": SEARCH_COUNT_MAX + 1}
+    count = build.count(query + "_count", count_params)
     link = None
     if len(page) > limit:
         page = page[:limit]
-        link = build.endpoint.next_link(build.values, position(page[-1]))
+        last = build.after(*position(page[-1]), False, query + "_count", count_params, count)
+        link = build.endpoint.next_link(build.values, last)
     return page, link, min(count, SEARCH_COUNT_MAX), count <= SEARCH_COUNT_MAX
 
 
@@ -208,17 +243,20 @@ def news(build: Build):
         return _news_changes(build)
     limit = values["limit"]
     oldest_first = values["sort"] == "published_at"
-    position, position_id, *direction = values["cursor"] or ("", "")
-    if values["cursor"] and bool(direction) != oldest_first:
+    cursor = values["cursor"]
+    position, position_id = (cursor.at, cursor.item_id) if cursor is not None else ("", "")
+    if cursor is not None and cursor.oldest_first != oldest_first:
         raise Invalid("cursor", "was given in next of a listing in the other order; keep the sort it came with, or start without a cursor")
     filters = news_filters(values)
+    count_params = news_count_params(filters)
     # Each of the two queries is skipped when the other one's answer already says what it would
     # return. A search whose words and filters seldom meet reads both index lists to their end
     # (20 ms at a million items for ``tag=Science&q=raises``, which meet nowhere), and did it twice.
     count = None
-    if values["cursor"] is not None:
-        # A later page: nothing in the whole range means nothing on this page either.
-        count = build.rows("news_count", {**filters, "count_limit": SEARCH_COUNT_MAX + 1})[0]["count"]
+    if cursor is not None:
+        # A later page: nothing in the whole range means nothing on this page either. Its count is
+        # usually the one the first page read, carried in the cursor (Build.count).
+        count = build.count("news_count", count_params)
     if count == 0:
         page = []
     elif oldest_first:
@@ -230,13 +268,13 @@ def news(build: Build):
         if len(page) <= limit:
             count = len(page)
         else:
-            count = build.rows("news_count", {**filters, "count_limit": SEARCH_COUNT_MAX + 1})[0]["count"]
+            count = build.count("news_count", count_params)
     exact = values["q"] is None or count <= SEARCH_COUNT_MAX
     link = None
     if len(page) > limit:
         page = page[:limit]
-        last = (page[-1]["published_at"], page[-1]["id"])
-        link = build.endpoint.next_link(values, (*last, True) if oldest_first else last)
+        last = build.after(page[-1]["published_at"], page[-1]["id"], oldest_first, "news_count", count_params, count)
+        link = build.endpoint.next_link(values, last)
     payload = {
         "count": count if exact else SEARCH_COUNT_MAX,
         "count_exact": exact,

@@ -18,7 +18,7 @@ from urllib.parse import unquote, unquote_to_bytes
 
 from db.model import ITEM_ID_DIGITS, format_time, is_stored_time
 
-from service.api.cursors import ITEM_ID, decode_cursor, encode_cursor
+from service.api.cursors import ITEM_ID, Position, decode_cursor, encode_cursor
 from service.http.problems import problem_response
 
 #: A name echoed back in an error is cut to this many characters (plus an ellipsis),
@@ -161,18 +161,18 @@ class DateTime(Kind):
 
 
 class Cursor(Kind):
-    """A keyset position as given in ``next``; canonical: :func:`decode_cursor`'s tuple for the last item seen."""
+    """A keyset position as given in ``next``; canonical: :func:`decode_cursor`'s :class:`~service.api.cursors.Position`."""
 
     detail = "must be a cursor exactly as given in next"
     schema = {"type": "string", "pattern": "^[A-Za-z0-9_-]+$"}
 
-    def parse(self, text: str) -> tuple:
+    def parse(self, text: str) -> Position:
         value = decode_cursor(text)
         if value is None:
             raise ValueError(text)
         return value
 
-    def text(self, value: tuple) -> str:
+    def text(self, value: Position) -> str:
         return encode_cursor(*value)
 
 

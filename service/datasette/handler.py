@@ -114,6 +114,7 @@ class Api:
         (:meth:`service.api.reader.Reader.fresh`): for what is built for every request
         (:attr:`Endpoint.fresh <service.api.endpoint.Endpoint.fresh>`, /api/v1/health), whose
         data changes without a ``data_versions`` bump; by default ``execute_fn``.
+    :param cursor_key: seals the counts ``next`` links carry (:func:`service.datasette.state.cursor_key`).
     """
 
     def __init__(
@@ -129,6 +130,7 @@ class Api:
         access=None,
         max_data_age: int = 86400,
         fresh_fn=None,
+        cursor_key: bytes = b"",
     ):
         self.execute_fn = execute_fn
         self.fresh_fn = fresh_fn or execute_fn
@@ -143,6 +145,7 @@ class Api:
         self.reader = reader
         self.access = access
         self.max_data_age = max_data_age
+        self.cursor_key = cursor_key
         #: The snapshot a following replica serves (its file name), said in the index, /health and a header.
         self.snapshot = (documents.get("snapshot") or {}).get("file")
         #: Added to every built 200: which snapshot it was built from (none on a live database).
@@ -326,7 +329,7 @@ class Api:
         def build(conn, versions):
             if endpoint.required not in versions:
                 raise NoData()
-            return endpoint.build(Build(endpoint, values, arg, conn, self.sql, versions))
+            return endpoint.build(Build(endpoint, values, arg, conn, self.sql, versions, self.cursor_key))
 
         execute_fn = execute_fn or self.execute_fn
         versions, (payload, extra_headers) = await execute_fn(lambda conn: in_snapshot(conn, build))

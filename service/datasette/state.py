@@ -14,6 +14,7 @@ appears later, or a passing fault, needs no restart.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import weakref
 from dataclasses import dataclass, field
@@ -119,8 +120,19 @@ async def build_api(datasette, follower=None) -> Api:
     docs_page = DocsPage(datasette, catalogs, rate_limit, max_age)
     return Api(
         execute_fn, versions, sql, max_age, documents, docs_page=docs_page, broken=broken, reader=reader, access=access,
-        max_data_age=max_data_age, fresh_fn=reader.fresh if reader is not None else None,
+        max_data_age=max_data_age, fresh_fn=reader.fresh if reader is not None else None, cursor_key=cursor_key(datasette),
     )
+
+
+def cursor_key(datasette) -> bytes:
+    """The key that seals the counts ``next`` links carry (:mod:`service.api.cursors`), from the instance's secret.
+
+    Derived through Datasette's public signer (``datasette.sign``, deterministic
+    for one secret): workers and replicas given one secret (``DATASETTE_SECRET``,
+    which ``qsite serve`` shares among its own workers) take each other's
+    cursors' counts; a cursor from elsewhere is only counted again.
+    """
+    return hashlib.blake2b(datasette.sign("cursor counts", namespace="qsite").encode(), digest_size=32).digest()
 
 
 async def serving_api(datasette) -> Api:
