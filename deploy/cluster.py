@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -137,6 +138,9 @@ class Cluster:
         self.lb_port = free_port()
         self.replica_ports = [free_port(), free_port()]
         self.env = {**os.environ, **S3_ENV, "QSITE_LOG_LEVEL": "INFO"}
+        # one secret for both replicas, so that they answer a paged listing with the same bytes
+        # (its next link's sealed count, service/api/cursors.py) and take each other's cursors' counts
+        self.env.setdefault("DATASETTE_SECRET", secrets.token_hex(32))
         snapshots = {"store": str(self.work / "store"), "keep": 50, "poll": poll}
         if store == "s3":
             snapshots.update(store=f"s3://{BUCKET}/cluster", endpoint_url=S3_ENDPOINT)

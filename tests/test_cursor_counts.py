@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 
+import httpx
 import pytest
 from datasette.app import Datasette
 
@@ -25,7 +26,8 @@ from service.datasette.metadata import configured_queries, query_sql
 from service.datasette.state import cursor_key
 from service.serve import make_datasette
 from tests.support.api_client import ApiClient, shared_news_client
-from tests.support.known_data import seed_catalog, seed_news, news_items
+from tests.support.known_data import news_items, seed_catalog, seed_news
+from tests.support.processes import qsite_serve, worker_pids
 
 KEY = cursor_key(Datasette(memory=True, secret="one secret"))
 SQL = query_sql(configured_queries())
@@ -248,3 +250,19 @@ def test_instances_with_one_secret_take_each_others_counts(monkeypatch, make_con
         link = one.get("/api/v1/news?limit=5").json()["next"]
         assert one.get(link).json()["count"] == two.get(link).json()["count"] == 12
         assert one.get(link).json()["next"] != two.get(link).json()["next"]
+
+
+@pytest.mark.slow
+def test_the_workers_of_qsite_serve_share_one_secret(seeded_config, monkeypatch, tmp_path):
+    """Without DATASETTE_SECRET, ``qsite serve`` draws one for all its workers (each would draw its own).
+
+    Each request on a new connection, so the kernel spreads them over both
+    workers: the later page's bytes, its next link's sealed count included, are
+    the same whichever worker answers.
+    """
+    monkeypatch.delenv("DATASETTE_SECRET")
+    with qsite_serve(seeded_config, tmp_path / "serve.log", args=["--workers", "2"]) as server:
+        assert len(worker_pids(server.process.pid)) == 2
+        link = httpx.get(server.url("/api/v1/news?limit=5"), timeout=5).json()["next"]
+        bodies = {httpx.get(server.url(link), timeout=5).content for _ in range(30)}  # a new connection each time
+    assert len(bodies) == 1
