@@ -19,9 +19,11 @@ from pathlib import Path
 
 import httpx
 import yaml
+from datasette.app import Datasette
 
 from bench.cpu import cpu_seconds, process_tree
 from bench.servers import pinned
+from service.datasette.state import cursor_key
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -149,6 +151,11 @@ def qsite(*args: str) -> subprocess.CompletedProcess:
 #: Datasette's secret for every ``qsite serve`` of the bench: the cursors of its request lists carry counts
 #: sealed with it, as the servers' own next links would (service/api/cursors.py).
 BENCH_SECRET = "qsite-bench"
+
+
+def bench_cursor_key() -> bytes:
+    """The key the bench's servers seal the counts in their cursors with (:data:`BENCH_SECRET`)."""
+    return cursor_key(Datasette(memory=True, secret=BENCH_SECRET))
 
 
 def start_qsite(args, procs: Processes, work: Path, name: str, config: Path, workers: int, core: int | None):

@@ -33,25 +33,23 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import httpx
-from datasette.app import Datasette
 from datasette.utils import tilde_encode
 
 from bench import newsdb
-from bench.harness import BENCH_SECRET, Processes, memory_kb, news_config, qsite, start_qsite, wait_idle
+from bench.harness import Processes, bench_cursor_key, memory_kb, news_config, qsite, start_qsite, wait_idle
 from bench.open_loop import bench_open_loop
 from bench.profiling import profile_serving
 from bench.servers import log, run_wrk
 from bench.sql_timing import time_news_sql
 from bench.stalls import rate_after_stalls
 from db.model import TAGS
-from service.api.bodies import SEARCH_COUNT_MAX, Build, news_count_params, news_filters
+from service.api.bodies import SEARCH_COUNT_MAX, Build, news_filters, with_count_limit
 from service.api.cursors import Position, encode_cursor
 from service.api.data_versions import read_versions
 from service.api.endpoints import ENDPOINTS
 from service.api.parameters import parse_params
 from service.api.reader import connect_read_only
 from service.datasette.metadata import configured_queries, query_sql
-from service.datasette.state import cursor_key
 
 #: Items per page, in both: the API's default limit and Datasette's ``_size``.
 PAGE = 20
@@ -208,7 +206,7 @@ class CarriedCounts:
         self.sql = query_sql(configured_queries())
         self.conn = connect_read_only(db)
         self.versions = read_versions(self.conn)
-        self.key = cursor_key(Datasette(memory=True, secret=BENCH_SECRET))
+        self.key = bench_cursor_key()
 
     def sealed(self, request: NewsRequest) -> NewsRequest:
         if request.cursor is None:
@@ -217,7 +215,7 @@ class CarriedCounts:
         if errors:
             raise SystemExit(f"bench: {request.api_path()} is not a valid news request: {errors}")
         build = Build(self.endpoint, values, None, self.conn, self.sql, self.versions, self.key)
-        params = news_count_params(news_filters(values))
+        params = with_count_limit(news_filters(values))
         position = build.after(request.cursor[0], request.cursor[1], False, "news_count", params, build.count("news_count", params))
         return replace(request, cursor=position)
 

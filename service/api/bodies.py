@@ -165,8 +165,8 @@ def news_filters(values: dict) -> dict:
     }
 
 
-def news_count_params(filters: dict) -> dict:
-    """The news count's parameters (``api_news_count``) for :func:`news_filters`: what its seal covers."""
+def with_count_limit(filters: dict) -> dict:
+    """A count query's parameters: its filters and where a count stops (:data:`SEARCH_COUNT_MAX`); what a seal covers."""
     return {**filters, "count_limit": SEARCH_COUNT_MAX + 1}
 
 
@@ -194,7 +194,7 @@ def _page(build: Build, query: str, params: dict, position) -> tuple[list[dict],
         raise Invalid("cursor", "was given in next of /api/v1/news?sort=published_at; keep each cursor to the listing it came from")
     after, after_id = (cursor.at, cursor.item_id) if cursor is not None else ("", "")
     page = build.rows(query, {**params, "after": after, "after_id": after_id, "limit": limit + 1})
-    count_params = {**params, "count_limit": SEARCH_COUNT_MAX + 1}
+    count_params = with_count_limit(params)
     count = build.count(query + "_count", count_params)
     link = None
     if len(page) > limit:
@@ -248,7 +248,7 @@ def news(build: Build):
     if cursor is not None and cursor.oldest_first != oldest_first:
         raise Invalid("cursor", "was given in next of a listing in the other order; keep the sort it came with, or start without a cursor")
     filters = news_filters(values)
-    count_params = news_count_params(filters)
+    count_params = with_count_limit(filters)
     # Each of the two queries is skipped when the other one's answer already says what it would
     # return. A search whose words and filters seldom meet reads both index lists to their end
     # (20 ms at a million items for ``tag=Science&q=raises``, which meet nowhere), and did it twice.
