@@ -30,6 +30,7 @@ from pathlib import Path
 
 from bench.harness import bench_cursor_key
 from service.api.bodies import Build, news, news_filters, with_count_limit
+from service.api.cursors import keyset
 from service.api.data_versions import read_versions
 from service.api.endpoints import ENDPOINTS
 from service.api.parameters import parse_params
@@ -72,8 +73,7 @@ def _as_served(build: Build) -> None:
 def _page_and_count(build: Build) -> None:
     values = build.values
     filters = news_filters(values)
-    cursor = values["cursor"]
-    before, before_id = (cursor.at, cursor.item_id) if cursor is not None else ("", "")
+    before, before_id = keyset(values["cursor"])
     build.rows("news", {**filters, "before": before, "before_id": before_id, "limit": values["limit"] + 1})
     build.rows("news_count", with_count_limit(filters))
 

@@ -17,7 +17,7 @@ import orjson
 
 from db.urls import public_location
 
-from service.api.cursors import Position, count_seal
+from service.api.cursors import Position, count_seal, keyset
 from service.api.data_versions import Versions, updated_at
 from service.api.parameters import echo
 
@@ -192,7 +192,7 @@ def _page(build: Build, query: str, params: dict, position) -> tuple[list[dict],
     if cursor is not None and cursor.oldest_first:
         # /news?sort=published_at wrote it: a position in another listing's order
         raise Invalid("cursor", "was given in next of /api/v1/news?sort=published_at; keep each cursor to the listing it came from")
-    after, after_id = (cursor.at, cursor.item_id) if cursor is not None else ("", "")
+    after, after_id = keyset(cursor)
     page = build.rows(query, {**params, "after": after, "after_id": after_id, "limit": limit + 1})
     count_params = with_count_limit(params)
     count = build.count(query + "_count", count_params)
@@ -244,7 +244,7 @@ def news(build: Build):
     limit = values["limit"]
     oldest_first = values["sort"] == "published_at"
     cursor = values["cursor"]
-    position, position_id = (cursor.at, cursor.item_id) if cursor is not None else ("", "")
+    position, position_id = keyset(cursor)
     if cursor is not None and cursor.oldest_first != oldest_first:
         raise Invalid("cursor", "was given in next of a listing in the other order; keep the sort it came with, or start without a cursor")
     filters = news_filters(values)

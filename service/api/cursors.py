@@ -61,6 +61,11 @@ class Position(NamedTuple):
     seal: str = ""
 
 
+def keyset(cursor: Position | None) -> tuple[str, str]:
+    """Where a page resumes: the cursor's ``(at, item_id)``, or ``("", "")`` (the canned queries' start) without one."""
+    return (cursor.at, cursor.item_id) if cursor is not None else ("", "")
+
+
 def encode_cursor(at: str, item_id: str, oldest_first: bool = False, count: int | None = None, seal: str = "") -> str:
     """The opaque ``cursor`` for the page after the item ``(at, item_id)``.
 
