@@ -228,25 +228,27 @@ with
   search_range (low, high) as (
     select iif(:until = '', -${OPEN_END}, -max(-${MINUTE_MAX}, min(${MINUTE_MAX}, cast(strftime('%s', :until) as integer) / 60)) << ${ROWID_BITS}),
            iif(:since = '', ${OPEN_END}, (1 - max(-${MINUTE_MAX}, min(${MINUTE_MAX}, cast(strftime('%s', :since) as integer) / 60))) << ${ROWID_BITS})),
-  outside (items) as (
-    select (select count(*) from news_search cross join news on news.rowid = news_search.rowid & ${ROWID_MASK}
-            where :q <> '' and :since <> '' and news_search match (select expr from search)
-              and news_search.rowid >= (select high from search_range) - ${MINUTE_STEP}
-              and news_search.rowid < (select high from search_range)
-              and published_at <= :since)
-         + (select count(*) from news_search cross join news on news.rowid = news_search.rowid & ${ROWID_MASK}
-            where :q <> '' and :until <> '' and news_search match (select expr from search)
-              and news_search.rowid >= (select low from search_range)
-              and news_search.rowid < (select low from search_range) + ${MINUTE_STEP}
-              and published_at >= :until))
+  -- until's own minute ends at until_ends, since's begins at since_begins: past every key when unset
+  edges (until_ends, since_begins) as (
+    select iif(:until = '', -${OPEN_END}, low + ${MINUTE_STEP}), iif(:since = '', ${OPEN_END}, high - ${MINUTE_STEP})
+    from search_range)
 select case
-  when :q <> '' then max(0, min(:count_limit,
-    (select count(*) from (
-       select 1 from news_search
-       where news_search match (select expr from search)
-         and rowid >= (select low from search_range) and rowid < (select high from search_range)
-       limit :count_limit + (select items from outside)))
-    - (select items from outside)))
+  -- no range: FTS5 checks a range's ends at every row, even open ones (0.13 against 0.08 ms for 1,001)
+  when :q <> '' and :since = '' and :until = '' then min(:count_limit, (select count(*) from (
+    select 1 from news_search where news_search match (select expr from search) limit :count_limit)))
+  when :q <> '' then min(:count_limit, (select count(*) from (
+    select 1 from news_search
+    where news_search match (select expr from search)
+      and rowid >= (select low from search_range) and rowid < (select high from search_range)
+      -- since's and until's own minutes less their items outside the range, in the same scan (a few
+      -- rows, each looked up), not a MATCH of their own: FTS5 bounds an AND's walk by its matches, not
+      -- by the rowid range (from its lists' first entries to a first match, and on to the next match
+      -- past the range), so a narrow range of a sparse AND (a word in no item of a source) walked both lists
+      and not (rowid >= (select since_begins from edges)
+               and (select published_at <= :since from news where news.rowid = news_search.rowid & ${ROWID_MASK}))
+      and not (rowid < (select until_ends from edges)
+               and (select published_at >= :until from news where news.rowid = news_search.rowid & ${ROWID_MASK}))
+    limit :count_limit)))
   else max(0,
     ${COUNT})
   end as count

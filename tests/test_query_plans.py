@@ -177,7 +177,10 @@ def test_no_canned_query_scans_a_growing_table(databases, name):
             assert any(FTS_MATCH.search(step) for step in found), f"api_{name} with {params} skips FTS: {found}"
         if params.get("q") and "news_search" in sql:
             matches = [step for step in found if step.startswith("SCAN news_search")]
-            assert matches and all(SEARCH_IN_RANGE.search(step) for step in matches), found
+            unranged = [step for step in matches if not SEARCH_IN_RANGE.search(step)]
+            # the count of a search with neither since nor until has no range to apply: one scan
+            allowed = 1 if name == "news_count" else 0
+            assert len(matches) > len(unranged) and len(unranged) <= allowed, found
 
 
 @pytest.mark.parametrize("name", sorted(QUERIES))
