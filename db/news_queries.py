@@ -85,8 +85,9 @@ from first cross join news on news.rowid = first.key & ${ROWID_MASK}
 union all
 select news.id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
 from news_search cross join news on news.rowid = news_search.rowid & ${ROWID_MASK}
--- no first matches, no rest of a minute: an empty phrase, or FTS5 reads its lists again to find none
-where :q <> '' and news_search match (select iif(exists (select 1 from first), expr, '""') from search)
+-- first not full is every match, no rest of a minute to read: an empty phrase, or FTS5 walks its lists
+-- again from their first entries to a match past the range (FTS5 bounds an AND by its matches)
+where :q <> '' and news_search match (select iif((select count(*) from first) = coalesce(nullif(:limit, ''), 20), expr, '""') from search)
 """
 
 #: Newest first: one arm per way in (no filter, a tag, sources, a search), the others skipped at

@@ -281,8 +281,10 @@ def test_a_page_that_already_gives_the_count_runs_one_query(db):
     conn.close()
 
 
-def test_a_dated_search_count_reads_its_terms_once(db):
+def test_a_dated_search_count_and_a_page_not_full_read_their_terms_once(db):
     """A count with since and until opens the index's lists as one without: no MATCH of their own for their minutes.
+
+    And a page of fewer matches than its limit has them all: no MATCH for the rest of its last minute.
 
     FTS5 bounds an AND by its matches, not by a rowid range: a MATCH over since's
     or until's own minute, as the count once ran for each, walked both lists of a
@@ -309,4 +311,9 @@ def test_a_dated_search_count_reads_its_terms_once(db):
         undated, once = count({**search, "since": "", "until": ""})
         dated, reads = count({**search, "since": times[20], "until": times[-20]})
         assert dated < undated and reads == once > 0
+        # a page not full is every match: its minute's rest is not read again
+        page = {**search, "since": "", "until": "", "before": "", "before_id": "", "limit": undated + 1}
+        looked_up.clear()
+        assert len(conn.execute(SQL["api_news"], page).fetchall()) == undated
+        assert sum("news_search_idx" in statement for statement in looked_up) == once
     conn.close()
