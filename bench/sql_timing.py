@@ -131,3 +131,23 @@ def time_news_sql(db: Path, api_files: list[Path], per_file: int = 2000, slowest
                 "page_and_count": _summary(timed["page and count"][kind], slowest),
             }
     return summary
+
+
+def time_search_kinds(db: Path, files: dict[str, Path], per_kind: int = 1000, slowest: int = 3) -> dict:
+    """:func:`time_news_sql` for each kind of search apart (``{kind: file}``, :data:`bench.uncached.SEARCH_KINDS`).
+
+    Each kind's requests run after as many others of the same kind on the same
+    connection; each kind has the bound of searches (issue 27: any ``q``).
+    """
+    found = {}
+    for kind, file in files.items():
+        listed = file.read_text(encoding="utf-8").splitlines()
+        lines, warm = listed[:per_kind], listed[per_kind:2 * per_kind]
+        timed = {name: [(ms, line) for ms, line, _ in _timed(db, lines, warm, run)]
+                 for name, run in (("as served", _as_served), ("page and count", _page_and_count))}
+        found[kind] = {
+            **_summary(timed["as served"], slowest),
+            "limit_p99_ms": LIMITS_MS["searches"],
+            "page_and_count": _summary(timed["page and count"], slowest),
+        }
+    return found

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -130,6 +131,36 @@ def test_sql_timing_reads_requests_as_the_api_does(tmp_path):
     assert {kind: row["requests"] for kind, row in timed.items()} == {"pages": 2, "searches": 1}
     assert timed["searches"]["slowest"][0][1] == "/api/v1/news?q=qubit+MACHINE"
     assert all(0 < row["p50_ms"] <= row["p99_ms"] <= row["max_ms"] and row["limit_p99_ms"] == LIMITS_MS[kind] for kind, row in timed.items())
+
+
+def test_search_kinds_are_timed_apart_and_are_what_they_say(tmp_path):
+    """Each kind of q the guard times apart: its words, and a word in no item finds nothing."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from bench.sql_timing import LIMITS_MS, time_search_kinds
+    from bench.uncached import SEARCH_KINDS, write_search_kinds
+    from tests.support.known_data import seeded_database
+
+    seeded_database(tmp_path / "site.db").close()
+    files = write_search_kinds(tmp_path / "site.db", 12, tmp_path)
+    assert list(files) == list(SEARCH_KINDS)
+    words = {kind: [parse_qs(urlsplit(line).query)["q"][0] for line in file.read_text().splitlines()] for kind, file in files.items()}
+    assert all(len(q.split()) == 1 for kind in ("one word", "a very common word", "a word in no item") for q in words[kind])
+    assert all(len(q.split()) == 2 for kind in ("two words", "a very common word and a rare one") for q in words[kind])
+    with sqlite3.connect(tmp_path / "site.db") as conn:
+        assert not [q for q in words["a word in no item"] if conn.execute("SELECT 1 FROM news_fts WHERE news_fts MATCH ?", [q]).fetchone()]
+        assert all(conn.execute("SELECT 1 FROM news_fts WHERE news_fts MATCH ?", [q]).fetchone() for q in words["a very common word"])
+    timed = time_search_kinds(tmp_path / "site.db", files, per_kind=6)
+    assert list(timed) == list(SEARCH_KINDS)
+    assert all(row["requests"] == 6 and row["limit_p99_ms"] == LIMITS_MS["searches"] for row in timed.values())
+
+
+def test_a_mix_with_too_few_distinct_requests_stops_with_an_error_not_a_hang():
+    from bench.uncached import distinct
+
+    assert distinct(iter([1, 2, 1, 3]).__next__, 3, "a mix") == [1, 2, 3]
+    with pytest.raises(SystemExit, match="the item mix over 2 items gives only about 2 distinct requests, not 5"):
+        distinct(iter([1, 2] * 100).__next__, 5, "the item mix over 2 items")
 
 
 def process_state(pid: int) -> str:
