@@ -111,26 +111,30 @@ def _summary(found: list[tuple[float, str]], slowest: int) -> dict:
     }
 
 
+#: The two ways each request is run: as the API builds it (the bound is for this one), and its page and count both.
+_RUNS = {"as served": _as_served, "page and count": _page_and_count}
+
+
+def _judged(timed: dict[str, list], limit_ms: float, slowest: int) -> dict:
+    """One kind's summary as served, its bound, and its summary with page and count both (``timed`` by run name)."""
+    return {
+        **_summary(timed["as served"], slowest),
+        "limit_p99_ms": limit_ms,
+        "page_and_count": _summary(timed["page and count"], slowest),
+    }
+
+
 def time_news_sql(db: Path, api_files: list[Path], per_file: int = 2000, slowest: int = 5) -> dict:
     """p50, p99 and max of each request's SQL (ms), by kind, as served and page and count both, from ``api_files``."""
     url = ENDPOINTS["news"].url + "?"
-    runs = {"as served": _as_served, "page and count": _page_and_count}
-    timed: dict[str, dict[str, list]] = {name: {"pages": [], "searches": []} for name in runs}
+    timed: dict[str, dict[str, list]] = {kind: {name: [] for name in _RUNS} for kind in ("pages", "searches")}
     for file in api_files:
         listed = [line for line in file.read_text(encoding="utf-8").splitlines() if line.startswith(url)]
         lines, warm = listed[:per_file], listed[per_file:2 * per_file]
-        for name, run in runs.items():
+        for name, run in _RUNS.items():
             for elapsed, line, kind in _timed(db, lines, warm, run):
-                timed[name][kind].append((elapsed, line))
-    summary = {}
-    for kind in ("pages", "searches"):
-        if timed["as served"][kind]:
-            summary[kind] = {
-                **_summary(timed["as served"][kind], slowest),
-                "limit_p99_ms": LIMITS_MS[kind],
-                "page_and_count": _summary(timed["page and count"][kind], slowest),
-            }
-    return summary
+                timed[kind][name].append((elapsed, line))
+    return {kind: _judged(runs, LIMITS_MS[kind], slowest) for kind, runs in timed.items() if runs["as served"]}
 
 
 def time_search_kinds(db: Path, files: dict[str, Path], per_kind: int = 1000, slowest: int = 3) -> dict:
@@ -143,11 +147,6 @@ def time_search_kinds(db: Path, files: dict[str, Path], per_kind: int = 1000, sl
     for kind, file in files.items():
         listed = file.read_text(encoding="utf-8").splitlines()
         lines, warm = listed[:per_kind], listed[per_kind:2 * per_kind]
-        timed = {name: [(ms, line) for ms, line, _ in _timed(db, lines, warm, run)]
-                 for name, run in (("as served", _as_served), ("page and count", _page_and_count))}
-        found[kind] = {
-            **_summary(timed["as served"], slowest),
-            "limit_p99_ms": LIMITS_MS["searches"],
-            "page_and_count": _summary(timed["page and count"], slowest),
-        }
+        timed = {name: [(ms, line) for ms, line, _ in _timed(db, lines, warm, run)] for name, run in _RUNS.items()}
+        found[kind] = _judged(timed, LIMITS_MS["searches"], slowest)
     return found
