@@ -22,7 +22,7 @@ import yaml
 from datasette.app import Datasette
 
 from bench.cpu import cpu_seconds, process_tree
-from bench.servers import pinned
+from bench.servers import pinned, raw_server_command
 from service.datasette.state import cursor_key
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +32,8 @@ SAMPLE_EXPORT = ROOT / "pipeline" / "samples" / "site-export.json"
 #: wrk is one client sending thousands of requests a second: the fair-use limiter
 #: runs on every request (its cost is part of what is measured) but never trips.
 BENCH_RATE_LIMIT = "100000000/second"
+#: The news page of the cached benchmark, and the one each raw ceiling replays.
+NEWS = "/api/v1/news?tag=Science&limit=30"
 
 
 def free_port() -> int:
@@ -79,6 +81,19 @@ def wait_http(url: str, process: subprocess.Popen, timeout: float = 60.0) -> flo
         except httpx.HTTPError:
             time.sleep(0.1)
     raise SystemExit(f"bench: {url} did not answer within {timeout:g} s; see {process.log_path}")
+
+
+def start_raw(procs: Processes, server: str, core: int | None, responses: Path, log_path: Path) -> subprocess.Popen:
+    """The raw ASGI app (:mod:`bench.raw_asgi`) under ``server``, pinned to ``core``, replaying ``responses``.
+
+    Returned once it answers :data:`NEWS`, with its address as ``.base``.
+    """
+    port = free_port()
+    process = procs.start(pinned(core, raw_server_command(server, port)), log_path, cwd=ROOT,
+                          env={**os.environ, "BENCH_RAW_RESPONSES": str(responses)})
+    process.base = f"http://127.0.0.1:{port}"
+    wait_http(process.base + NEWS, process)
+    return process
 
 
 def memory_kb(pid: int) -> dict:

@@ -51,17 +51,16 @@ from pathlib import Path
 import httpx
 
 from bench.feeds import write_feeds
-from bench.harness import Processes, free_port, memory_kb, news_config, qsite, start_qsite, wait_http
+from bench.harness import NEWS, Processes, free_port, memory_kb, news_config, qsite, start_qsite, start_raw, wait_http
 from bench.profiling import profile_serving, py_spy_record, shown, summarise_profile
 from bench.report import RAW_SERVERS, ratios, table, verdicts
-from bench.servers import bench_api, log, pinned, raw_server_command, record_responses
+from bench.servers import bench_api, log, record_responses
 from bench.uncached import bench_uncached
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 RESULTS = BENCH / "results"
 
-NEWS = "/api/v1/news?tag=Science&limit=30"
 COURSES = "/api/v1/courses"
 STATS = "/api/v1/stats"
 #: wrk for the 1 vs 2 workers comparison: as many threads as cores, on any core.
@@ -172,17 +171,7 @@ def bench_serving(args, procs: Processes, work: Path, db: Path, config: Path, re
     item = "/api/v1/news/" + httpx.get(base + NEWS, timeout=10).json()["results"][0]["id"]
     recorded = record_responses(base, {"news": NEWS, "news item": item, "courses": COURSES, "stats": STATS}, work / "responses.json")
     inm = {"If-None-Match": dict((k.lower(), v) for k, v in recorded[NEWS]["headers"])["etag"]}
-    raw = {}
-    for raw_name in RAW_SERVERS:
-        port = free_port()
-        raw[raw_name] = procs.start(
-            pinned(args.server_core, raw_server_command(raw_name, port)),
-            work / f"raw-{raw_name}.log",
-            cwd=ROOT,
-            env={**os.environ, "BENCH_RAW_RESPONSES": str(work / "responses.json")},
-        )
-        raw[raw_name].base = f"http://127.0.0.1:{port}"
-        wait_http(raw[raw_name].base + NEWS, raw[raw_name])
+    raw = {name: start_raw(procs, name, args.server_core, work / "responses.json", work / f"raw-{name}.log") for name in RAW_SERVERS}
     datasette_news = f"/{db_name}/news.json?tag=Science&_size=30&_sort_desc=published_at&_shape=array"
     targets = []
     for name, path, headers, status in (("news", NEWS, None, 200), ("news item", item, None, 200), ("courses", COURSES, None, 200),

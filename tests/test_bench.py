@@ -20,10 +20,9 @@ import pytest
 from bench import raw_asgi
 from bench.cpu import process_tree
 from bench.feeds import FeedServer, content_type, write_feeds
+from bench.harness import NEWS
 from bench.profiling import summarise_profile
 from bench.stalls import stop_now_and_then
-
-NEWS = "/api/v1/news?tag=Science&limit=30"
 
 
 def call(app, path: str, query: bytes = b"", headers=()) -> tuple[int, dict, bytes]:
@@ -161,6 +160,29 @@ def test_a_mix_with_too_few_distinct_requests_stops_with_an_error_not_a_hang():
     assert distinct(iter([1, 2, 1, 3]).__next__, 3, "a mix") == [1, 2, 3]
     with pytest.raises(SystemExit, match="the item mix over 2 items gives only about 2 distinct requests, not 5"):
         distinct(iter([1, 2] * 100).__next__, 5, "the item mix over 2 items")
+
+
+def test_uncached_rates_are_judged_against_the_ceiling_run_in_their_own_rounds():
+    """Issue 27's ratios: each uncached round over the granian raw round run beside it, the median of
+    those; not the medians' ratio, nor the cached rounds' ceiling measured minutes before."""
+    from bench.report import verdicts
+    from bench.uncached import RAW_CEILING, ratio
+
+    def rounds(*rps):
+        return [{"rps": r} for r in rps]
+
+    runs = {"uncached": rounds(2000, 1800, 2600), "uncached search": rounds(1400, 1200, 1700), RAW_CEILING: rounds(20000, 30000, 26000)}
+    vs_raw = {name: ratio(runs[name], runs[RAW_CEILING]) for name in ("uncached", "uncached search")}
+    assert vs_raw["uncached"] == pytest.approx(0.1)  # 0.1, 0.06, 0.1; the medians' ratio would be 2000/26000
+    row = {"p99_ms": 20.0, "rps": 2000.0}
+    results = {
+        "api": {"granian raw news": {"rps": 50000.0}},
+        "uncached": {"targets": {"uncached": row, "uncached search": row}, "vs_datasette": {"uncached": None, "uncached search": None},
+                     "vs_raw": vs_raw, "memory": {"peak_mb": 100.0}},
+    }
+    judged = {row["target"]: row["value"] for row in verdicts(results)}
+    assert judged["uncached distinct pages, 1M items: vs granian raw"] == pytest.approx(0.1)
+    assert judged["uncached news searches, 1M items: vs granian raw"] == pytest.approx(1700 / 26000, abs=1e-3)  # 0.07, 0.04, 0.065
 
 
 def process_state(pid: int) -> str:
