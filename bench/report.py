@@ -218,7 +218,8 @@ def table(results: dict) -> str:
     ing = results.get("ingestion")
     if ing:
         fp = ing["feedparser"]
-        lines.append(f"ingestion of {ing['feeds']} feeds x {ing['items_per_feed']} items ({fp['bytes'] / 1e6:.1f} MB) over loopback:")
+        lines.append(f"ingestion of {ing['feeds']} feeds x {ing['items_per_feed']} items ({fp['bytes'] / 1e6:.1f} MB) over loopback "
+                     "(medians; the ingest ratios are the median of each repeat's against the feedparser run just before it):")
         lines.append(f"  feedparser.parse alone, one process  {fp['seconds']:7.2f} s   1.00x")
         lines.append(f"  fetch alone (pipeline fetcher)       {ing['fetch_only']['seconds']:7.2f} s   {ing['fetch_only']['seconds'] / fp['seconds']:.2f}x")
         lines.append(f"  ingest_news, full (new database)     {ing['full_seconds']:7.2f} s   {ing['full_vs_feedparser']:.2f}x")
