@@ -7,7 +7,8 @@ One run on this machine, in this order:
    over loopback by a separate server process;
 2. ingestion: ``feedparser.parse`` alone over the 100 bodies in one process
    (the reference), the pipeline's fetcher alone over loopback, and the real
-   ``ingest_news`` into a new database, full then unchanged;
+   ``ingest_news`` into a new database, full then unchanged, each repeat of the
+   reference followed by one of the ingest;
 3. the 20,000-item database, built the real way: ``qsite ingest site`` on the
    bundled export, then ``qsite ingest news`` over the 400 loopback feeds;
 4. serving (:func:`bench_serving`): ``qsite serve`` (granian, one worker,
@@ -23,7 +24,8 @@ One run on this machine, in this order:
    takes to show through the API;
 6. the uncached path at a million items (:mod:`bench.uncached`, ``--skip
    uncached`` leaves it out): distinct requests that each miss the response
-   cache, against Datasette's own table JSON for the same queries, the rate
+   cache, against granian raw run in the same rounds and Datasette's own table
+   JSON for the same queries, the rate
    after the server was stopped now and then against the rate before
    (:mod:`bench.stalls`, ``--skip stalls``), and the serving process's memory
    at that size.

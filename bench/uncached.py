@@ -12,7 +12,9 @@
 3. ``qsite serve`` on that database (one worker, limiter on, pinned like the
    cached benchmark's) and ``wrk`` walking each list with
    :file:`bench/wrk_walk.lua`: every run starts where the last one stopped, the
-   four targets in turn, round after round;
+   targets in turn, round after round, each round ending with granian raw
+   replaying a news page of the same database on the same core (the ceiling
+   the rates are judged against, round by round);
 4. the same server under open-loop load (:mod:`bench.open_loop`, k6): the
    highest arrival rate at which p99 stays within 25 ms, for the mix and for
    searches alone, from request lists of their own (``--skip open-loop`` leaves it out);
