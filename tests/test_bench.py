@@ -125,9 +125,11 @@ def test_sql_timing_reads_requests_as_the_api_does(tmp_path):
 
     seeded_database(tmp_path / "site.db").close()
     listed = tmp_path / "requests-api.txt"
-    listed.write_text("/api/v1/news?tag=Science\n/api/v1/news?limit=5\n/api/v1/news?q=qubit+MACHINE\n/api/v1/glossary?q=qubit\n")
+    # four times over: each run times requests of its own, after as many others (bench.sql_timing._slices)
+    listed.write_text("/api/v1/news?tag=Science\n/api/v1/news?limit=5\n/api/v1/news?q=qubit+MACHINE\n/api/v1/glossary?q=qubit\n" * 4)
     timed = time_news_sql(tmp_path / "site.db", [listed])
     assert {kind: row["requests"] for kind, row in timed.items()} == {"pages": 2, "searches": 1}
+    assert {kind: row["page_and_count"]["requests"] for kind, row in timed.items()} == {"pages": 2, "searches": 1}
     assert timed["searches"]["slowest"][0][1] == "/api/v1/news?q=qubit+MACHINE"
     assert all(0 < row["p50_ms"] <= row["p99_ms"] <= row["max_ms"] and row["limit_p99_ms"] == LIMITS_MS[kind] for kind, row in timed.items())
 
@@ -141,7 +143,7 @@ def test_search_kinds_are_timed_apart_and_are_what_they_say(tmp_path):
     from tests.support.known_data import seeded_database
 
     seeded_database(tmp_path / "site.db").close()
-    files = write_search_kinds(tmp_path / "site.db", 12, tmp_path)
+    files = write_search_kinds(tmp_path / "site.db", 24, tmp_path)
     assert list(files) == list(SEARCH_KINDS)
     words = {kind: [parse_qs(urlsplit(line).query)["q"][0] for line in file.read_text().splitlines()] for kind, file in files.items()}
     assert all(len(q.split()) == 1 for kind in ("one word", "a very common word", "a word in no item") for q in words[kind])
@@ -152,6 +154,15 @@ def test_search_kinds_are_timed_apart_and_are_what_they_say(tmp_path):
     timed = time_search_kinds(tmp_path / "site.db", files, per_kind=6)
     assert list(timed) == list(SEARCH_KINDS)
     assert all(row["requests"] == 6 and row["limit_p99_ms"] == LIMITS_MS["searches"] for row in timed.values())
+
+
+def test_the_sql_timing_runs_each_time_requests_of_their_own():
+    """As served, and page and count both, each a first pass over requests the other did not run."""
+    from bench.sql_timing import _slices
+
+    listed = [f"/api/v1/news?limit={n}" for n in range(10)]
+    assert _slices(listed, 2) == {"as served": (listed[0:2], listed[2:4]), "page and count": (listed[4:6], listed[6:8])}
+    assert _slices(listed, 100) == {"as served": (listed[0:2], listed[2:4]), "page and count": (listed[4:6], listed[6:8])}
 
 
 def test_a_mix_with_too_few_distinct_requests_stops_with_an_error_not_a_hang():
