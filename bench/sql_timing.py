@@ -114,6 +114,8 @@ def _summary(found: list[tuple[float, str]], slowest: int) -> dict:
 
 #: The two ways requests are run: as the API builds them (the bound is for this one), and their page and count both.
 _RUNS = {"as served": _as_served, "page and count": _page_and_count}
+#: Requests listed for each one timed: each run's own, and as many before them (:func:`_slices`).
+LISTED_PER_TIMED = 2 * len(_RUNS)
 
 
 def _slices(listed: list[str], count: int) -> dict[str, tuple[list[str], list[str]]]:
@@ -125,7 +127,7 @@ def _slices(listed: list[str], count: int) -> dict[str, tuple[list[str], list[st
     made the run timed second look cheaper than it was. A list shorter than both runs need is
     shared out evenly.
     """
-    count = min(count, len(listed) // (2 * len(_RUNS)))
+    count = min(count, len(listed) // LISTED_PER_TIMED)
     return {name: (listed[2 * i * count:(2 * i + 1) * count], listed[(2 * i + 1) * count:(2 * i + 2) * count])
             for i, name in enumerate(_RUNS)}
 

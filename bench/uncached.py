@@ -43,7 +43,7 @@ from bench.harness import NEWS, Processes, bench_cursor_key, memory_kb, news_con
 from bench.open_loop import bench_open_loop
 from bench.profiling import profile_serving
 from bench.servers import log, record_responses, run_wrk
-from bench.sql_timing import time_news_sql, time_search_kinds
+from bench.sql_timing import LISTED_PER_TIMED, time_news_sql, time_search_kinds
 from bench.stalls import rate_after_stalls
 from db.model import TAGS
 from service.api.bodies import SEARCH_COUNT_MAX, Build, news_filters, with_count_limit
@@ -455,7 +455,7 @@ def bench_uncached(args, procs: Processes, work: Path, results: dict) -> None:
     log("uncached: timing each request's SQL alone (page and count)")
     sql_timing = time_news_sql(db, [targets["uncached"], targets["uncached search"]])
     log("uncached: timing the SQL of each kind of search alone")
-    sql_kinds = time_search_kinds(db, write_search_kinds(db, 4 * SQL_KIND_REQUESTS, work), SQL_KIND_REQUESTS)
+    sql_kinds = time_search_kinds(db, write_search_kinds(db, LISTED_PER_TIMED * SQL_KIND_REQUESTS, work), SQL_KIND_REQUESTS)
     results["uncached"] = {
         "database": built,
         "requests": {mix: len(listed) for mix, listed in requests.items()},
