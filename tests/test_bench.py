@@ -165,6 +165,35 @@ def test_the_sql_timing_runs_each_time_requests_of_their_own():
     assert _slices(listed, 100) == {"as served": (listed[0:2], listed[2:4]), "page and count": (listed[4:6], listed[6:8])}
 
 
+def test_the_queue_model_replays_each_service_time_in_turn_as_planned():
+    """The spin app holds the loop for each recorded time in turn, scaled and capped, and answers that request's size."""
+    from bench.queue_model import planned, spin_app
+
+    assert planned([0.5, 2.0, 1.0], "1") == [0.5, 2.0, 1.0]
+    assert planned([0.5, 2.0, 1.0], "0.5:0.75") == [0.25, 0.75, 0.5]
+    assert planned([0.5, 2.0, 0.5], "flat") == [1.0, 1.0, 1.0]
+    app = spin_app([(0.03, b"ab"), (0.0, b"abcde")])
+    answered = []
+    for _ in range(3):
+        began = time.perf_counter()
+        status, headers, body = call(app, "/api/v1/news", b"q=anything")
+        answered.append((time.perf_counter() - began, status, headers[b"content-length"], body))
+    assert [row[1:] for row in answered] == [(200, b"2", b"ab"), (200, b"5", b"abcde"), (200, b"2", b"ab")]
+    assert answered[0][0] >= 0.03 and answered[2][0] >= 0.03
+
+
+def test_the_queue_model_times_each_request_in_the_app_and_stops_on_one_that_fails(seeded_config, monkeypatch):
+    from bench.harness import BENCH_SECRET
+    from bench.queue_model import service_times
+
+    monkeypatch.setenv("DATASETTE_SECRET", BENCH_SECRET)  # service_times sets it for the lists' cursors: not for later tests
+    timed = service_times(seeded_config, ["/api/v1/news?q=qubit", "/api/v1/news?tag=Science&limit=1", "/api/v1/news?limit=30"], passes=3)
+    assert len(timed) == 3 and all(ms > 0 for ms, _ in timed)
+    assert timed[1][1] < timed[2][1]  # a body's size as the app answered it: one item against every item
+    with pytest.raises(SystemExit, match=r"/api/v1/news\?tag=Nope answered 400 in-process"):
+        service_times(seeded_config, ["/api/v1/news?tag=Nope"])
+
+
 def test_a_mix_with_too_few_distinct_requests_stops_with_an_error_not_a_hang():
     from bench.uncached import distinct
 
