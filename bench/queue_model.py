@@ -15,12 +15,15 @@ by more than their rate alone says. This tool tells the two causes apart:
    request's size; and, side by side in the same rounds, ``qsite serve`` on
    the list itself. Both pinned as in ``make bench``.
 
-If the model's p99 matches qsite's, granian and the event loop add no disorder
-of their own and the p99 is the spread of the work. The times can also be
+Read the figures by rate: the median of three passes is a warm one, and a
+neighbour's load moves the in-process timing too, so the model at ``1`` runs
+somewhat faster or slower than qsite. If, at the same rate, the model's p99
+matches qsite's, granian and the event loop add no disorder of their own and
+the p99 is the spread of the work. The times can also be
 replayed scaled (``0.85``), scaled and capped (``0.85:1.5``: none over
 1.5 ms) or all alike (``flat``: each the mean, so the p99's distance from the
 mean is the server's own), which says what a change to the work would buy
-before it is built. What it found: ``bench/README.md`` (2026-11-27, morning).
+before it is built. What it found: ``bench/README.md`` (2026-11-27, 07:00).
 
 Run by hand, on the database and lists that ``bench/run.sh --keep`` left in its
 work folder (it is not part of ``make bench``)::
