@@ -43,12 +43,19 @@ import sys
 import time
 from pathlib import Path
 
-from bench.harness import BENCH_SECRET, ROOT, Processes, free_port, start_qsite, wait_http
+from bench.harness import (
+    BENCH_SECRET,
+    ROOT,
+    Processes,
+    free_port,
+    start_qsite,
+    wait_http,
+)
 from bench.servers import pinned, raw_server_command, run_wrk
 
 #: The file of service times (``ms bytes``, a line a request) the spin app replays.
 TIMES_ENV = "BENCH_SPIN_TIMES"
-#: ``scale`` or ``scale:cap_ms``: how the spin app changes each time before it spins.
+#: ``scale``, ``scale:cap_ms`` or ``flat``: how the spin app changes each time before it spins (:func:`planned`).
 PLAN_ENV = "BENCH_SPIN_PLAN"
 
 
@@ -92,7 +99,7 @@ def service_times(config: Path, listed: list[str], passes: int = 1) -> list[tupl
             path, _, query = line.partition("?")
             sent = []
 
-            async def send(message):
+            async def send(message, sent=sent):
                 sent.append(message)
 
             scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
@@ -182,7 +189,7 @@ def main(argv: list[str] | None = None) -> None:
     procs = Processes()
     results: dict[str, list] = {"qsite": [], **{f"model {plan}": [] for plan in args.plans}}
     try:
-        qsite_server, qsite_base, _ = start_qsite(args, procs, args.list.parent, "queue-model", args.config, 1, args.server_core)
+        _, qsite_base, _ = start_qsite(args, procs, args.list.parent, "queue-model", args.config, 1, args.server_core)
         models = {}
         for plan in args.plans:
             port = free_port()
@@ -196,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
             measured = run_wrk(args, qsite_base, args.seconds, walk=(args.list, position))
             position = measured["walked_to"]
             if position > len(listed) - args.timed:
-                raise SystemExit(f"bench: qsite's walk reached the requests timed in-process; fewer --rounds or --seconds")
+                print("bench: qsite's walk reached the requests timed in-process; fewer --rounds or --seconds", file=sys.stderr)
             results["qsite"].append(_summary(measured, args.connections))
             for name, base in models.items():
                 results[name].append(_summary(run_wrk(args, base + "/", args.seconds), args.connections))
