@@ -166,18 +166,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=8, help="seconds of load per server per round (default 8)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=32)
-    parser.add_argument("--server-core", type=int, default=0, help="core the servers (and the in-process timing) run on")
-    parser.add_argument("--client-core", type=int, default=1, help="core wrk runs on")
+    parser.add_argument("--server-core", type=int, default=0, help="core the servers (and the in-process timing) run on (-1: none)")
+    parser.add_argument("--client-core", type=int, default=1, help="core wrk runs on (-1: none)")
     parser.add_argument("--out", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     args.threads = 1
+    # as bench/run.py reads them: no core is None, which pinned() and start_qsite() take as no pinning
+    args.server_core = None if args.server_core < 0 else args.server_core
+    args.client_core = None if args.client_core < 0 else args.client_core
     listed = args.list.read_text(encoding="utf-8").splitlines()
     if len(listed) < 2 * args.timed:
         raise SystemExit(f"bench: {args.list} has {len(listed)} requests; the model needs twice --timed ({args.timed})")
     # From the end of the list: qsite's rounds walk it from the start, so neither meets the other's URLs warm.
     # On the server's core, where qsite's worker runs them.
     cores = os.sched_getaffinity(0)
-    if args.server_core >= 0:
+    if args.server_core is not None:
         os.sched_setaffinity(0, {args.server_core})
     timed = service_times(args.config, listed[-args.timed:], args.passes)
     os.sched_setaffinity(0, cores)
