@@ -266,6 +266,16 @@ def table(results: dict) -> str:
 
 
 
+def held_line(held: dict | None) -> list[str]:
+    """What of the million-item database was held in the page cache, and what was read from the disk all the same."""
+    if held is None:  # results from before 2026-11-27's vmtouch
+        return []
+    if not held["held_mb"]:
+        return [f"database NOT held in the page cache ({held['why']}): its SQL timing may time the disk"]
+    return [f"database held in the page cache (vmtouch -l, {held['held_mb']:.0f} MB); read from the disk all the same: "
+            f"by the server {held.get('server_disk_read_mb', 0):.1f} MB, by the SQL timing {held.get('sql_timing_disk_read_mb', 0):.1f} MB"]
+
+
 def uncached_table(uncached: dict) -> list[str]:
     db = uncached["database"]
     requests = uncached["requests"]
@@ -273,6 +283,7 @@ def uncached_table(uncached: dict) -> list[str]:
         f"uncached: {db['items']:,} news items {db['news_by_tag']} ({db['db_mb']:.0f} MB), built in {db['seconds']:.0f} s; "
         f"{requests['pages']:,} distinct page requests ({uncached['share_news_search']:.0%} news searches, {uncached['share_glossary']:.0%} glossary searches), "
         f"{requests['search']:,} news searches",
+        *held_line(uncached.get("held_in_page_cache")),
         f"{'target':<30} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>8} {'errors':>6} {'walked':>7}",
     ]
     for name, row in uncached["targets"].items():

