@@ -272,8 +272,14 @@ def held_line(held: dict | None) -> list[str]:
         return []
     if not held["held_mb"]:
         return [f"database NOT held in the page cache ({held['why']}): its SQL timing may time the disk"]
-    return [f"database held in the page cache (vmtouch -l, {held['held_mb']:.0f} MB); read from the disk all the same: "
-            f"by the server {held.get('server_disk_read_mb', 0):.1f} MB, by the SQL timing {held.get('sql_timing_disk_read_mb', 0):.1f} MB"]
+    return [f"database held in the page cache (vmtouch -l, {held['held_mb']:.0f} MB); the server read "
+            f"{held['server_disk_read_mb']:.1f} MB from the disk all the same"]
+
+
+def disk_reads(timing: dict) -> str:
+    """How many of a timing's requests read the disk (their statements, not the page cache), when any did."""
+    read = timing.get("read_from_disk") or {}
+    return f"; {read['requests']} read {read['kb']:,} kB from the disk" if read.get("requests") else ""
 
 
 def uncached_table(uncached: dict) -> list[str]:
@@ -319,13 +325,14 @@ def uncached_table(uncached: dict) -> list[str]:
             f"SQL alone, {kind} ({timing['requests']:,}, as served): p50 {timing['p50_ms']:.2f} ms, "
             f"p99 {timing['p99_ms']:.2f} ms, max {timing['max_ms']:.2f} ms; slowest: {timing['slowest'][0][1]}"
             + (f"; page and count both: p50 {both['p50_ms']:.2f} ms, p99 {both['p99_ms']:.2f} ms" if both else "")
+            + disk_reads(timing)
         )
     for kind, timing in (uncached.get("sql_search_kinds_ms") or {}).items():
         both = timing["page_and_count"]
         lines.append(
             f"SQL alone, searches of {kind} ({timing['requests']:,}, as served): p50 {timing['p50_ms']:.2f} ms, "
             f"p99 {timing['p99_ms']:.2f} ms, max {timing['max_ms']:.2f} ms; page and count both: p99 {both['p99_ms']:.2f} ms; "
-            f"slowest: {timing['slowest'][0][1]}"
+            f"slowest: {timing['slowest'][0][1]}" + disk_reads(timing)
         )
     lines.append(f"serving process at {db['items']:,} items: peak RSS (VmHWM) {memory['peak_mb']:.1f} MB, RSS {memory['rss_mb']:.1f} MB"
                  + (f"; after the open loop's overload steps {memory['after_open_loop_peak_mb']:.1f} MB"

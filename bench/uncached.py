@@ -458,12 +458,9 @@ def bench_uncached(args, procs: Processes, work: Path, results: dict) -> None:
     held["server_disk_read_mb"] = round((disk_read_bytes(server.pid) - server_read_before) / 1e6, 1)
     procs.stop(server)  # the SQL is timed alone, with the cores to itself
     log("uncached: timing each request's SQL alone (page and count)")
-    timing_read_before = disk_read_bytes()
     sql_timing = time_news_sql(db, [targets["uncached"], targets["uncached search"]])
     log("uncached: timing the SQL of each kind of search alone")
     sql_kinds = time_search_kinds(db, write_search_kinds(db, LISTED_PER_TIMED * SQL_KIND_REQUESTS, work), SQL_KIND_REQUESTS)
-    # what the timing read from the disk, not the page cache (none, when the file was held)
-    held["sql_timing_disk_read_mb"] = round((disk_read_bytes() - timing_read_before) / 1e6, 1)
     if holder is not None:
         procs.stop(holder)
     results["uncached"] = {

@@ -134,6 +134,30 @@ def test_sql_timing_reads_requests_as_the_api_does(tmp_path):
     assert all(0 < row["p50_ms"] <= row["p99_ms"] <= row["max_ms"] and row["limit_p99_ms"] == LIMITS_MS[kind] for kind, row in timed.items())
 
 
+@pytest.mark.requires("fincore")
+def test_sql_timing_counts_what_a_statement_read_from_the_disk(tmp_path):
+    """A statement that read pages from the disk, not the page cache, is counted: it timed the disk, not SQL."""
+    from bench.sql_timing import TimedConnection
+    from service.api.reader import connect_read_only
+    from tests.support.known_data import seeded_database
+
+    db = tmp_path / "site.db"
+    seeded_database(db).close()
+    with open(db, "rb+") as file:
+        os.fsync(file.fileno())  # written back, so the kernel may drop its pages
+    _drop_from_cache(db)
+    if _resident_pages(db):
+        pytest.skip(f"{tmp_path} is on a filesystem whose pages stay in memory (tmpfs): no disk to read")
+    timed = TimedConnection(connect_read_only(db))
+    try:
+        timed.execute("select count(*), sum(length(summary)) from news", {})
+        assert timed.read >= 4096 and timed.spent > 0  # the table's pages, read from the disk
+        timed.read = 0
+        assert timed.execute("select count(*), sum(length(summary)) from news", {}).fetchall() and timed.read == 0  # now cached
+    finally:
+        timed.conn.close()
+
+
 def test_search_kinds_are_timed_apart_and_are_what_they_say(tmp_path):
     """Each kind of q the guard times apart: its words, and a word in no item finds nothing."""
     from urllib.parse import parse_qs, urlsplit
