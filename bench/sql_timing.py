@@ -21,6 +21,11 @@ kept: ``as served`` is the one the bound is for, and ``page and count`` runs
 both queries for every request on a connection of its own, warmed the same way,
 as this guard did before counts rode along in cursors: a request's SQL at its most.
 The two time different requests of the same list (:func:`_slices`), each a first pass.
+
+A first pass on this bench's VM also read from the disk pages the VM had dropped from the
+page cache, which was most of what the guard's p99 missed by (0.75 to 0.89 ms, against 0.29
+to 0.38 ms with the file held): ``make bench`` holds the database in the page cache
+(:func:`bench.harness.hold_resident`), and each request's reads from the disk are counted.
 """
 
 from __future__ import annotations
@@ -134,8 +139,9 @@ def _slices(listed: list[str], count: int) -> dict[str, tuple[list[str], list[st
     """Each run's requests and the requests before them on its connection: ``count`` of each, none shared.
 
     Each run times requests of its own, a first pass over them as a server's distinct URLs are:
-    the same requests run again find their pages in the caches the first run left (at a million
-    items, 2,000 pages: p99 0.33 to 0.42 ms the second time, 0.45 to 1.16 ms the first), which
+    the same requests run again find their pages in the caches the first run left, the page
+    cache among them (at a million items, 2,000 pages, the file not held: p99 0.33 to 0.42 ms
+    the second time, 0.45 to 1.16 ms the first), which
     made the run timed second look cheaper than it was. A list shorter than both runs need is
     shared out evenly.
     """
