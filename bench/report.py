@@ -272,8 +272,8 @@ def held_line(held: dict | None) -> list[str]:
         return []
     if not held["held_mb"]:
         return [f"database NOT held in the page cache ({held['why']}): its SQL timing may time the disk"]
-    return [f"database held in the page cache (vmtouch -l, {held['held_mb']:.0f} MB); the server read "
-            f"{held['server_disk_read_mb']:.1f} MB from the disk all the same"]
+    return [(f"database held in the page cache (vmtouch -l, {held['held_mb']:.0f} MB); the server read "
+             f"{held['server_disk_read_mb']:.1f} MB from the disk all the same")]
 
 
 def disk_reads(timing: dict) -> str:
