@@ -51,8 +51,13 @@ _PARSER = lxml.html.HTMLParser(
 
 
 def one_line(text: str | None) -> str:
-    """``text`` with every run of whitespace made one space, trimmed."""
-    return " ".join(text.split()) if text else ""
+    """``text`` with every run of whitespace made one space, trimmed, and no U+FEFF.
+
+    U+FEFF (a byte order mark) inside text is an editor's leftover, invisible
+    but not whitespace (FC Utrecht's ``Column: \\ufeffWat een wedstrijd``); as a
+    joiner it has been deprecated since Unicode 3.2 (U+2060 took its place).
+    """
+    return " ".join(text.replace("\ufeff", "").split()) if text else ""
 
 
 def html_to_text(markup: str | None) -> str:

@@ -42,6 +42,20 @@ def test_feedparser_dates_that_agree_are_kept_and_wrong_ones_replaced():
     assert reader.read({"updated": "Mon, 26 Sept 2005 21:46:23+0900"}) == utc(2005, 9, 26, 12, 46, 23)
 
 
+@pytest.mark.parametrize(
+    "raw, parsed, expected",
+    [
+        # NBC New York's pubDate (tests/data/realfeeds/nbc-new-york.rss): feedparser reads 02:02:33
+        ("Sat, Dec 16 2023 02:02:33 PM", utc(2023, 12, 16, 2, 2, 33), utc(2023, 12, 16, 14, 2, 33)),
+        ("Sat, 16 Dec 2023 02:02:33 pm +0100", utc(2023, 12, 16, 1, 2, 33), utc(2023, 12, 16, 13, 2, 33)),
+        ("Sat, Dec 16 2023 12:30:00 AM", utc(2023, 12, 16, 12, 30), utc(2023, 12, 16, 0, 30)),
+        ("12/16/2023 7:03 a.m.", None, utc(2023, 12, 16, 7, 3)),
+    ],
+)
+def test_a_time_on_a_12_hour_clock_is_read_with_its_am_or_pm(raw, parsed, expected):
+    assert DateReader("en-us").read(entry(raw, parsed)) == expected
+
+
 def test_other_languages_are_read_by_the_fallback():
     assert DateReader("pt-br").read(entry("Seg, 24 Set 2018 19:42:40 -0300")) == utc(2018, 9, 24, 22, 42, 40)
     assert DateReader("en").read(entry("พฤ., 03 พ.ย. 2005 21:24:18 +0000")) == utc(2005, 11, 3, 21, 24, 18)

@@ -108,7 +108,7 @@ def test_same_body_is_not_parsed_and_a_change_updates_without_moving_dates(http_
     changed = THREE.replace(b"Gamma gates", b"Gamma gates, corrected").replace(day(2).encode(), day(9).encode())
     http_server.routes["/feed"] = Reply(200, changed)
     reports, db = news()
-    assert reports["T"].counts == {"new": 0, "updated": 1, "unchanged": 2, "skipped": 0, "duplicates": 0}
+    assert reports["T"].counts == {"new": 0, "updated": 1, "unchanged": 2, "skipped": 0, "duplicates": 0, "repeated": 0}
     after = {row[1]: row for row in rows(db)}
     gamma_before, gamma = before["https://t.example/c"], after["https://t.example/c"]
     assert gamma[2] == "Gamma gates, corrected"
@@ -399,7 +399,7 @@ def test_ingest_runs_and_reports_per_source(http_server, news):
     runs = {row[0]: row[1:] for row in db.execute("SELECT source, status, counts, finished_at FROM ingest_runs WHERE kind = 'news'")}
     assert runs["Ok"][0] == "ok" and json.loads(runs["Ok"][1])["new"] == 3 and runs["Ok"][2]
     assert runs["Missing"][0] == "failed"
-    assert reports["Ok"].line() == "news Ok: ok (new 3, updated 0, unchanged 0, skipped 0, duplicates 0)"
+    assert reports["Ok"].line() == "news Ok: ok (new 3, updated 0, unchanged 0, skipped 0, duplicates 0, repeated 0)"
 
 
 # --- the command line ---------------------------------------------------------------------------
@@ -412,7 +412,7 @@ def test_cli_exit_codes_and_lines(http_server, make_config, qsite):
     path = make_config(news={"sources": [good]})
     done = qsite("ingest", "news", "--config", str(path))
     assert done.returncode == 0, done.stderr
-    assert "news Good: ok (new 3, updated 0, unchanged 0, skipped 0, duplicates 0)" in done.stdout
+    assert "news Good: ok (new 3, updated 0, unchanged 0, skipped 0, duplicates 0, repeated 0)" in done.stdout
 
     path = make_config(news={"sources": [good, {"name": "Bad", "url": http_server.url("/missing"), "tag": "Industry"}]})
     done = qsite("ingest", "news", "--config", str(path))

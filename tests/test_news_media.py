@@ -44,6 +44,11 @@ def test_feed_media_reads_as_its_golden(feed):
         ("Doe, Jane", "Doe, Jane"),
         ("A (a@x.org), B", "A, B"),
         ("Η ΝΑΥΤΕΜΠΟΡΙΚΗ", "Η ΝΑΥΤΕΜΠΟΡΙΚΗ"),
+        ("Jane (Editor)", "Jane (Editor)"),  # a name's own brackets stay
+        ("Jane (Editor) (jane@x.org)", "Jane (Editor)"),
+        ("Nick Ames (now), Ben Fisher (earlier)", "Nick Ames (now), Ben Fisher (earlier)"),
+        ("(Jane Doe)", "Jane Doe"),
+        ("[Jane Doe", "Jane Doe"),
     ],
 )
 def test_author_names_never_keep_an_email_address(written, name):
@@ -61,6 +66,11 @@ def test_no_golden_author_holds_an_address_and_every_image_is_a_web_link():
     # RSS "email (Name)" keeps the name; a bare address is no author at all.
     assert by_file["acnnewswire-ko.rss"][0]["authors"] == ["Tim Mckinnon"]
     assert all(item["authors"] == [] for item in by_file["kinder-ru.rss"])
+    # feedparser's own split of "email (Name)" cuts a domain ending longer than four letters
+    assert all(item["authors"] == ["Jonas Große Sundrup"] for item in by_file["insanity-industries.rss"])
+    # an Atom entry without an author has its feed's; an RSS item never its channel's managingEditor
+    assert all(item["authors"] == ["Russ Cox"] for item in by_file["research-rsc.atom"])
+    assert all(item["authors"] == [] for item in by_file["apology-line-podcast.rss"])  # its channel: "iwonder@wondery.com (Wondery)"
     # The widest of the Guardian's sizes; never a podcast's show art repeated in its episodes.
     assert "w=460" in by_file["guardian-us.rss"][0]["image_url"]
     assert all(item["image_url"] is None for item in by_file["apology-line-podcast.rss"])

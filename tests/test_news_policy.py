@@ -112,7 +112,7 @@ def test_the_retention_cutoff():
     assert policy.retention_cutoff(30, STARTED) == "2025-02-08T12:00:00Z"
 
 
-def test_merge_items_sorts_new_updated_unchanged_duplicates_and_too_old():
+def test_merge_items_sorts_new_updated_unchanged_duplicates_repeats_and_too_old():
     lab = [stored(1), stored(2)]  # 1 unchanged; 2's tag changes below
     items = [
         item(1),
@@ -125,7 +125,8 @@ def test_merge_items_sorts_new_updated_unchanged_duplicates_and_too_old():
     changes = policy.merge_items(items, known(*lab, urls={"https://lab.example/3": "Other"}), "Lab", cutoff="2025-01-01T00:00:00Z")
     assert changes.new == [(item_id("https://lab.example/4"), item(4))]
     assert changes.updated == [("id2", item(2, tag="Industry"), "2025-03-09T08:00:00Z")]
-    assert changes.counts == {"new": 1, "updated": 1, "unchanged": 1, "skipped": 1, "duplicates": 2}
+    # another source's story is a duplicate; an entry listed twice in one feed is repeated
+    assert changes.counts == {"new": 1, "updated": 1, "unchanged": 1, "skipped": 1, "duplicates": 1, "repeated": 1}
     assert policy.merge_items([item(5, published="2024-01-01T00:00:00Z")], known(), "Lab", None).new  # no cutoff keeps it
 
 

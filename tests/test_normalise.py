@@ -123,6 +123,12 @@ def test_plain_text_values_are_never_decoded_again():
     assert text_of("A <b>b</b>", "application/xhtml+xml") == "A b"
 
 
+def test_a_byte_order_mark_inside_text_is_dropped():
+    # FC Utrecht's title (tests/data/realfeeds/fc-utrecht.rss), and the same in HTML
+    assert text_of("Column: \ufeffWat een wedstrijd", "text/plain") == "Column: Wat een wedstrijd"
+    assert text_of("<p>\ufeffWat</p> een", "text/html") == "Wat een"
+
+
 @given(st.text(max_size=2000))
 @pytest.mark.slow
 def test_shorten_never_exceeds_the_limit(text):

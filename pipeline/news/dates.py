@@ -3,8 +3,10 @@
 feedparser reads the date formats feeds are meant to use (RFC 822, RFC 3339
 and their usual misspellings), but reads some others wrong without a word
 (``2020/1/10 14:33:00`` comes out as 2020-11-01) and gives up on dates
-written in another language (``Seg, 24 Set 2018 19:42:40 -0300``). So every
-date it reads is checked against the raw text (:func:`agrees`), and a date
+written in another language (``Seg, 24 Set 2018 19:42:40 -0300``). It also
+reads a 12-hour clock's time as if it were 24-hour (``02:02:33 PM`` as 02:02:33),
+so a time with AM or PM after it is never taken from it. Every other date it
+reads is checked against the raw text (:func:`agrees`), and a date
 it could not read, or read wrong, is given to `dateparser
 <https://dateparser.readthedocs.io/>`_, a multilingual parser, whose answer is
 checked the same way. A date neither reads right is no date: the item gets
@@ -30,6 +32,8 @@ FALLBACK_BUDGET = 2.0
 MAX_DATE_TEXT = 100
 
 _DIGITS = re.compile(r"\d+")
+#: A time on a 12-hour clock: ``2:02 PM``, ``02:02:33pm``, ``7:03 a.m.``.
+_TWELVE_HOUR_TIME = re.compile(r"\d:\d\d(?::\d\d)?\s*[ap]\.?m\b\.?", re.IGNORECASE)
 _LETTER = re.compile(r"[^\W\d_]")
 
 #: dateparser settings: absolute dates only (never "2 hours ago" or a bare time, which would
@@ -105,7 +109,7 @@ class DateReader:
             raw = entry.get(raw_key)
             if not isinstance(raw, str) or not raw.strip():
                 continue
-            moment = _from_struct(entry.get(parsed_key))
+            moment = None if _TWELVE_HOUR_TIME.search(raw) else _from_struct(entry.get(parsed_key))
             if moment is not None and agrees(moment, raw):
                 return moment
             moment = self.fallback(raw.strip())

@@ -22,6 +22,7 @@ from pipeline.news.dates import DateReader
 from pipeline.news.encoding import check_encoding
 from pipeline.news.media import feed_logos
 from pipeline.news.normalise import FeedContext, normalise_entry, parse_time, shared_links
+from pipeline.news.people import entry_authors
 from pipeline.store.records import Item
 from pipeline.news.tracking import providers
 from pipeline.news.urls import canonical_url, is_web_link
@@ -133,6 +134,8 @@ def feed_context(parsed, job: FeedJob) -> FeedContext:
         legacy=job.legacy,
         shared_links=shared_links(parsed.entries, base),
         logos=feed_logos(parsed.feed, base),
+        # RFC 4287 4.2.1: an Atom feed's authors are its entries' when they name none; RSS has no such rule
+        authors=entry_authors(parsed.feed) if parsed.get("version", "").startswith("atom") else (),
     )
 
 

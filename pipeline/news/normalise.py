@@ -45,7 +45,8 @@ FUTURE_TOLERANCE = timedelta(days=1)
 #: The version of these rules. Part of each source's stored content key
 #: (:func:`pipeline.news.policy.content_key`), so that a new version reads every feed again once.
 #: 3: an entry keyed by its link alone unless the link repeats in the document; items carry their image and authors.
-RULES_VERSION = 3
+#: 4: an Atom entry without an author has its feed's; a time on a 12-hour clock keeps its AM or PM.
+RULES_VERSION = 4
 
 #: :func:`canonical_url`, remembered: an entry's ``link`` is usually also its first ``alternate`` link.
 _canonical = functools.lru_cache(maxsize=2048)(canonical_url)
@@ -73,6 +74,8 @@ class FeedContext:
     shared_links: frozenset[str] = frozenset()
     #: The feed's own pictures (:func:`pipeline.news.media.feed_logos`): never an item's image.
     logos: frozenset[str] = frozenset()
+    #: The authors of an entry that names none (an Atom feed's own ``<author>``; :mod:`pipeline.news.people`).
+    authors: tuple[str, ...] = ()
 
 
 def classify(
@@ -229,5 +232,5 @@ def normalise_entry(entry: Mapping, context: FeedContext) -> Item | None:
         legacy_id=legacy_id(entry.get("link"), context.base) if context.legacy else None,
         key_from_text=key_from_text,
         image_url=entry_image(entry, context.base, context.logos),
-        authors=entry_authors(entry),
+        authors=entry_authors(entry) or context.authors,
     )

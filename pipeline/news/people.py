@@ -3,12 +3,19 @@
 feedparser gathers an entry's Atom ``<author>`` elements, its RSS ``<author>``
 and ``dc:creator`` and its ``itunes:author`` into ``authors``, each a name and
 an email where it could tell them apart (RSS writes ``jane@x.org (Jane Doe)``).
+Its own split of ``email (Name)`` only knows domain endings of two to four
+letters (``jonas@insanity.industries (Jonas)`` came out as the name ``stries
+(Jonas``), so an author it split out of the entry's ``author`` text is read
+again from that text. An Atom entry with no author of its own has its feed's
+(RFC 4287, 4.2.1); an RSS channel's ``managingEditor`` is no item's author.
+
 Only names are kept, and cleaned: an email address anywhere in a name is
 removed with what encloses it (``Jane Doe <jane@x.org>`` is ``Jane Doe``), and
 what is left with no letter or digit (a bare address) is dropped. Names are
 kept as written otherwise (``Doe, Jane`` is one name: no list is split on
-commas), once each (ignoring letter case), at most :data:`~db.model.AUTHORS_MAX` of
-them and :data:`~db.model.AUTHOR_CHARS` characters each.
+commas; ``Jane (Editor)`` keeps its brackets), once each (ignoring letter
+case), at most :data:`~db.model.AUTHORS_MAX` of them and
+:data:`~db.model.AUTHOR_CHARS` characters each.
 """
 
 from __future__ import annotations
@@ -27,26 +34,54 @@ _LOOSE_SEPARATOR = re.compile(r"\s+([,;])")
 #: A web address alone is no one's name (some feeds put the site's URL in ``dc:creator``).
 _BARE_LINK = re.compile(r"https?://\S*", re.IGNORECASE)
 #: What a name may not start or end with once an address is gone from it.
-_EDGES = " \t,;:-/|()<>[]"
+_EDGES = " \t,;:-/|"
+#: Brackets, each opening one with its closing one: a name loses a pair that encloses it whole, or
+#: one an address left unpaired at its edge, and keeps a pair of its own (``Jane (Editor)``).
+_CLOSING = {"(": ")", "<": ">", "[": "]"}
 
 
 def clean_name(name: object) -> str | None:
     """``name`` without email addresses, on one line; ``None`` when no name is left."""
     if not isinstance(name, str):
         return None
-    text = _LOOSE_SEPARATOR.sub(r"\1", one_line(_EMAIL.sub(" ", name))).strip(_EDGES).strip()
+    text = _unbracketed(_LOOSE_SEPARATOR.sub(r"\1", one_line(_EMAIL.sub(" ", name))))
     if not any(char.isalnum() for char in text) or _BARE_LINK.fullmatch(text):
         return None
     return shorten(text, AUTHOR_CHARS)
 
 
+def _unbracketed(text: str) -> str:
+    """``text`` without separators at its edges, and without brackets enclosing it whole or left unpaired there."""
+    openings = {closing: opening for opening, closing in _CLOSING.items()}
+    while text := text.strip(_EDGES):
+        first, last = text[0], text[-1]
+        if _CLOSING.get(first) == last and first not in text[1:-1] and last not in text[1:-1]:
+            text = text[1:-1]  # (Jane Doe), from "jane@x.org (Jane Doe)"
+        elif last in _CLOSING or (last in openings and openings[last] not in text):
+            text = text[:-1]
+        elif first in openings or (first in _CLOSING and _CLOSING[first] not in text):
+            text = text[1:]
+        else:
+            break
+    return text
+
+
 def entry_authors(entry: Mapping) -> tuple[str, ...]:
-    """The entry's author names, cleaned, in the feed's order."""
-    raw = [author.get("name") for author in entry.get("authors") or () if isinstance(author, Mapping)]
+    """The entry's (or a feed's) author names, cleaned, in the feed's order."""
+    written = entry.get("author")
+    raw = [_written_name(author, written) for author in entry.get("authors") or () if isinstance(author, Mapping)]
     if not raw:
-        raw = [entry.get("author")]
+        raw = [written]
     names: dict[str, str] = {}
     for name in map(clean_name, raw):
         if name and name.casefold() not in names and len(names) < AUTHORS_MAX:
             names[name.casefold()] = name
     return tuple(names.values())
+
+
+def _written_name(author: Mapping, written: object) -> object:
+    """``author``'s name; the text it was split from when its email is in that text (:func:`clean_name` splits it again)."""
+    email = author.get("email")
+    if isinstance(email, str) and email and isinstance(written, str) and email in written:
+        return written
+    return author.get("name")

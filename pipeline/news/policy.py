@@ -178,7 +178,8 @@ def merge_items(
     key). Else, if another source holds its URL, it is that source's story
     (a duplicate); else it is new, with id :func:`pipeline.store.records.item_id`
     of its URL, or of URL and key when that id is taken (one URL, many entries).
-    An entry key repeated within the feed counts once. An entry without guid
+    An entry key repeated within the feed counts once (its repeats are counted
+    as ``repeated``). An entry without guid
     or enclosure is keyed by its link alone, or by link and title while the
     link is shared (:func:`pipeline.news.normalise.entry_key`), so its key
     changes when its link starts or stops being shared, when a shared entry's
@@ -198,7 +199,7 @@ def merge_items(
     25). An entry first seen on a later read appeared since the read before, so
     the time first seen is within one ingest interval of its real date.
     """
-    changes = ItemChanges(counts={"new": 0, "updated": 0, "unchanged": 0, "skipped": 0, "duplicates": 0})
+    changes = ItemChanges(counts={"new": 0, "updated": 0, "unchanged": 0, "skipped": 0, "duplicates": 0, "repeated": 0})
     counts, seen, claimed, taken = changes.counts, set(), set(), set()
     items = list(items)
     if first_read:
@@ -206,7 +207,7 @@ def merge_items(
     keys, per_url = {item.key for item in items}, Counter(item.url for item in items)
     for item in items:
         if item.key in seen:
-            counts["duplicates"] += 1
+            counts["repeated"] += 1  # the feed lists one entry twice (or gives two posts one guid)
             continue
         seen.add(item.key)
         old = known.by_key.get(item.key)
