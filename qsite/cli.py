@@ -254,7 +254,7 @@ def schedule_command(config, wait, grace, run_now):
 
 @cli.command(name="status")
 @common_options
-@click.option("--json", "as_json", is_flag=True, help="Print stable JSON (keys documented in the README) instead of a table.")
+@click.option("--json", "as_json", is_flag=True, help="Print stable JSON (keys in docs/operating.md) instead of a table.")
 def status_command(config, as_json):
     """Show each source's last fetch, the site export's last run, the totals and the data version. Example: qsite status --json"""
     if not config.database_path.exists():

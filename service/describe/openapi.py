@@ -320,7 +320,7 @@ def build_document(max_age: int) -> dict:
             "description": (
                 "Course catalog (with sections and slide counts, never quiz content), glossary, news items with their "
                 "publishers, and site totals. GET and HEAD only, no authentication; any other method is answered with "
-                "405 and Allow: GET, HEAD (see x-other-methods). HEAD and the CORS preflight (OPTIONS) are HTTP "
+                "405 and Allow: GET, HEAD, OPTIONS (see x-other-methods). HEAD and the CORS preflight (OPTIONS) are HTTP "
                 "mechanics, not operations: HEAD answers as GET with the same status and headers and no body (x-head), "
                 "OPTIONS with 204 and the CORS headers (x-preflight). Responses are cached; every 200 carries a strong "
                 "ETag, Cache-Control and (for data) Last-Modified = updated_at, and answers If-None-Match / "
@@ -342,8 +342,8 @@ def build_document(max_age: int) -> dict:
         "paths": _paths(),
         "x-other-methods": {
             "methods": list(OTHER_METHODS),
-            "description": "Every other method (POST, PUT, PATCH, DELETE, TRACE and any other) is answered anywhere on "
-            "this instance with 405 method-not-allowed and Allow: GET, HEAD; none of them is an operation here. They "
+            "description": "Every other method (POST, PUT, PATCH, DELETE, TRACE and any other) is answered under "
+            "/api/v1 with 405 method-not-allowed and Allow: GET, HEAD, OPTIONS; none of them is an operation here. They "
             "count against the rate limit too.",
             # inline, not a component: no path refers to it, and generators warn of unused components
             "responses": {
