@@ -360,6 +360,9 @@ def logging_config(level: int) -> dict:
         "loggers": {
             GRANIAN_LOGGER: {"handlers": ["stderr"], "level": name, "propagate": False},
             "granian.access": {"handlers": [], "level": "CRITICAL", "propagate": False},
+            # one line per message sent to a client that has gone, naming no request (granian#650);
+            # service.http.disconnects stops such a response instead
+            "_granian.asgi.io": {"level": "WARNING"},
         },
     }
 

@@ -28,6 +28,7 @@ from datasette.utils.asgi import Base400
 from datasette.views.base import DatasetteError
 from markupsafe import Markup
 
+from service.http.disconnects import ClientGone
 from service.http.problems import ALLOWED_METHODS, API_PREFIX
 
 log = logging.getLogger("qsite.errors")
@@ -123,6 +124,8 @@ def handle_exception(datasette, request, exception):
     for the two 0.65 faults in the module docstring.
     """
     others = list((yield) or ())
+    if isinstance(exception, ClientGone):
+        raise exception  # a stream whose client left: nothing to answer or log (service/datasette/plugin.py ends it)
     theirs = [answer for answer in others if not is_datasette_default(answer)]
     if theirs and not is_qsite_path(request.path):
         result = theirs

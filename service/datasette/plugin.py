@@ -46,6 +46,7 @@ from service.datasette.handler import Api
 from service.datasette.metadata import CONFIG_PATH, configured_queries
 from service.datasette.state import held_api, instance, serving_api, sql_budget
 from service.describe.docs import TEMPLATES_DIR
+from service.http.disconnects import ClientGone, until_gone
 from service.http.problems import API_PREFIX, CORS_HEADERS, problem_response, send_response
 from service.replica.snapshot_api import is_snapshot_file, send_snapshot_file
 from service.http.settings import DATASETTE_CONFIG_ENV, qsite_config
@@ -206,9 +207,18 @@ def asgi_wrapper(datasette):
                         return
                 return await app(scope, receive, send)
             send = with_cors(send)
-            if runs_arbitrary_sql(scope.get("query_string", b"")):
-                return await sql_budget(datasette)(app, scope, receive, send)
-            await app(scope, receive, send)
+            # a stream (CSV, ?_stream=on) stops when its client has gone; only for requests that
+            # have no body, so that the watch never takes a message the page would read
+            send, stop_watching = until_gone(receive, send) if method in ("GET", "HEAD") else (send, None)
+            try:
+                if runs_arbitrary_sql(scope.get("query_string", b"")):
+                    return await sql_budget(datasette)(app, scope, receive, send)
+                await app(scope, receive, send)
+            except ClientGone:
+                return  # no one to answer, nothing to log
+            finally:
+                if stop_watching is not None:
+                    stop_watching()
 
         return read_only_and_fast_path
 
