@@ -116,6 +116,22 @@ def test_a_stream_stops_when_its_client_leaves_and_logs_one_line(served_config, 
         assert stop(server.process) == 0
 
 
+@pytest.mark.slow
+def test_a_method_of_400_kb_is_refused_at_once_and_logged_cut(served_config, tmp_path):
+    log = tmp_path / "serve.log"
+    with qsite_serve(served_config, log, ready=READY) as server:
+        logged = len(log.read_text().splitlines())
+        client = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        # the log's redaction read a run of letters once from each of them: 400,000 took minutes, the worker held
+        client.sendall(b"X" * 400_000 + b" /site HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert client.recv(1024).startswith(b"HTTP/1.1 405")
+        client.close()
+        assert httpx.get(server.url("/api/v1/stats"), timeout=5).status_code == 200
+        lines = log.read_text().splitlines()[logged:]
+        assert len(lines) == 1 and len(lines[0]) < 200 and "X" * 64 in lines[0], lines[:3]
+        assert stop(server.process) == 0
+
+
 @pytest.mark.requires("prlimit")
 @pytest.mark.slow
 def test_idle_sockets_beyond_the_descriptor_limit_do_not_lock_other_clients_out(served_config, tmp_path):
