@@ -132,6 +132,39 @@ def test_arbitrary_sql_cannot_write(client, tmp_path, sql):
     assert snapshot(tmp_path / "site.db") == before
 
 
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"sql": "select length(randomblob(50000000)) from news"},  # 8 s, one step at a time past the time limit
+        {"sql": "select randomblob(1000000000)"},  # 3 GB
+        {"sql": "select " + ", ".join(["randomblob(900000)"] * 120)},  # 108 MB in values under the cap
+    ],
+)
+def test_a_query_that_makes_a_huge_value_fails_at_once(client, params):
+    response = client.get("/site.json", params=params, follow_redirects=True)
+    assert response.status_code == 400
+    assert "too big" in response.json()["error"] or "too many columns" in response.json()["error"]
+
+
+def test_printf_past_the_cap_makes_nothing(client):
+    sql = "select length(printf('%.*c', 1000000000, 'x')) as made"  # 4.9 GB and 38 s before the cap
+    response = client.get("/site.json", params={"sql": sql, "_shape": "array"}, follow_redirects=True)
+    assert response.json() == [{"made": None}]
+
+
+def test_a_table_filter_that_makes_a_huge_value_fails_at_once(client):
+    response = client.get("/site/news.json", params={"_where": "randomblob(1000000000)"})  # ran for 15 minutes and more
+    assert response.status_code == 400
+
+
+def test_sql_never_shows_the_database_file_path(client, tmp_path):
+    for sql in ("select * from pragma_database_list", "select file from pragma_database_list()"):
+        response = client.get("/site.json", params={"sql": sql, "_shape": "array"}, follow_redirects=True)
+        assert response.status_code == 200
+        assert str(tmp_path) not in response.text
+        assert [row["file"] for row in response.json()] == [None]
+
+
 def test_canned_queries_cannot_write(client, tmp_path):
     before = snapshot(tmp_path / "site.db")
     # a canned query ignores a sql parameter, and none of them accepts a write

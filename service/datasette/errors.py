@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sqlite3
 
 from datasette import Response, hookimpl
 from datasette.utils.asgi import Base400
@@ -52,6 +53,8 @@ def error_status(exception: BaseException) -> int:
     """The status to answer ``exception`` with: its own 4xx, 400 for a DatasetteError marked 5xx, else 500."""
     if isinstance(exception, Base400):
         return exception.status
+    if isinstance(exception, sqlite3.Error) and exception.sqlite_errorcode == sqlite3.SQLITE_TOOBIG:
+        return 400  # the request's SQL made a value past the cap (service/datasette/connections.py)
     if isinstance(exception, DatasetteError):
         # Datasette raises these for what the request asked (a column that does not
         # exist, SQL that does not run, a database that is not there); its default

@@ -40,7 +40,7 @@ from config import ConfigError
 
 from service.api.endpoints import ENDPOINTS
 from service.compat import queries_not_configured
-from service.datasette import public
+from service.datasette import connections, public
 from service.datasette.errors import handle_exception  # noqa: F401  (a hook: registered with this module)
 from service.datasette.handler import Api
 from service.datasette.metadata import CONFIG_PATH, configured_queries
@@ -131,6 +131,12 @@ def canned_queries(datasette, database):
         return None
     path = os.environ.get(DATASETTE_CONFIG_ENV) or CONFIG_PATH
     return queries_not_configured(datasette, database, configured_queries(path))
+
+
+@hookimpl
+def prepare_connection(conn):
+    """Every connection Datasette opens is bounded for the SQL anyone may send (:mod:`service.datasette.connections`)."""
+    connections.bound(conn)
 
 
 @hookimpl
