@@ -40,7 +40,7 @@ DATASETS = (CATALOG, GLOSSARY, NEWS, TOTALS)
 
 
 #: The shape of a time as stored and served (:func:`format_time`): RFC 3339, UTC, whole seconds, ``Z``.
-STORED_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+STORED_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z", re.ASCII)  # any script's digits otherwise
 
 
 def is_stored_time(text: str) -> bool:

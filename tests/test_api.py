@@ -277,6 +277,9 @@ def test_news_next_keeps_tag_since_and_limit(api):
         ("since=2026-11-20T08:00:00", ["since"]),  # no time zone
         ("since=2026-13-40T08:00:00Z", ["since"]),
         ("since=0001-01-01T00:00:00%2B01:00", ["since"]),  # before year 1 in UTC: refused, not a 500
+        ("since=2026-11-20T08:00:00Z%0A", ["since"]),  # a line end after it ($ allowed one)
+        ("since=2026-11-20T08:00:00.%D9%A5Z", ["since"]),  # an Arabic-Indic digit (\d took it)
+        ("since=%D9%A2%D9%A0%D9%A2%D9%A6-11-20T08:00:00Z", ["since"]),
         ("tags=Science", ["tags"]),
         ("_=1700000000", ["_"]),
         ("limit=5&limit=5", ["limit"]),

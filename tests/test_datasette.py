@@ -157,6 +157,33 @@ def test_a_table_filter_that_makes_a_huge_value_fails_at_once(client):
     assert response.status_code == 400
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        "_timelimit=x",
+        "_through=x",
+        "_through=1",
+        "id__in=[1,2",
+        "id__notin=[1,2",
+        "_facet=%00",
+        "_facet_array=%00",
+        "_facet_date={x",
+        "_facet_size={x",
+        "_where=%00",
+        "_where=1;drop table news",
+        "_sort=%00",
+        "_search=%00",
+    ],
+)
+def test_a_table_page_answers_what_it_cannot_read_as_a_400(client, tmp_path, caplog, query):
+    before = snapshot(tmp_path / "site.db")
+    for path in ("/site/news.json", "/site/news"):
+        response = client.get(f"{path}?{query}")
+        assert response.status_code == 400, (path, response.text[:300])
+    assert not [record for record in caplog.records if record.levelname == "ERROR"]
+    assert snapshot(tmp_path / "site.db") == before
+
+
 def test_sql_never_shows_the_database_file_path(client, tmp_path):
     for sql in ("select * from pragma_database_list", "select file from pragma_database_list()"):
         response = client.get("/site.json", params={"sql": sql, "_shape": "array"}, follow_redirects=True)

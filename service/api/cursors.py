@@ -34,7 +34,7 @@ from db.model import ITEM_ID_DIGITS, STORED_TIME, is_stored_time
 from db.news_sync import COUNTER_DIGITS
 
 #: A sync walk's cursor holds a change key instead: a stored time, ``#`` and a counter (:mod:`db.news_sync`).
-_CHANGE_KEY = re.compile(rf"({STORED_TIME.pattern})#\d{{{COUNTER_DIGITS}}}")
+_CHANGE_KEY = re.compile(rf"({STORED_TIME.pattern})#\d{{{COUNTER_DIGITS}}}", re.ASCII)
 #: An item id as the pipeline makes them (:func:`pipeline.store.records.item_id`).
 ITEM_ID = re.compile(rf"^[0-9a-f]{{{ITEM_ID_DIGITS}}}$")
 #: Bytes of a seal: 72 bits, twelve characters of base64url.

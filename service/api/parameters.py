@@ -27,8 +27,9 @@ from service.http.problems import problem_response
 ECHO_MAX = 64
 MAX_ERRORS = 20
 
+#: ASCII digits only (``\d`` alone takes any script's), the whole value (``$`` alone allows a line end after it).
 _RFC3339 = re.compile(
-    r"^(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(\.\d{1,9})?(?:([Zz])|([+-])(\d{2}):(\d{2}))$"
+    r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(\.\d{1,9})?(?:([Zz])|([+-])(\d{2}):(\d{2}))", re.ASCII
 )
 #: What a search matches on: words, as the FTS tokenizer sees them.
 #: A word as the full-text index's tokenizer (unicode61) reads one: letters and digits. Not ``\w``:
@@ -135,7 +136,7 @@ def parse_since(value: str) -> str | None:
     if is_stored_time(value):  # already canonical, as next links and most clients write it
         return value
     value = re.sub(r" (\d{2}:\d{2})$", r"+\1", value)
-    match = _RFC3339.match(value)
+    match = _RFC3339.fullmatch(value)
     if not match:
         return None
     date, time_of_day, _fraction, zulu, sign, hours, minutes = match.groups()

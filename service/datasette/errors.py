@@ -53,7 +53,7 @@ def error_status(exception: BaseException) -> int:
     """The status to answer ``exception`` with: its own 4xx, 400 for a DatasetteError marked 5xx, else 500."""
     if isinstance(exception, Base400):
         return exception.status
-    if isinstance(exception, sqlite3.Error) and exception.sqlite_errorcode == sqlite3.SQLITE_TOOBIG:
+    if getattr(exception, "sqlite_errorcode", None) == sqlite3.SQLITE_TOOBIG:  # set by SQLite only, not the module
         return 400  # the request's SQL made a value past the cap (service/datasette/connections.py)
     if isinstance(exception, DatasetteError):
         # Datasette raises these for what the request asked (a column that does not
@@ -88,6 +88,8 @@ async def error_response(datasette, request, exception: BaseException) -> Respon
         log.info("%s %s failed in Datasette; answered 405", method, request.path)
         status, exception = 405, Base400(f"{method} is not allowed here")
         headers["allow"] = ALLOWED_METHODS
+    if status >= 500 and unread_parameters(request, exception):
+        status, exception = 400, Base400(f"a parameter of this page could not be read: {exception}")
     if status >= 500:
         log.error(
             "error answering %s %s",
@@ -116,6 +118,22 @@ def is_datasette_default(answer) -> bool:
     frame = getattr(answer, "cr_frame", None)
     module = frame.f_globals.get("__name__") if frame is not None else getattr(answer, "__module__", None)
     return module == DATASETTE_DEFAULT
+
+
+#: What Datasette 0.65's table pages raise, unanswered, on a parameter they cannot read:
+#: ``_timelimit=x`` (ValueError), ``id__in=[1,2``, ``_through=x``, ``_facet_size={x`` (JSON's
+#: ValueError), ``_through=1`` (TypeError), ``_where=%00`` or ``_where=1;drop table news``
+#: (sqlite3.ProgrammingError: a NUL, two statements).
+UNREAD_PARAMETER = (ValueError, TypeError, sqlite3.ProgrammingError)
+
+
+def unread_parameters(request, exception: BaseException) -> bool:
+    """Whether ``exception`` is a Datasette page failing on its query string: the client's 400, not a fault.
+
+    Only on Datasette's own pages, with a query string: on qsite's paths every parameter is
+    checked before anything runs (:mod:`service.api.parameters`), and a fault there stays a 500.
+    """
+    return isinstance(exception, UNREAD_PARAMETER) and bool(request.query_string) and not is_qsite_path(request.path)
 
 
 def is_qsite_path(path: str) -> bool:
