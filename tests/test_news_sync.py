@@ -182,6 +182,22 @@ def test_updated_since_refuses_what_it_cannot_combine_with_and_bad_times(site):
         assert tagged["results"] == [] and tagged["tag"] == "Industry"
 
 
+def test_a_cursor_is_refused_by_a_listing_in_another_order(site):
+    """A sync walk's cursor on /news read as a time gave page one again, silently; the other way too."""
+    with site({}) as client:
+        walk_next = client.get("/api/v1/news?updated_since=1970-01-01T00:00:00Z&limit=2").json()["next"]
+        news_next = client.get("/api/v1/news?limit=2").json()["next"]
+        walk_cursor, news_cursor = walk_next.partition("cursor=")[2], news_next.partition("cursor=")[2]
+        for path in (f"/api/v1/news?limit=2&cursor={walk_cursor}",
+                     f"/api/v1/news?updated_since=1970-01-01T00:00:00Z&limit=2&cursor={news_cursor}",
+                     f"/api/v1/news/removed?cursor={news_cursor}"):
+            problem = client.get(path)
+            assert problem.status_code == 400, path
+            assert problem.json()["errors"][0]["parameter"] == "cursor"
+            assert "keep each cursor to the listing it came from" in problem.json()["errors"][0]["detail"]
+        assert client.get(walk_next).status_code == client.get(news_next).status_code == 200
+
+
 def test_migration_7_upgrades_a_database_of_schema_6_in_place(tmp_path, make_config):
     """A database as qsite left it before images, authors and tombstones: rows kept, then filled by the next read."""
     path = tmp_path / "site.db"

@@ -189,9 +189,9 @@ def _page(build: Build, query: str, params: dict, position) -> tuple[list[dict],
     """
     limit = build.values["limit"]
     cursor = build.values["cursor"]
-    if cursor is not None and cursor.oldest_first:
-        # /news?sort=published_at wrote it: a position in another listing's order
-        raise Invalid("cursor", "was given in next of /api/v1/news?sort=published_at; keep each cursor to the listing it came from")
+    if cursor is not None and (cursor.oldest_first or not cursor.in_change_order):
+        # /news wrote it: a position in another listing's order
+        raise Invalid("cursor", "was given in next of /api/v1/news; keep each cursor to the listing it came from")
     after, after_id = keyset(cursor)
     page = build.rows(query, {**params, "after": after, "after_id": after_id, "limit": limit + 1})
     count_params = with_count_limit(params)
@@ -247,6 +247,8 @@ def news(build: Build):
     position, position_id = keyset(cursor)
     if cursor is not None and cursor.oldest_first != oldest_first:
         raise Invalid("cursor", "was given in next of a listing in the other order; keep the sort it came with, or start without a cursor")
+    if cursor is not None and cursor.in_change_order:
+        raise Invalid("cursor", "was given in next of a walk in change order (updated_since, /news/removed); keep each cursor to the listing it came from")
     filters = news_filters(values)
     count_params = with_count_limit(filters)
     # Each of the two queries is skipped when the other one's answer already says what it would

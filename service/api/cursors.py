@@ -60,6 +60,11 @@ class Position(NamedTuple):
     #: :func:`count_seal` of ``count`` ("" when no count is carried).
     seal: str = ""
 
+    @property
+    def in_change_order(self) -> bool:
+        """Whether a walk in change order wrote it (the sync walk, /news/removed): its ``at`` is a change key."""
+        return _CHANGE_KEY.fullmatch(self.at) is not None
+
 
 def keyset(cursor: Position | None) -> tuple[str, str]:
     """Where a page resumes: the cursor's ``(at, item_id)``, or ``("", "")`` (the canned queries' start) without one."""
