@@ -3,7 +3,8 @@
 A slowloris and sockets that never send a byte are closed after the header
 timeout; a flood of idle sockets beyond the process's 1024 descriptors never
 locks other clients out and logs a bounded few lines; the soft descriptor
-limit is raised to the hard one; a stream whose client leaves stops, and logs one line. ``QSITE_SOAK=1`` runs bigger floods.
+limit is raised to the hard one; a stream whose client leaves stops, and
+logs one line; a huge method is refused at once. ``QSITE_SOAK=1`` runs bigger floods.
 """
 
 from __future__ import annotations

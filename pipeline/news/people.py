@@ -35,9 +35,11 @@ _LOOSE_SEPARATOR = re.compile(r"\s+([,;])")
 _BARE_LINK = re.compile(r"https?://\S*", re.IGNORECASE)
 #: What a name may not start or end with once an address is gone from it.
 _EDGES = " \t,;:-/|"
-#: Brackets, each opening one with its closing one: a name loses a pair that encloses it whole, or
-#: one an address left unpaired at its edge, and keeps a pair of its own (``Jane (Editor)``).
-_CLOSING = {"(": ")", "<": ">", "[": "]"}
+#: Brackets: each opening one's closer, and each closing one's opener. A name loses a pair that
+#: encloses it whole, or one an address left unpaired at its edge, and keeps a pair of its own
+#: (``Jane (Editor)``).
+_CLOSER = {"(": ")", "<": ">", "[": "]"}
+_OPENER = {closing: opening for opening, closing in _CLOSER.items()}
 
 
 def clean_name(name: object) -> str | None:
@@ -52,15 +54,14 @@ def clean_name(name: object) -> str | None:
 
 def _unbracketed(text: str) -> str:
     """``text`` without separators at its edges, and without brackets enclosing it whole or left unpaired there."""
-    openings = {closing: opening for opening, closing in _CLOSING.items()}
     while text := text.strip(_EDGES):
         first, last = text[0], text[-1]
-        if _CLOSING.get(first) == last and first not in text[1:-1] and last not in text[1:-1]:
+        if _CLOSER.get(first) == last and first not in text[1:-1] and last not in text[1:-1]:
             text = text[1:-1]  # (Jane Doe), from "jane@x.org (Jane Doe)"
-        elif last in _CLOSING or (last in openings and openings[last] not in text):
-            text = text[:-1]
-        elif first in openings or (first in _CLOSING and _CLOSING[first] not in text):
-            text = text[1:]
+        elif last in _CLOSER or (last in _OPENER and _OPENER[last] not in text):
+            text = text[:-1]  # "Jane (", or "Jane)"
+        elif first in _OPENER or (first in _CLOSER and _CLOSER[first] not in text):
+            text = text[1:]  # ") Jane", or "(Jane"
         else:
             break
     return text
