@@ -29,6 +29,7 @@ from datasette.utils.asgi import Base400
 from datasette.views.base import DatasetteError
 from markupsafe import Markup
 
+from service.api.parameters import echo
 from service.http.disconnects import ClientGone
 from service.http.problems import ALLOWED_METHODS, API_PREFIX
 
@@ -41,9 +42,6 @@ PUBLIC_PAGES = frozenset({"/-/metadata", "/-/config", "/-/databases", "/-/thread
 
 #: Methods a read-only page takes.
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-
-#: The longest HTTP method a log line or an error page shows.
-SHOWN_METHOD_CHARS = 64
 
 #: What a client is told about a fault of the service itself.
 INTERNAL_ERROR = "Internal error: the request could not be answered"
@@ -83,8 +81,8 @@ async def error_response(datasette, request, exception: BaseException) -> Respon
     if status >= 500 and request.method not in READ_METHODS:
         # Datasette 0.65 fails on a POST to a read-only canned query page (its
         # view answers a tuple): a method that page does not take, not a fault.
-        # So one line, no traceback; the method cut, as a client chooses its length.
-        method = request.method[:SHOWN_METHOD_CHARS]
+        # So one line, no traceback; the method cut as any client text quoted back (a client chooses its length).
+        method = echo(request.method)
         log.info("%s %s failed in Datasette; answered 405", method, request.path)
         status, exception = 405, Base400(f"{method} is not allowed here")
         headers["allow"] = ALLOWED_METHODS
