@@ -50,7 +50,7 @@ def test_an_unknown_id_is_a_404_problem(client):
     assert response.json()["detail"] == "no news item with id '" + "0" * 32 + "'"
 
 
-@pytest.mark.parametrize("bad", ["abc", "0" * 31, "0" * 33, "G" * 32, "A" * 32, "%E2%80%A6", "x" * 3000])
+@pytest.mark.parametrize("bad", ["abc", "0" * 31, "0" * 33, "G" * 32, "A" * 32, "%E2%80%A6", "x" * 3000, "%FF", "0" * 31 + "%FF"])
 def test_a_malformed_id_is_a_400_naming_id(client, bad):
     response = client.get(f"/api/v1/news/{bad}")
     assert response.status_code == 400

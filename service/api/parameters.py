@@ -219,11 +219,14 @@ class Segment(Kind):
 
     detail = "must be one non-empty path segment"
     schema = {"type": "string", "minLength": 1}
+    #: What percent-decoding does with bytes that are not UTF-8 (``unquote``'s ``errors``):
+    #: ``strict`` raises UnicodeDecodeError, a ValueError, so the path routes nowhere (a 404).
+    undecodable = "strict"
 
     def parse(self, text: str) -> str:
         if not text or "/" in text:
             raise ValueError(text)
-        return unquote(text, errors="strict")  # not UTF-8: UnicodeDecodeError, a ValueError
+        return unquote(text, errors=self.undecodable)
 
 
 class ItemId(Segment):
@@ -235,6 +238,8 @@ class ItemId(Segment):
     """
 
     detail = f"must be a news item id: {ITEM_ID_DIGITS} lower-case hex digits, as in the id of an item"
+    # bytes that are not UTF-8 are a malformed id too: they route, and check() refuses them
+    undecodable = "replace"
     schema = {"type": "string", "pattern": f"^[0-9a-f]{{{ITEM_ID_DIGITS}}}$"}
 
     def check(self, value: str) -> str | None:
