@@ -248,6 +248,17 @@ def test_news_since(api):
     assert spaced["results"] == body["results"]
 
 
+def test_news_until_with_a_fraction_keeps_the_whole_second_before_it(api):
+    def ids(until: str) -> set[str]:
+        return {item["id"] for item in api.get(f"/api/v1/news?until={until}&limit=100").json()["results"]}
+
+    before_six = ids("2026-11-20T06:00:00Z")  # strictly before: items 3 and 4 (06:00) are not in it
+    assert news_id(3) not in before_six and news_id(5) in before_six
+    # 06:00:00 is before 06:00:00.5: a fraction counts up to the next second, never down
+    assert ids("2026-11-20T06:00:00.5Z") == ids("2026-11-20T06:00:01Z") == before_six | {news_id(3), news_id(4)}
+    assert ids("2026-11-20T06:00:00.000Z") == before_six  # no fraction at all, written out
+
+
 def test_news_next_keeps_tag_since_and_limit(api):
     body = api.get("/api/v1/news?since=2026-11-19T00:00:00Z&tag=science&limit=2").json()
     query = parse_qs(urlsplit(body["next"]).query)

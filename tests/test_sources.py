@@ -8,7 +8,7 @@ from pipeline.store import open_database, transaction
 from pipeline.store.runs import finish_run, start_run
 from service.datasette.plugin import get_api
 from tests.support.api_client import ApiClient, datasette_for_config
-from tests.support.known_data import SOURCES, news_items, seed_catalog, seed_news
+from tests.support.known_data import NEWS_AT, SOURCES, news_items, seed_catalog, seed_news
 
 SECRET_FEED = "https://reader:hunter2@feeds.example:8443/rss?apikey=k3y&page=2&X-Amz-Signature=s1g"
 
@@ -87,6 +87,21 @@ def test_conditional_requests_and_strict_parameters(client):
     assert again.status_code == 304
     assert client.get("/api/v1/sources?tag=Science").status_code == 400
     assert client.head("/api/v1/sources").headers["etag"] == first.headers["etag"]
+
+
+def test_a_fetch_that_changed_no_item_is_a_change_of_the_answer(client, database):
+    first = client.get("/api/v1/sources")
+    assert first.json()["updated_at"] == NEWS_AT  # the news' own change: no fetch yet
+    with transaction(database):
+        unchanged = start_run(database, "news", SOURCES["Industry"])
+        finish_run(database, unchanged, "unchanged", {})  # no data_versions bump
+    again = client.get("/api/v1/sources", headers={"if-modified-since": first.headers["last-modified"]})
+    assert again.status_code == 200
+    fetched = by_name(client)[SOURCES["Industry"]]["last_success_at"]
+    assert again.json()["updated_at"] == fetched > first.json()["updated_at"]
+    assert again.headers["last-modified"] != first.headers["last-modified"]
+    later = client.get("/api/v1/sources", headers={"if-modified-since": again.headers["last-modified"]})
+    assert later.status_code == 304
 
 
 def test_no_news_yet_is_503(make_config, tmp_path):

@@ -98,9 +98,13 @@ class Build:
     def updated_at(self) -> str:
         return updated_at(self.versions, self.endpoint.datasets)
 
-    def listing(self, results: list) -> dict:
-        """A whole collection: how many, when it last changed, and every item."""
-        return {"count": len(results), "updated_at": self.updated_at, "results": results}
+    def listing(self, results: list, changed_at: str | None = None) -> dict:
+        """A whole collection: how many, when it last changed, and every item.
+
+        :param changed_at: a later change of the body that no ``data_versions`` row records
+            (a feed's last good fetch, on /sources), in the stored form; it is then ``updated_at``.
+        """
+        return {"count": len(results), "updated_at": max(self.updated_at, changed_at or ""), "results": results}
 
 
 def fts_query(q: str | None) -> str:
@@ -310,7 +314,9 @@ def sources(build: Build):
         }
         for row in build.rows("sources", {})
     ]
-    return build.listing(results), ()
+    # a fetch that changed no item still changes last_success_at: the body's updated_at (and Last-Modified)
+    newest_fetch = max((source["last_success_at"] for source in results if source["last_success_at"]), default=None)
+    return build.listing(results, newest_fetch), ()
 
 
 def stats(build: Build):

@@ -88,7 +88,7 @@ PARAMETERS = (
     ),
     Param(
         "until",
-        DateTime(),
+        DateTime(round_up=True),
         on=("news", *FEEDS),
         description="Only items published before this RFC 3339 time (with a time zone).",
         example="2026-11-25T00:00:00Z",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import NamedTuple
 from urllib.parse import unquote, unquote_to_bytes
 
@@ -126,12 +126,19 @@ class Integer(Kind):
         return number
 
 
-def parse_since(value: str) -> str | None:
+#: The last second a stored time can hold: rounding up stops there (there is no next second to count to).
+_LAST_SECOND = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
+
+
+def parse_since(value: str, round_up: bool = False) -> str | None:
     """An RFC 3339 time as the stored form (UTC, whole seconds, ``Z``), or None.
 
     Fractions are dropped: stored times are whole seconds, so "after 08:00:00.5"
-    and "after 08:00:00" select the same items. A ``+`` that arrived unencoded
-    (and so as a space) before the offset is taken as the ``+`` it was.
+    and "after 08:00:00" select the same items. With ``round_up`` a fraction
+    counts the time up to the next second instead, for an exclusive upper end:
+    "before 08:00:00.5" holds an item of 08:00:00, so it is "before 08:00:01".
+    A ``+`` that arrived unencoded (and so as a space) before the offset is
+    taken as the ``+`` it was.
     """
     if is_stored_time(value):  # already canonical, as next links and most clients write it
         return value
@@ -139,23 +146,31 @@ def parse_since(value: str) -> str | None:
     match = _RFC3339.fullmatch(value)
     if not match:
         return None
-    date, time_of_day, _fraction, zulu, sign, hours, minutes = match.groups()
+    date, time_of_day, fraction, zulu, sign, hours, minutes = match.groups()
     offset = "+00:00" if zulu else f"{sign}{hours}:{minutes}"
     try:
         moment = datetime.fromisoformat(f"{date}T{time_of_day}{offset}").astimezone(timezone.utc)
     except (ValueError, OverflowError):  # no such date, or one that leaves year 1..9999 in UTC
         return None
+    if round_up and fraction and fraction.strip(".0") and moment < _LAST_SECOND:
+        moment += timedelta(seconds=1)
     return format_time(moment)
 
 
 class DateTime(Kind):
-    """An RFC 3339 date-time with a time zone; canonical: the stored form (:func:`parse_since`)."""
+    """An RFC 3339 date-time with a time zone; canonical: the stored form (:func:`parse_since`).
+
+    :param round_up: a fraction of a second counts up, not down (an exclusive upper end, ``until``).
+    """
 
     detail = "must be an RFC 3339 date-time with a time zone, such as 2026-11-20T08:00:00Z"
     schema = {"type": "string", "format": "date-time"}
 
+    def __init__(self, round_up: bool = False):
+        self.round_up = round_up
+
     def parse(self, text: str) -> str:
-        value = parse_since(text)
+        value = parse_since(text, self.round_up)
         if value is None:
             raise ValueError(text)
         return value
@@ -391,7 +406,9 @@ def parse_params(params: tuple[Param, ...], query: bytes) -> tuple[dict, list[di
             continue
         values[name] = tuple(sorted(set(parsed))) if param.repeat else parsed[0]
     for param in table.excluding:
-        clashing = [name for name in param.excludes if values[param.name] is not None and values.get(name) is not None]
+        # given, not defaulted: sort has a default, and a sync walk given any sort would silently ignore it
+        clashing = [name for name in param.excludes
+                    if values[param.name] is not None and name in raw_values and values[name] is not None]
         if clashing:
             errors.append({"parameter": param.name, "detail": "cannot be combined with " + ", ".join(clashing)})
     if len(errors) > 1:

@@ -20,13 +20,13 @@ UPDATED_SINCE = Param(
     "updated_since",
     DateTime(),
     on=("news",),
-    excludes=("since", "until", "q"),
+    excludes=("since", "until", "q", "sort"),
     description="Only items qsite added or changed at or after this RFC 3339 time (with a time zone), for keeping "
     "a copy in sync. The page is then in the order the changes were made, oldest first (updated_at never "
     "decreases along it), and the cursor keeps that order: an item changed while you page comes again at the end, "
     "so a walk misses nothing. Give the newest updated_at you received as updated_since next time (an item at "
     "that time comes again); /api/v1/news/removed lists the items removed. Combines with tag and source, not "
-    "with since, until or q.",
+    "with since, until, q or sort.",
 )
 
 REMOVED_PARAMETERS = (
