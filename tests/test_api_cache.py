@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -12,7 +12,7 @@ from pipeline.store import bump_version, open_database, transaction
 from service.api.endpoints import ENDPOINTS
 from service.api.parameters import parse_params
 from service.api.response_cache import ALIAS_SHARE, ResponseCache, alias_size
-from service.api.responses import Entry
+from service.api.responses import Conditions, Entry, parse_http_date
 from service.api.routing import cache_key
 from service.datasette.plugin import get_api
 from tests.support.api_client import ApiClient, datasette_for_config
@@ -157,6 +157,47 @@ def test_new_ingest_is_visible_within_two_seconds_and_only_news_is_rebuilt(clien
     other = clients()
     for path in ("/api/v1/news?limit=5", "/api/v1/stats", "/api/v1/courses"):
         assert comparable(client.get(path)) == comparable(other.get(path))
+
+
+def test_two_changes_in_one_second_have_two_last_modified(clients, tmp_path):
+    """An ingest commits once per source, often within one second: If-Modified-Since must not hide the second."""
+    client = clients()
+    db = open_database(tmp_path / "site.db")
+
+    def add(item_id: str, at: str):
+        with transaction(db):
+            db.execute(
+                "INSERT INTO news (id, url, title, summary, source, tag, published_at, first_seen_at, updated_at) "
+                "VALUES (?, ?, 'Late news', 'New', 'Lab Notes', 'Science', ?, ?, ?)",
+                [item_id, f"https://news.example/{item_id}", at, at, at],
+            )
+            bump_version(db, "news", at)  # both stamped with the same second, as one sweep's time was
+
+    def served_with(item_id: str):
+        deadline = time.monotonic() + 2
+        while True:  # polls for the event (the new row served), 2 s at most
+            answer = client.get("/api/v1/news?limit=1")
+            if answer.json()["results"][0]["id"] == item_id or time.monotonic() > deadline:
+                return answer
+            time.sleep(0.05)  # polls for the event above
+
+    add("first", "2026-11-21T00:00:05Z")
+    first = served_with("first")
+    add("second", "2026-11-21T00:00:05Z")
+    second = served_with("second")
+    assert second.json()["results"][0]["id"] == "second"
+    assert second.headers["last-modified"] != first.headers["last-modified"]
+    assert second.json()["updated_at"] == "2026-11-21T00:00:06Z"  # the second after the first change
+    revalidated = client.get("/api/v1/news?limit=1", headers={"If-Modified-Since": first.headers["last-modified"]})
+    assert revalidated.status_code == 200 and revalidated.json()["results"][0]["id"] == "second"
+
+
+def test_last_modified_is_never_later_than_now_and_a_304_goes_by_the_datas_own_time():
+    ahead = Entry(("news",), b"{}", ("news",), "2999-01-01T00:00:00Z", 300)  # a burst of changes can run ahead
+    shown = dict(ahead.headers)[b"last-modified"].decode()
+    assert parse_http_date(shown) <= datetime.now(timezone.utc)
+    status, _headers, _body = ahead.answer(Conditions(None, shown, False))
+    assert status == 200  # the date shown is earlier than the data's: never a 304 for it
 
 
 def test_concurrent_misses_build_once(clients):

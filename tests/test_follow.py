@@ -98,12 +98,17 @@ def pointer_for(data: bytes, data_version: int) -> Pointer:
 def test_replicas_answer_503_until_the_first_snapshot_then_serve_it_with_the_same_validators(writer, tmp_path):
     with ExitStack() as stack:
         replicas = [stack.enter_context(follow(writer, tmp_path, f"replica-{n}")) for n in range(2)]
-        for path in ("/api/v1/stats", "/api/v1", "/api/v1/health", "/site/news.json", "/"):
+        for path in ("/api/v1/stats", "/api/v1", "/site/news.json", "/"):
             response = httpx.get(replicas[0].url(path))
             assert response.status_code == 503, path
             assert response.headers["retry-after"] == "1"
             assert response.headers["content-type"] == "application/problem+json"
             assert response.json()["type"] == "/api/v1/problems/unavailable"
+        # the health document itself, as docs/news-api.md has it: a monitor reads its status
+        health = httpx.get(replicas[0].url("/api/v1/health"))
+        assert (health.status_code, health.headers["retry-after"], health.headers["cache-control"]) == (503, "1", "no-store")
+        assert health.json()["status"] == "no-data" and health.json()["snapshot"] is None
+        assert httpx.head(replicas[0].url("/api/v1/health")).status_code == 503
         assert wait_until(lambda: "nothing published yet" in replicas[0].log.read_text(), 10)
 
         latest = writer.publish()

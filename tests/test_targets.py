@@ -195,3 +195,5 @@ def test_every_problem_type_leads_to_its_page(served):
         assert type_uri in page.text and "<h1>" in page.text
     assert httpx.get(served.url("/api/v1/problems/nope")).status_code == 404
     assert httpx.post(served.url("/api/v1/problems/not-found")).status_code == 405
+    refused = httpx.get(served.url("/api/v1/problems/not-found?x=1"))  # takes no parameter, as every path here
+    assert refused.status_code == 400 and refused.json()["errors"][0]["parameter"] == "x"

@@ -252,7 +252,7 @@ def _store_outcome(sweep: _Sweep, source: SourceConfig, outcome: _Outcome) -> Ru
                 counts["skipped_no_link"] = result.skipped
             status, warning = ("warning", result.warning) if result.warning else ("ok", None)
             if changes.new or changes.updated:
-                runs_store.bump_version(db, NEWS, now)
+                runs_store.bump_version(db, NEWS)  # when it commits, not when the sweep began: its Last-Modified
         fetched = outcome.fetched
         sources_store.record_fetch(
             db,
@@ -292,7 +292,7 @@ def _prune(db, config: Config, started: datetime) -> int:
     with transaction(db):
         deleted = news_store.delete_published_before(db, cutoff)
         if deleted:
-            runs_store.bump_version(db, NEWS, format_time(started))
+            runs_store.bump_version(db, NEWS)
     if deleted:
         log.info("news: pruned %d items published before %s (retention_days %d)", deleted, cutoff, config.news.retention_days)
     return deleted

@@ -38,8 +38,7 @@ def store_rows(db: sqlite_utils.Database, rows: Rows, source: str, fetched: Fetc
         changed = catalog_store.replace_catalog(
             db, courses=rows.courses, sections=rows.sections, glossary=rows.glossary, totals=rows.totals
         )
-        for dataset in changed:
-            runs_store.bump_version(db, dataset, now)
+        runs_store.bump_versions(db, changed, now)
         state = catalog_store.ExportState(fetched.etag, fetched.last_modified, fetched.content_hash)
         catalog_store.save_export_state(db, source, state, now)
     return changed

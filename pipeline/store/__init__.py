@@ -27,9 +27,9 @@ import sqlite_utils
 from db.migrations import migrations
 
 from pipeline.store.lock import WriterLockTimeout, writer_lock
-from pipeline.store.runs import bump_version
+from pipeline.store.runs import bump_version, bump_versions
 
-__all__ = ["StoreError", "bump_version", "open_database", "transaction"]
+__all__ = ["StoreError", "bump_version", "bump_versions", "open_database", "transaction"]
 
 log = logging.getLogger("qsite.store")
 

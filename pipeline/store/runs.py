@@ -14,15 +14,34 @@ from db.model import utc_now
 from db.redact import redact_text
 
 
+def bump_versions(db: sqlite_utils.Database, datasets, changed_at: str | None = None) -> None:
+    """Record that ``datasets`` changed; call inside the transaction that changed them.
+
+    ``changed_at`` (by default now) becomes the second after the latest change of any
+    dataset when it is not later than that: every change has a second of its own. It is
+    the answers' Last-Modified, which is whole seconds; an ingest commits once per source,
+    often several times in one second, and two versions with one Last-Modified would
+    answer an ``If-Modified-Since`` of the first with a 304 for the second. Any dataset,
+    not only these: an answer built from two (stats) takes the later time. Datasets
+    changed in one transaction share their time: no answer shows one without the other.
+    """
+    (next_second,) = db.execute(
+        "SELECT strftime('%Y-%m-%dT%H:%M:%SZ', max(changed_at), '+1 second') FROM data_versions"
+    ).fetchone()
+    at = max(changed_at or utc_now(), next_second or "")
+    for dataset in datasets:
+        db.execute(
+            """
+            INSERT INTO data_versions (dataset, version, changed_at) VALUES (?, 1, ?)
+            ON CONFLICT(dataset) DO UPDATE SET version = version + 1, changed_at = excluded.changed_at
+            """,
+            [dataset, at],
+        )
+
+
 def bump_version(db: sqlite_utils.Database, dataset: str, changed_at: str | None = None) -> None:
-    """Record that ``dataset`` changed; call inside the transaction that changed it."""
-    db.execute(
-        """
-        INSERT INTO data_versions (dataset, version, changed_at) VALUES (?, 1, ?)
-        ON CONFLICT(dataset) DO UPDATE SET version = version + 1, changed_at = excluded.changed_at
-        """,
-        [dataset, changed_at or utc_now()],
-    )
+    """:func:`bump_versions` of one dataset."""
+    bump_versions(db, (dataset,), changed_at)
 
 
 def close_interrupted_runs(db: sqlite_utils.Database) -> int:

@@ -19,7 +19,11 @@ from datetime import datetime, timezone
 from db.model import VERSION
 
 from service.api.data_versions import Versions
-from service.api.responses import parse_stored_time
+from service.api.responses import dumps, parse_stored_time
+from service.http.problems import CORS_HEADERS, JSON_CONTENT_TYPE, NO_STORE, VARY
+
+#: Seconds a client should wait when there is no data yet, or the database is busy.
+NO_DATA_RETRY_AFTER = 30
 
 #: The kinds of ingest, in the order the body lists them.
 KINDS = ("news", "site")
@@ -73,3 +77,30 @@ def health(
         "ingests": ingests,
     }
     return (200 if status == "ok" else 503), body
+
+
+def health_response(
+    rows: list[dict] | None,
+    versions: Versions | None,
+    max_data_age: int,
+    snapshot: str | None,
+    extra_headers=(),
+    retry_after: int = NO_DATA_RETRY_AFTER,
+) -> tuple[int, list, bytes]:
+    """``(status, headers, body)``: :func:`health` as sent, never stored, with ``Retry-After`` on a 503.
+
+    One answer for an instance with a database and for a following replica before its first snapshot.
+    """
+    status, payload = health(rows, versions, max_data_age, snapshot)
+    body = dumps(payload)
+    headers = [
+        (b"content-type", JSON_CONTENT_TYPE.encode()),
+        (b"content-length", str(len(body)).encode()),
+        NO_STORE,
+        *CORS_HEADERS,
+        VARY,
+        *extra_headers,
+    ]
+    if status != 200:
+        headers.append((b"retry-after", str(retry_after).encode()))
+    return status, headers, body

@@ -21,7 +21,7 @@ from service.api.bodies import Build, Invalid, Missing, NoData
 from service.api.data_versions import DataVersions, read_versions, updated_at
 from service.describe.docs import DocsPage, collect_examples
 from service.api.endpoints import ENDPOINTS, HTML, JSON, Endpoint
-from service.api.health import health
+from service.api.health import NO_DATA_RETRY_AFTER, health_response
 from service.i18n import find_language
 from service.describe.openapi import for_base_url
 from service.api.parameters import echo, invalid_parameters, parse_params
@@ -29,13 +29,10 @@ from service.datasette.problem_pages import problem_page
 from service.http.problems import (
     ALLOWED_METHODS,
     API_PREFIX,
-    CORS_HEADERS,
     HTML_CONTENT_TYPE,
     JSON_CONTENT_TYPE,
-    NO_STORE,
     PREFLIGHT_HEADERS,
     SNAPSHOT_HEADER,
-    VARY,
     problem_response,
 )
 from service.api.response_cache import ResponseCache
@@ -44,8 +41,7 @@ from service.api.routing import cache_key, resolve
 
 log = logging.getLogger("qsite.api")
 
-#: Seconds a client should wait when there is no data yet, or the database is busy.
-NO_DATA_RETRY_AFTER = 30
+#: Seconds a client should wait when the database is busy.
 UNAVAILABLE_RETRY_AFTER = 5
 
 #: A ``Host`` header that may be written into the OpenAPI document: a name or IP literal, and a port.
@@ -227,8 +223,9 @@ class Api:
                 f"{echo(method)} is not allowed; the API is read-only",
                 headers=[(b"allow", ALLOWED_METHODS.encode())],
             )
-        if page is not None:
-            return page
+        if page is not None:  # takes no parameter, as every path under the prefix refuses those it does not take
+            _none, errors = parse_params((), query)
+            return invalid_parameters(errors) if errors else page
         endpoint, arg = resolved
         if self.access is not None and not await self.access.allows(endpoint, actor):
             return problem_response("forbidden", "the deployment's permissions do not let this request read that")
@@ -354,16 +351,4 @@ class Api:
             except sqlite3.Error:
                 log.exception("database error answering /api/v1/health")
                 rows = versions = None
-        status, payload = health(rows, versions, self.max_data_age, self.snapshot)
-        body = dumps(payload)
-        headers = [
-            (b"content-type", JSON_CONTENT_TYPE.encode()),
-            (b"content-length", str(len(body)).encode()),
-            NO_STORE,
-            *CORS_HEADERS,
-            VARY,
-            *self.identity,
-        ]
-        if status != 200:
-            headers.append((b"retry-after", str(NO_DATA_RETRY_AFTER).encode()))
-        return status, headers, body
+        return health_response(rows, versions, self.max_data_age, self.snapshot, self.identity)

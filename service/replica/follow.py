@@ -63,10 +63,20 @@ from db.snapshot import NAME_PATTERN, Pointer, SnapshotError, verify_download
 
 from service.api.endpoints import ENDPOINTS
 from service.compat import replace_database, snapshot_database
-from service.http.problems import send_problem
+from service.api.health import health_response
+from service.api.routing import resolve
+from service.http.problems import send_problem, send_response
 from service.replica.claims import Claim, alive, remove_unclaimed
 
 log = logging.getLogger("qsite.follow")
+
+
+def _asks_health(scope) -> bool:
+    """Whether an HTTP ``scope`` is a GET or HEAD of /api/v1/health."""
+    if scope["method"] not in ("GET", "HEAD"):
+        return False
+    resolved = resolve((scope.get("raw_path") or scope["path"].encode()).decode("latin-1").partition("?")[0])
+    return resolved is not None and resolved[0] is ENDPOINTS["health"]
 
 #: Seconds an old snapshot stays open (and on disk) after a swap, for the requests still using it:
 #: at least this, at least two polls, and longer than a query may run (``api.sql_time_limit_ms``).
@@ -139,6 +149,11 @@ class Follower:
 
                 return await app(scope, lifespan_receive, send)
             if scope["type"] == "http" and self.serving is None:
+                if _asks_health(scope):  # the health document, so a monitor reads its status: no-data
+                    status, headers, body = health_response(
+                        [], {}, self.config.api.health_max_data_age, None, retry_after=self.retry_after
+                    )
+                    return await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
                 return await send_problem(
                     send,
                     "unavailable",

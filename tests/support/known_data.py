@@ -20,7 +20,7 @@ import sqlite_utils
 from db.migrations import migrations
 from db.model import TAGS
 from pipeline.store.records import item_id
-from pipeline.store import bump_version, open_database
+from pipeline.store import bump_version, bump_versions, open_database
 
 CATALOG_AT = "2026-11-20T08:00:00Z"
 NEWS_AT = "2026-11-20T09:30:00Z"
@@ -101,8 +101,7 @@ def seed_catalog(db, changed_at: str = CATALOG_AT) -> None:
           "course_id": "quantum-basics", "section_id": "qubits"} for entry in GLOSSARY]
     )
     db["site_totals"].insert(TOTALS)
-    for dataset in ("catalog", "glossary", "totals"):
-        bump_version(db, dataset, changed_at)
+    bump_versions(db, ("catalog", "glossary", "totals"), changed_at)
 
 
 def seed_news(db, items: list[dict], changed_at: str = NEWS_AT) -> None:
