@@ -250,10 +250,39 @@ def _parameter(document: dict, ref: dict) -> dict:
     return document["components"]["parameters"][ref["$ref"].rsplit("/", 1)[1]]
 
 
-def _schema_text(schema: dict) -> str:
+def _resolve(document: dict, schema: dict) -> dict:
+    """``schema``, or the component schema its ``$ref`` names."""
+    while "$ref" in schema:
+        schema = document["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
+    return schema
+
+
+def _any_case(schema: dict, values: list) -> bool:
+    """Whether ``schema`` is a string pattern that accepts each of ``values`` in any letter case."""
+    pattern = schema.get("pattern")
+    return bool(pattern) and all(
+        re.fullmatch(pattern, spelling) for value in values for spelling in (value.lower(), value.upper(), value.swapcase())
+    )
+
+
+def _schema_text(schema: dict, document: dict) -> str:
+    """A reader's description of a parameter's value, from its schema (``$ref`` and ``anyOf`` resolved)."""
+    schema = {**_resolve(document, schema), **{key: value for key, value in schema.items() if key != "$ref"}}
     if schema.get("type") == "array":
-        return "repeatable; each " + _schema_text(schema["items"])
-    if "enum" in schema:
+        return "repeatable; each " + _schema_text(schema["items"], document)
+    if "anyOf" in schema:
+        # OneOf (service/api/parameters.py): the enum, or the same words in any letter case.
+        members = [_resolve(document, member) for member in schema["anyOf"]]
+        values = [value for member in members for value in member.get("enum", ())]
+        any_cases = [member for member in members if "enum" not in member and values and _any_case(member, values)]
+        others = [member for member in members if "enum" not in member and member not in any_cases]
+        parts = []
+        if values:
+            any_case = bool(any_cases)
+            parts.append("one of " + ", ".join(f"`{value}`" for value in values) + (" (any letter case)" if any_case else ""))
+        parts.extend(_schema_text(member, document) for member in others)
+        text = " or ".join(parts)
+    elif "enum" in schema:
         text = "one of " + ", ".join(f"`{value}`" for value in schema["enum"])
     elif schema.get("format") == "date-time":
         text = "RFC 3339 date-time"
@@ -263,6 +292,8 @@ def _schema_text(schema: dict) -> str:
             text += f" {schema['minimum']} to {schema['maximum']}"
         if "maxLength" in schema:
             text += f", at most {schema['maxLength']} characters"
+    if not text:
+        raise ValueError(f"docs/_generate.py cannot describe the parameter schema {schema}: teach _schema_text its form")
     if "default" in schema:
         text += f"; default `{schema['default']}`"
     return text
@@ -294,6 +325,6 @@ def api_parameters() -> str:
         where = "path" if param["in"] == "path" else "query"
         lines.append(
             f"| `{param['name']}` ({where}) | {', '.join(f'`{path}`' for path in paths)} | "
-            f"{_cell(_schema_text(param['schema']))} | {_cell(param.get('description', ''))} |"
+            f"{_cell(_schema_text(param['schema'], document))} | {_cell(param.get('description', ''))} |"
         )
     return "\n".join(lines) + "\n"

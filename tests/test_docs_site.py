@@ -74,6 +74,31 @@ def test_every_config_key_and_command_is_in_the_reference():
         assert f"$ {' '.join(words)} --help" in cli
 
 
+def test_every_parameter_value_is_described():
+    """Each parameter's value column says what it takes: OneOf's anyOf (an enum or any letter case) included."""
+    sys.path.insert(0, str(DOCS))
+    try:
+        import _generate
+    finally:
+        sys.path.remove(str(DOCS))
+    from service.api.parameters import OneOf
+
+    table = _generate.api_parameters()
+    rows = {}
+    for line in table.splitlines()[2:]:
+        name, _endpoints, value, _description = (cell.strip() for cell in line.strip("|").split(" | "))
+        assert value and not value.startswith(";"), line
+        rows.setdefault(name, value)
+    assert rows["`tag` (query)"] == "one of `Science`, `Industry`, `Investing` (any letter case)"
+    assert rows["`sort` (query)"] == "one of `-published_at`, `published_at` (any letter case); default `-published_at`"
+    assert rows["`lang` (query)"].startswith("one of `en`, ")
+    assert rows["`lang` (query)"].endswith("(any letter case); default `en`")
+    # a OneOf of values not yet in the document is described from its own schema the same way
+    kind = OneOf(("Alpha", "beta"), "Example")
+    document = {"components": {"schemas": {"Example": kind.enum}}}
+    assert _generate._schema_text(kind.schema, document) == "one of `Alpha`, `beta` (any letter case)"
+
+
 @pytest.mark.slow  # a whole Sphinx build
 def test_the_site_builds_without_a_warning(tmp_path):
     result = sphinx_build(DOCS, tmp_path / "html")
