@@ -1,7 +1,13 @@
-# qsite: one image for both roles (docs/deploy.md).
+# qsite: one image for every role (docs/operating.md#containers, docs/deploy.md).
+#   one machine: qsite up --host 0.0.0.0 --port 8001   (the default command: migrates, ingests
+#                once, then runs qsite schedule in the background and qsite serve in the
+#                foreground, over /data/site.db with deploy/one-machine.yml, the default
+#                QSITE_CONFIG; needs nothing else. `qsite serve` alone ingests nothing: every
+#                endpoint, health too, answers 503 until something ingests into /data/site.db)
 #   the writer:  qsite schedule   (ingests, and publishes snapshots when snapshots.store is set)
 #   a replica:   qsite serve --follow --data-dir /data/replica --host 0.0.0.0 --port 8001
-#   one machine: qsite serve --host 0.0.0.0 --port 8001   (the default command, over /data/site.db)
+#   The writer and replicas read deploy/qsite.yml (QSITE_CONFIG=/app/deploy/qsite.yml, as
+#   docker-compose.yml sets it): its Redis (redis:6379) and store (store:8333) are compose's services.
 FROM python:3.11-slim
 
 # uv: the same version as the Makefile's UV_VERSION
@@ -14,7 +20,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     UV_PYTHON_DOWNLOADS=never \
     UV_NO_CACHE=1 \
     PATH=/app/.venv/bin:$PATH \
-    QSITE_CONFIG=/app/deploy/qsite.yml \
+    QSITE_CONFIG=/app/deploy/one-machine.yml \
     QSITE_PORT=8001
 
 WORKDIR /app
@@ -47,4 +53,7 @@ EXPOSE 8001
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/api/v1/health' % os.environ.get('QSITE_PORT', '8001'), timeout=4)"]
 
-CMD ["sh", "-c", "exec qsite serve --host 0.0.0.0 --port \"$QSITE_PORT\""]
+# On SIGTERM (docker stop) qsite up stops the server, then the scheduler (a running ingest
+# gets 5 s to commit), waiting up to 10 s for each: `docker run --stop-timeout 20` covers both.
+# A SIGKILL before that loses nothing committed: SQLite rolls the open transaction back.
+CMD ["sh", "-c", "exec qsite up --host 0.0.0.0 --port \"$QSITE_PORT\""]

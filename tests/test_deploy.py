@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+import shlex
 from pathlib import Path
 
 import click
@@ -72,6 +75,32 @@ def test_compose_runs_the_commands_run_here():
     config = load_config(ROOT / "deploy" / "qsite.yml")
     assert config.snapshots.store.startswith("s3://") and config.snapshots.endpoint_url == "http://store:8333"
     assert config.api.rate_limit_storage.startswith("redis://")
+
+
+def test_the_image_alone_ingests_and_serves_with_nothing_else():
+    """The Dockerfile's default command and config make one container a whole deployment."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    (config_path,) = re.findall(r"^ +QSITE_CONFIG=(\S+) \\$", dockerfile, re.MULTILINE)  # in ENV
+    assert config_path.startswith("/app/")
+    config = load_config(ROOT / config_path.removeprefix("/app/"))
+    # nothing a lone container lacks: no compose service, no store to publish to
+    assert config.snapshots.store is None
+    assert config.api.rate_limit_storage == "memory://"
+    assert str(config.database_path).startswith("/data/")
+    (cmd,) = re.findall(r"^CMD (.+)$", dockerfile, re.MULTILINE)
+    shell, flag, script = json.loads(cmd)
+    assert (shell, flag) == ("sh", "-c")
+    argv = shlex.split(script.replace('"$QSITE_PORT"', "8001"))
+    assert argv[0] == "exec"
+    assert parse_qsite(argv[1:]) == "up"  # migrates, ingests once, schedules and serves
+    # compose and the Kubernetes sketch name their own config, not the image's
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    assert compose["x-qsite"]["environment"]["QSITE_CONFIG"] == "/app/deploy/qsite.yml"
+    for path in MANIFESTS:
+        for doc in documents(path):
+            for container in containers(doc):
+                if container["command"][0] == "qsite":
+                    assert {"name": "QSITE_CONFIG", "value": "/etc/qsite/qsite.yml"} in container["env"]
 
 
 def test_a_command_the_cli_does_not_know_is_refused():
