@@ -203,8 +203,10 @@ class Cluster:
             raise RuntimeError("something already listens on 127.0.0.1:8333 (another weed mini?); stop it first")
         data = self.work / "seaweedfs"
         data.mkdir(exist_ok=True)
+        # -master.telemetry=false: SeaweedFS otherwise reports anonymous usage statistics to
+        # telemetry.seaweedfs.com (on by default; `weed mini -h`).
         self._spawn("seaweedfs", [str(BIN / "weed"), "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-                                  f"-bucket={BUCKET}"])
+                                  f"-bucket={BUCKET}", "-master.telemetry=false"])
         wait_for(self._s3_answers, 60, "SeaweedFS S3")
 
     def _s3_answers(self) -> bool:
