@@ -5,7 +5,8 @@ http(s) URL or a local path. Over HTTP we send a User-Agent naming the
 project, follow at most :data:`MAX_REDIRECTS` redirects, give up after
 connect/read timeouts and an overall deadline, refuse bodies over
 :data:`MAX_BODY_BYTES` *after* decompression (so a gzip bomb cannot fill
-memory), and do conditional GETs with the validators sent back exactly as the
+memory) and bodies of more than one content-coding (whose inner layers are
+decompressed whole, past any limit), and do conditional GETs with the validators sent back exactly as the
 server gave them.
 """
 
@@ -155,6 +156,13 @@ async def _fetch_http(client, url, etag, last_modified, max_bytes) -> Fetched:
                     if response.status_code in (429, 503)
                     else None,
                 )
+            codings = [value.strip().lower() for value in response.headers.get_list("content-encoding", split_commas=True)]
+            codings = [coding for coding in codings if coding not in ("", "identity")]
+            if len(codings) > 1:
+                # httpx decodes each layer of one chunk whole, with no bound on its output: the
+                # one layer a chunk of 64 KiB can grow to about 64 MiB, a second from that to
+                # gigabytes before the byte limit below sees any of it. No server needs two.
+                raise FetchError(f"{url}: Content-Encoding {', '.join(codings)!r} has more than one coding; refused")
             declared = response.headers.get("content-length")
             if declared and declared.isdigit() and int(declared) > max_bytes and "content-encoding" not in response.headers:
                 raise FetchError(f"{url}: body of {int(declared)} bytes is over the {max_bytes} byte limit")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 import time
 
@@ -22,9 +23,9 @@ from pipeline.news.parse_pool import IN_PROCESS_MAX_BYTES
 from pipeline.news.normalise import SUMMARY_LIMIT
 from pipeline.store import open_database
 from tests.support.feeds import RSS_TYPE
-from tests.support.hostile_feeds import corpus, good_feed, gzip_bomb, slow_to_parse
+from tests.support.hostile_feeds import corpus, double_gzip_bomb, good_feed, gzip_bomb, slow_to_parse
 from tests.support.local_server import DripServer, Reply
-from tests.support.processes import cpu_seconds, run_qsite, wait_until
+from tests.support.processes import QSITE, cpu_seconds, run_qsite, wait_until
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 SCALE = 4 if SOAK else 1
@@ -124,6 +125,38 @@ def test_oversize_bodies_are_refused_after_decompression(make_config, http_serve
     assert reports[GOOD].status == "ok"
     for name in ("declared", "bomb"):
         assert reports[name].failed and "byte limit" in reports[name].error, reports[name].line()
+
+
+#: Most a ``qsite ingest news`` of one refused source may take, in KiB of resident memory (it takes about 90 MiB).
+INGEST_MAX_RSS_KIB = 300 * 1024
+
+
+@pytest.mark.slow
+def test_a_body_of_two_content_codings_is_refused_before_decompressing(make_config, http_server, tmp_path):
+    """4 KiB sent as ``gzip, gzip`` grow to 512 MiB: refused with a clear error, in bounded memory.
+
+    httpx gunzips the inner layer of a chunk whole, so the byte limit saw it only once it
+    was all in memory (a 3 KiB body took 4.25 GB and 11 s of CPU).
+    """
+    http_server.routes["/good.xml"] = Reply(200, good_feed(GOOD_ITEMS), RSS_TYPE)
+    http_server.routes["/bomb.xml"] = Reply(
+        200, double_gzip_bomb(512 << 20), {"Content-Type": "application/rss+xml", "Content-Encoding": "gzip, gzip"}
+    )
+    config = make_config(news={"sources": [
+        {"name": GOOD, "url": http_server.url("/good.xml"), "tag": "Science"},
+        {"name": "bomb", "url": http_server.url("/bomb.xml"), "tag": "Science"},
+    ]})
+    # The console script, not a forked run: os.wait4 gives this one process's peak memory.
+    with open(tmp_path / "out", "w+") as out:
+        process = subprocess.Popen([QSITE, "ingest", "news", "--config", str(config)], stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        output = out.read()
+    assert process.returncode == 1, output
+    assert f"news {GOOD}: ok" in output
+    assert usage.ru_maxrss < INGEST_MAX_RSS_KIB, f"peak {usage.ru_maxrss // 1024} MiB"
+    assert "Content-Encoding 'gzip, gzip' has more than one coding; refused" in output, output
 
 
 @pytest.mark.slow
