@@ -16,10 +16,11 @@ import asyncio
 import email.utils
 import functools
 import hashlib
+import os
 import ssl
+import stat
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 
 import httpx
 
@@ -201,15 +202,26 @@ def _innermost(exc: BaseException) -> str:
 
 
 def _read_file(location: str, max_bytes: int) -> Fetched:
-    path = Path(location)
     try:
-        with path.open("rb") as handle:
+        # O_NONBLOCK: opening a FIFO waits for a writer, for ever and on the event loop, holding
+        # the writer lock; so open without waiting, and read only a regular file.
+        with open(os.open(location, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+            mode = os.fstat(handle.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                raise FetchError(f"{location}: cannot read file: it is {_file_kind(mode)}, not a regular file")
             body = handle.read(max_bytes + 1)
     except OSError as exc:
         raise FetchError(f"{location}: cannot read file: {exc.strerror or exc}") from None
     if len(body) > max_bytes:
         raise FetchError(f"{location}: file is over the {max_bytes} byte limit")
     return Fetched(location, body)
+
+
+def _file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, in words, from its ``st_mode``."""
+    kinds = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO", stat.S_ISCHR: "a character device",
+             stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket"}
+    return next((kind for test, kind in kinds.items() if test(mode)), "a special file")
 
 
 def split_options(options: dict) -> tuple[dict, dict]:

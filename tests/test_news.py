@@ -1,6 +1,7 @@
 """News ingestion end to end: a real HTTP server on 127.0.0.1, a real SQLite file, the real CLI."""
 
 import json
+import os
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 
@@ -465,6 +466,27 @@ def test_a_url_httpx_refuses_fails_only_its_source(http_server, make_config, qsi
     db = open_database(load_config(path).database_path)
     assert db.execute("SELECT count(*) FROM news WHERE source = 'Good'").fetchone()[0] == 3
     assert source_row(db, "Moved")["last_status"] == "failed"
+
+
+@pytest.mark.slow
+def test_a_local_source_that_is_not_a_regular_file_fails_alone(tmp_path, make_config, qsite):
+    """A FIFO used to be opened for reading and waited on for a writer for ever: no line, the writer lock held."""
+    os.mkfifo(tmp_path / "fifo.xml")
+    (tmp_path / "folder.xml").mkdir()
+    (tmp_path / "good.xml").write_bytes(THREE)
+    sources = [
+        {"name": "Fifo", "url": str(tmp_path / "fifo.xml"), "tag": "Science"},
+        {"name": "Zero", "url": "/dev/zero", "tag": "Science"},
+        {"name": "Folder", "url": str(tmp_path / "folder.xml"), "tag": "Science"},
+        {"name": "Good", "url": str(tmp_path / "good.xml"), "tag": "Industry"},
+    ]
+    done = qsite("ingest", "news", "--config", str(make_config(news={"sources": sources})), timeout=30)
+    assert done.returncode == 1, done.stderr
+    lines = {line.split(":")[0].removeprefix("news "): line for line in done.stdout.splitlines()}
+    assert "fifo.xml: cannot read file: it is a FIFO, not a regular file" in lines["Fifo"]
+    assert "/dev/zero: cannot read file: it is a character device, not a regular file" in lines["Zero"]
+    assert "folder.xml: cannot read file: Is a directory" in lines["Folder"]
+    assert lines["Good"].startswith("news Good: ok (new 3")
 
 
 @pytest.mark.parametrize("url", ["http://[::1/feed", "http://xn--a.com/feed", "http://127.0.0.1:99999/feed"])
