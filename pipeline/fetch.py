@@ -17,6 +17,7 @@ import email.utils
 import functools
 import hashlib
 import os
+import re
 import ssl
 import stat
 from dataclasses import dataclass, field
@@ -100,11 +101,15 @@ def make_client(
 
 
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP date."""
+    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP date; ``None`` for anything else.
+
+    RFC 9110 10.2.3: delta-seconds are ASCII digits only (``str.isdigit`` also takes ``²``,
+    which ``float`` refuses), and a value that is neither is ignored.
+    """
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if re.fullmatch(r"[0-9]+", value):
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)

@@ -8,7 +8,7 @@ from email.utils import format_datetime
 import pytest
 
 from config import load_config
-from pipeline.fetch import FetchError, fetch_one
+from pipeline.fetch import FetchError, fetch_one, parse_retry_after
 from pipeline.news.ingest import ingest_news
 from pipeline.news.policy import MAX_BACKOFF, backoff_seconds
 from pipeline.store import open_database
@@ -207,6 +207,17 @@ def test_429_and_503_retry_after_are_honoured(http_server, news):
     reports, db = news()
     assert reports["Busy"].status == "skipped" and "backing off" in reports["Busy"].error
     assert not reports["Busy"].failed and len(http_server.requests) == served  # not asked again early
+
+
+def test_an_unreadable_retry_after_is_ignored_and_the_429_kept(http_server, news):
+    """``²`` passes ``str.isdigit``: it failed the fetch as "cannot request this URL: ValueError ...", the 429 lost."""
+    http_server.routes["/busy"] = Reply(429, b"slow down", {"Retry-After": "\u00b2"})  # sent as the byte 0xb2
+    started = datetime.now(timezone.utc)
+    reports, db = news([{"name": "Busy", "url": http_server.url("/busy"), "tag": "Science"}])
+    assert reports["Busy"].failed and "/busy: HTTP 429 Too Many Requests (failure 1" in reports["Busy"].error, reports["Busy"].error
+    next_fetch = datetime.strptime(source_row(db, "Busy")["next_fetch_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    assert abs((next_fetch - started).total_seconds() - 900) < 10  # the usual backoff: news.every (15m)
+    assert [parse_retry_after(value) for value in ("120", " 7 ", "\u00b2", "\u0661\u0662", "1.5", "soon")] == [120, 7, None, None, None, None]
 
 
 def test_backoff_grows_exponentially_and_caps_at_a_day(http_server, news):
