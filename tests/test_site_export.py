@@ -376,6 +376,31 @@ def test_every_structural_problem_is_listed_by_path(loaded, sample_export):
     assert runs(db)[-1]["error"] == report.error
 
 
+def test_values_the_database_cannot_hold_are_listed_by_path(loaded, sample_export):
+    """Each passed validation and then failed the store as "unexpected error", naming no key."""
+    db, ingest = loaded
+    before = snapshot(db, EXPORT_TABLES)
+    bad = copy.deepcopy(sample_export)
+    bad["exported_at"] = "0001-01-01T00:00:00+01:00"  # year 0 in UTC
+    bad["courses"][0]["sections"][0].pop("slides", None)
+    bad["courses"][0]["sections"][0]["slide_count"] = 10**30  # over SQLite's 64-bit integers
+    bad["courses"][1]["summary"] = "Gates \ud800 and circuits"  # JSON may escape a lone surrogate; UTF-8 cannot hold it
+    bad["glossary"][0]["term"] = "Qubit\udc00"
+    report = ingest(json.dumps(bad))
+    assert report.failed and report.error.splitlines() == [
+        "export rejected, 4 problems:",
+        "  exported_at: must be within the years 0001 to 9999 once in UTC (got '0001-01-01T00:00:00+01:00')",
+        "  courses[0].sections[0].slide_count: must be at most 1000000 (got 1000000000000000000000000000000)",
+        "  courses[1].summary: must be valid Unicode text: character 7 is a lone surrogate (U+D800)",
+        "  glossary[0].term: must be valid Unicode text: character 6 is a lone surrogate (U+DC00)",
+    ], report.error
+    assert "exported_at: must be within the years 0001 to 9999 once in UTC" in ingest(
+        {**sample_export, "exported_at": "9999-12-31T23:59:59-01:00"}
+    ).error
+    assert snapshot(db, EXPORT_TABLES) == before
+    assert runs(db)[-1]["status"] == "failed"
+
+
 def test_missing_top_level_keys_and_duplicate_courses(loaded, sample_export):
     db, ingest = loaded
     bad = copy.deepcopy(sample_export)

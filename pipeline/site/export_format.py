@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Annotated, Any, Callable
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError
 from pydantic_core import PydanticCustomError
 
 from pipeline.text import shorten
@@ -30,6 +30,9 @@ FORMAT_VERSION = 1
 MAX_PROBLEMS_LISTED = 500
 #: Longest quotation of a bad value in a problem, in characters.
 SHOWN_VALUE_LIMIT = 60
+#: The most slides a section may count. No lesson comes near it, and the sums over any export
+#: that fits the fetch's 15 MiB stay far inside SQLite's 64-bit integers (10**30 could not be stored).
+MAX_SLIDE_COUNT = 1_000_000
 
 _SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
@@ -64,9 +67,32 @@ def _check(test: Callable[[Any], bool], message: str, optional: bool = False, sh
             return None
         if not test(value):
             raise PydanticCustomError("export", message + (f" (got {_shown(value)})" if show_value else ""))
-        return value.strip() if isinstance(value, str) else value
+        if isinstance(value, str):
+            _check_unicode(value)
+            return value.strip()
+        return value
 
     return BeforeValidator(validate)
+
+
+def _check_unicode(text: str) -> None:
+    """Refuse a lone surrogate: JSON can write one (``"\\ud800"``), but no UTF-8 can hold it, so SQLite could not store it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        lone = f"U+{ord(text[exc.start]):04X}"
+        raise PydanticCustomError("export", f"must be valid Unicode text: character {exc.start + 1} is a lone surrogate ({lone})") from None
+
+
+def _and(test: Callable[[Any], bool], message: str, show_value: bool = False):
+    """A further check of a value (or null) that passed its :func:`_check`, with a message of its own."""
+
+    def validate(value):
+        if value is not None and not test(value):
+            raise PydanticCustomError("export", message + (f" (got {_shown(value)})" if show_value else ""))
+        return value
+
+    return AfterValidator(validate)
 
 
 def _is_text(value) -> bool:
@@ -82,6 +108,15 @@ def _is_url(value) -> bool:
 
 def _is_count(value) -> bool:
     return type(value) is int and value >= 0
+
+
+def _in_utc_years(value: str) -> bool:
+    """Whether the time stays within years 1 to 9999 once in UTC (``0001-01-01T00:00:00+01:00`` does not)."""
+    try:
+        datetime.fromisoformat(value.upper()).astimezone(timezone.utc)
+    except OverflowError:
+        return False
+    return True
 
 
 def _is_timestamp(value) -> bool:
@@ -102,11 +137,16 @@ Slug = Annotated[
 ]
 Url = Annotated[Any, _check(_is_url, "must be an absolute http(s) URL")]
 OptionalUrl = Annotated[Any, _check(_is_url, "must be an absolute http(s) URL or null", optional=True)]
-Count = Annotated[Any, _check(_is_count, "must be an integer >= 0")]
+_AT_MOST = _and(lambda v: v <= MAX_SLIDE_COUNT, f"must be at most {MAX_SLIDE_COUNT}", show_value=True)
+Count = Annotated[Any, _check(_is_count, "must be an integer >= 0"), _AT_MOST]
 Array = Annotated[Any, _check(lambda v: isinstance(v, list), "must be an array")]
 OptionalArray = Annotated[Any, _check(lambda v: isinstance(v, list), "must be an array", optional=True)]
-OptionalCount = Annotated[Any, _check(_is_count, "must be an integer >= 0", optional=True)]
-Timestamp = Annotated[Any, _check(_is_timestamp, "must be an RFC 3339 date-time with a time zone, e.g. 2024-05-01T12:00:00Z")]
+OptionalCount = Annotated[Any, _check(_is_count, "must be an integer >= 0", optional=True), _AT_MOST]
+Timestamp = Annotated[
+    Any,
+    _check(_is_timestamp, "must be an RFC 3339 date-time with a time zone, e.g. 2024-05-01T12:00:00Z"),
+    _and(_in_utc_years, "must be within the years 0001 to 9999 once in UTC", show_value=True),
+]
 
 
 class _Model(BaseModel):
