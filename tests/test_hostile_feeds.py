@@ -23,7 +23,7 @@ from pipeline.news.parse_pool import IN_PROCESS_MAX_BYTES
 from pipeline.news.normalise import SUMMARY_LIMIT
 from pipeline.store import open_database
 from tests.support.feeds import RSS_TYPE
-from tests.support.hostile_feeds import corpus, double_gzip_bomb, good_feed, gzip_bomb, slow_to_parse
+from tests.support.hostile_feeds import corpus, double_gzip_bomb, good_feed, gzip_bomb, memory_hungry, slow_to_parse
 from tests.support.local_server import DripServer, Reply
 from tests.support.processes import QSITE, cpu_seconds, run_qsite, wait_until
 
@@ -261,6 +261,27 @@ def test_a_parse_past_its_deadline_fails_that_source_alone(make_config, http_ser
     assert list(db.query("SELECT * FROM news WHERE source = 'deep' ORDER BY id")) == before
     assert reports[GOOD].status == "ok" and reports[GOOD].counts["new"] == GOOD_ITEMS
     assert child_pids() <= children  # no worker outlives ingest_news
+
+
+@pytest.mark.slow
+def test_a_parse_past_its_memory_fails_that_source_alone(make_config, http_server):
+    """A 1.2 MB feed that takes feedparser ~150 MiB, against 64 MiB: a clear failure, the worker's memory bounded."""
+    body = memory_hungry(1_200_000)
+    assert len(body) >= IN_PROCESS_MAX_BYTES  # parsed in a pool worker, under its memory limit
+    http_server.routes["/good.xml"] = Reply(200, good_feed(GOOD_ITEMS), RSS_TYPE)
+    http_server.routes["/hungry.xml"] = Reply(200, body, RSS_TYPE)
+    sources = [
+        {"name": GOOD, "url": http_server.url("/good.xml"), "tag": "Science"},
+        {"name": "hungry", "url": http_server.url("/hungry.xml"), "tag": "Industry"},
+    ]
+    config = load_config(make_config(news={"sources": sources}))
+    db = open_database(config.database_path)
+    children = child_pids()
+    reports = {r.source: r for r in ingest_news(db, config, client_options=FAST, parse_workers=0, parse_memory=64 << 20)}
+    assert reports["hungry"].failed, reports["hungry"].line()
+    assert "parsing needed more than 64 MiB of memory; the feed is too large or malformed" in reports["hungry"].error
+    assert reports[GOOD].status == "ok" and reports[GOOD].counts["new"] == GOOD_ITEMS
+    assert child_pids() <= children
 
 
 #: CPU a pool worker has used once it is surely parsing the slow feed (forked, it starts with none).

@@ -104,6 +104,8 @@ def _feedparser(body: bytes, response_headers: dict[str, str]):
         return feedparser.parse(
             io.BytesIO(body), response_headers=response_headers, sanitize_html=False, resolve_relative_uris=False
         )
+    except MemoryError:
+        raise  # past a pool worker's memory limit: the pool names the limit (pipeline.news.parse_pool)
     except Exception as exc:  # feedparser's failure modes are not a documented set
         raise FeedError(f"feed could not be parsed: {type(exc).__name__}: {exc}") from None
 

@@ -35,7 +35,7 @@ from db.model import NEWS, format_time
 from pipeline.news import policy
 from pipeline.news.feeds import FeedJob, FeedResult
 from pipeline.fetch import Fetched, FetchError, fetch, make_client, split_options
-from pipeline.news.parse_pool import PARSE_DEADLINE, ParsePool
+from pipeline.news.parse_pool import PARSE_DEADLINE, PARSE_MEMORY, ParsePool
 from pipeline.report import RunReport
 from pipeline.store import news as news_store
 from pipeline.store import runs as runs_store
@@ -94,6 +94,7 @@ def ingest_news(
     client_options: dict | None = None,
     parse_workers: int | None = None,
     parse_deadline: float = PARSE_DEADLINE,
+    parse_memory: int = PARSE_MEMORY,
 ) -> list[RunReport]:
     """Fetch every due news source, store what changed and return one report per configured source.
 
@@ -103,12 +104,13 @@ def ingest_news(
     :param parse_workers: processes to parse in (:class:`pipeline.news.parse_pool.ParsePool`); ``None`` picks
         by the amount of work, 0 parses in-process all but the biggest bodies.
     :param parse_deadline: seconds a pooled parse may take before its source fails.
+    :param parse_memory: bytes of memory a pool worker may add to what it inherits before its parse fails.
     """
     started = datetime.now(timezone.utc).replace(microsecond=0)
     rows = sync_sources(db, config)
     due = [source for source in config.news.sources if policy.is_due(rows[source.name], format_time(started))]
     sweep = _Sweep(db, config, rows, started, _start_runs(db, due, format_time(started)), news_store.sources_with_unclaimed_items(db))
-    parser = ParsePool(parse_workers, len(due), parse_deadline)
+    parser = ParsePool(parse_workers, len(due), parse_deadline, parse_memory)
     reports = asyncio.run(_fetch_and_store(sweep, due, parser, split_options(client_options or {}), progress))
     _prune(db, config, started)
     return reports

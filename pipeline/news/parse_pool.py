@@ -4,13 +4,16 @@ Parsing is CPU-bound, so a run with many changed feeds parses them in a pool
 of worker processes; and one big body, which a hostile publisher can make
 very slow to parse, goes to a worker even in a small run, so that its parse
 has a deadline: a worker that runs past it is killed (and replaced) by
-pebble, and a worker that dies fails only the feed it was parsing.
+pebble, and a worker that dies fails only the feed it was parsing. A worker's
+memory is bounded too (:data:`PARSE_MEMORY`): a parse that needs more fails
+its feed with a ``MemoryError`` instead of taking the machine's memory.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import resource
 from multiprocessing import get_context
 
 from pebble import ProcessExpired, ProcessPool
@@ -23,6 +26,10 @@ POOL_MIN_FEEDS = 8
 #: failed. A normal feed parses at about 1.7 s per MiB, so only a hostile one (e.g. deep unclosed
 #: nesting, about 6 s per MiB) gets near it within the fetcher's byte cap.
 PARSE_DEADLINE = 30.0
+#: Bytes of address space a pool worker may take beyond what it inherits at fork, before a
+#: parse fails with MemoryError. A hostile feed (one item, then millions of unclosed ``<a>``)
+#: takes about 125 MiB per MiB of body: 1.8 GB for 14 MB, all within its deadline.
+PARSE_MEMORY = 1024 * 1024 * 1024
 #: Bodies this big or bigger are parsed in a pool worker, under :data:`PARSE_DEADLINE`, even in a
 #: small run: a one-off pool costs 50-100 ms, under a tenth of a normal parse at this size, and a
 #: smaller body cannot hold up the run for long (about 3 s for the worst document known).
@@ -36,14 +43,16 @@ class ParsePool:
         (``due`` feeds), 0 parses in-process every body under :data:`IN_PROCESS_MAX_BYTES`
         (bigger ones go to a one-worker pool).
     :param deadline: seconds a pooled parse may take before its feed fails.
+    :param memory: bytes of address space a pool worker may add to what it inherits (:data:`PARSE_MEMORY`).
     """
 
-    def __init__(self, workers: int | None, due: int, deadline: float = PARSE_DEADLINE):
+    def __init__(self, workers: int | None, due: int, deadline: float = PARSE_DEADLINE, memory: int = PARSE_MEMORY):
         if workers is None:
             cores = os.cpu_count() or 1
             workers = min(cores, 4) if cores > 1 and due >= POOL_MIN_FEEDS else 0
         self.workers = workers
         self.deadline = deadline
+        self.memory = memory
         self.pool: ProcessPool | None = None
 
     async def read(self, job: FeedJob) -> FeedResult:
@@ -59,12 +68,14 @@ class ParsePool:
         if self.pool is None:
             # fork: the workers inherit the imported parser (and its loaded rules) instead of loading them again.
             prepare()
-            self.pool = ProcessPool(self.workers or 1, context=get_context("fork"))
+            self.pool = ProcessPool(self.workers or 1, initializer=_limit_memory, initargs=(self.memory,), context=get_context("fork"))
         future = self.pool.schedule(read_feed, (job,), timeout=self.deadline)
         try:
             return await asyncio.wrap_future(future)
         except TimeoutError:  # pebble's clock starts when a worker takes the job, not while it queues
             return FeedResult(error=f"parsing took longer than {self.deadline:g} s; the feed is too large or malformed")
+        except MemoryError:
+            return FeedResult(error=f"parsing needed more than {self.memory // 2**20} MiB of memory; the feed is too large or malformed")
         except ProcessExpired as exc:  # e.g. the kernel's out-of-memory killer
             how = f"killed by signal {-exc.exitcode}" if exc.exitcode < 0 else f"exit code {exc.exitcode}"
             return FeedResult(error=f"the parser process died ({how}); the feed may be too large or malformed")
@@ -81,3 +92,17 @@ class ParsePool:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+def _limit_memory(budget: int) -> None:
+    """A pool worker's initializer: allow its address space to grow by ``budget`` bytes, no more.
+
+    RLIMIT_AS is the one limit Linux enforces on a process's memory (RLIMIT_RSS is ignored);
+    it counts address space, so the bound is what the forked worker already maps (the parent's
+    modules, thread stacks, malloc arenas) plus the budget, or the hard limit if lower.
+    """
+    with open("/proc/self/statm") as statm:
+        mapped = int(statm.read().split()[0]) * resource.getpagesize()
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    limit = mapped + budget if hard == resource.RLIM_INFINITY else min(mapped + budget, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))

@@ -185,6 +185,11 @@ def double_gzip_bomb(expanded_bytes: int) -> bytes:
     return gzip.compress(layer, compresslevel=9)
 
 
+def memory_hungry(size: int) -> bytes:
+    """One good item, then unclosed ``<a>`` to at least ``size`` bytes: about 125 MiB of feedparser's memory per MiB."""
+    return (good_feed(1)[: -len(CLOSE)] + "<a>" * (size // 3 + 1)).encode()
+
+
 def slow_to_parse(size: int) -> bytes:
     """Deep unclosed nesting of at least ``size`` bytes: about 6 s of feedparser per MiB, linear in size."""
     level = len(b"<item><channel>")
