@@ -5,9 +5,9 @@ http(s) URL or a local path. Over HTTP we send a User-Agent naming the
 project, follow at most :data:`MAX_REDIRECTS` redirects, give up after
 connect/read timeouts and an overall deadline, refuse bodies over
 :data:`MAX_BODY_BYTES` *after* decompression (so a gzip bomb cannot fill
-memory) and bodies of more than one content-coding (whose inner layers are
-decompressed whole, past any limit), and do conditional GETs with the validators sent back exactly as the
-server gave them.
+memory), refuse bodies of more than one content-coding (an inner layer is
+decompressed whole, past any limit), and do conditional GETs with the
+validators sent back exactly as the server gave them.
 """
 
 from __future__ import annotations
@@ -165,9 +165,9 @@ async def _fetch_http(client, url, etag, last_modified, max_bytes) -> Fetched:
             codings = [value.strip().lower() for value in response.headers.get_list("content-encoding", split_commas=True)]
             codings = [coding for coding in codings if coding not in ("", "identity")]
             if len(codings) > 1:
-                # httpx decodes each layer of one chunk whole, with no bound on its output: the
-                # one layer a chunk of 64 KiB can grow to about 64 MiB, a second from that to
-                # gigabytes before the byte limit below sees any of it. No server needs two.
+                # httpx decodes each layer of a chunk whole, with no bound on its output: one
+                # layer turns a 64 KiB chunk into at most about 64 MiB, but a second layer turns
+                # those into gigabytes before the byte limit below sees any. No feed needs two.
                 raise FetchError(f"{url}: Content-Encoding {', '.join(codings)!r} has more than one coding; refused")
             declared = response.headers.get("content-length")
             if declared and declared.isdigit() and int(declared) > max_bytes and "content-encoding" not in response.headers:
