@@ -187,6 +187,20 @@ def test_truncated_feed_with_whole_entries_is_a_warning_and_they_land(http_serve
     assert source_row(db, "T")["last_status"] == "warning"
 
 
+@pytest.mark.parametrize("reference", ["&#xD800;", "&#xDFFF;", "&#55296;", "&#x110000;", "&#99999999999;"])
+def test_a_reference_to_no_character_is_a_warning_and_the_entries_land(http_server, news, reference):
+    # A surrogate or a code point past U+10FFFF: feedparser's lenient parser raised on it, failing the whole feed.
+    bad = f"<item><title>a {reference} b</title><link>http://pub.example/1</link></item>".encode()
+    body = THREE.replace(b"<item>", bad + b"<item>", 1).replace(b"</channel>", b"<item><title>ok &#x41;&#233;</title><link>http://pub.example/2</link></item></channel>")
+    http_server.routes["/feed"] = Reply(200, body)
+    reports, db = news([{"name": "S2", "url": http_server.url("/feed"), "tag": "Science"}])
+    assert reports["S2"].status == "warning" and "not well-formed" in reports["S2"].error, reports["S2"].line()
+    assert reports["S2"].counts["new"] == 5
+    titles = {row[1]: row[2] for row in rows(db)}
+    assert titles["http://pub.example/1"] == "a \ufffd b" and titles["http://pub.example/2"] == "ok Aé"  # valid references as written
+    assert source_row(db, "S2")["consecutive_failures"] == 0
+
+
 def test_429_and_503_retry_after_are_honoured(http_server, news):
     http_server.routes["/busy"] = Reply(429, b"slow down", {"Retry-After": "7200"})
     later = format_datetime(datetime.now(timezone.utc) + timedelta(hours=3), usegmt=True)

@@ -13,10 +13,12 @@ data in and gives plain data back, so parsing can use every core.
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass, field
 
 import feedparser
 from feedparser.exceptions import CharacterEncodingOverride, NonXMLContentType
+from w3lib.encoding import read_bom
 
 from pipeline.news.dates import DateReader
 from pipeline.news.encoding import check_encoding
@@ -97,17 +99,73 @@ def parse(body: bytes, headers: dict[str, str] | None = None):
     return parsed
 
 
+class InvalidReference(ValueError):
+    """The document refers to characters that do not exist (see :func:`_valid_references`)."""
+
+
 def _feedparser(body: bytes, response_headers: dict[str, str]):
+    body, mended = _valid_references(body)
     try:
         # HTML inside entries is made plain text later (pipeline.text), so feedparser's own
         # (slow) sanitising and link rewriting of that HTML would be wasted work.
-        return feedparser.parse(
+        parsed = feedparser.parse(
             io.BytesIO(body), response_headers=response_headers, sanitize_html=False, resolve_relative_uris=False
         )
     except MemoryError:
         raise  # past a pool worker's memory limit: the pool names the limit (pipeline.news.parse_pool)
     except Exception as exc:  # feedparser's failure modes are not a documented set
         raise FeedError(f"feed could not be parsed: {type(exc).__name__}: {exc}") from None
+    if mended and _problem(parsed) is None:
+        # Mended, the document may be well-formed; as sent it was not, and the source is told so.
+        parsed["bozo"] = 1
+        parsed["bozo_exception"] = InvalidReference(f"character references to no character, read as U+FFFD: {mended}")
+    return parsed
+
+
+#: A numeric character reference as feedparser's lenient parser (sgmllib) reads one: decimal or hex, with its ``;``.
+_REFERENCE = re.compile(rb"&#(?:[xX]([0-9a-fA-F]+)|([0-9]+));")
+#: U+FFFD REPLACEMENT CHARACTER, what a reference to no character becomes.
+_REPLACEMENT = b"&#xFFFD;"
+
+
+def _valid_references(body: bytes) -> tuple[bytes, int]:
+    """``body`` with every reference to a surrogate (U+D800 to U+DFFF) or past U+10FFFF made ``&#xFFFD;``.
+
+    Such a reference names no character. The XML parser refuses it (the feed is
+    not well-formed), and feedparser's lenient parser, which then reads the
+    document, makes each reference a character with ``chr`` and encodes it as
+    UTF-8 (``feedparser.mixin.handle_charref``, feedparser 6.0): a surrogate
+    raises UnicodeEncodeError, ``&#x110000;`` ValueError, ``&#99999999999;``
+    OverflowError, and the whole feed was lost for one bad title. The
+    replacement keeps the feed's other entries and shows where the text was
+    broken, as a decoder does with bytes it cannot read. Every other reference
+    is left as written. References are ASCII, so they are found in the bytes of
+    any encoding that keeps ASCII as it is; a UTF-16 or UTF-32 document (told
+    by its byte-order mark) is read as text, mended and written back. Also
+    returns how many references were replaced.
+    """
+    encoding, mark = read_bom(body)
+    if encoding and encoding.startswith(("utf-16", "utf-32")):
+        try:
+            text = body[len(mark):].decode(encoding)
+        except UnicodeDecodeError:
+            return body, 0  # feedparser cannot read it as text either
+        mended, count = _valid_references(text.encode("utf-8"))
+        return (mark + mended.decode("utf-8").encode(encoding), count) if count else (body, 0)
+    if b"&#" not in body:
+        return body, 0
+    mended = _REFERENCE.sub(_mend, body)
+    return mended, mended.count(_REPLACEMENT) - body.count(_REPLACEMENT)
+
+
+def _mend(reference: re.Match) -> bytes:
+    hexadecimal, decimal = reference.groups()
+    digits = (hexadecimal or decimal).lstrip(b"0")
+    # Seven digits hold U+10FFFF in either base; more would only cost int() time (or its 4300-digit limit).
+    if len(digits) > 7:
+        return _REPLACEMENT
+    code = int(digits or b"0", 16 if hexadecimal else 10)
+    return _REPLACEMENT if 0xD800 <= code <= 0xDFFF or code > 0x10FFFF else reference.group(0)
 
 
 def feed_context(parsed, job: FeedJob) -> FeedContext:
