@@ -25,6 +25,7 @@ inside an XHTML description, or HTML in a value typed as plain text).
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import lxml.etree
 import lxml.html
@@ -50,14 +51,25 @@ _PARSER = lxml.html.HTMLParser(
 )
 
 
+#: Dropped from plain text: U+FEFF and the C0 and C1 control characters that are not whitespace (NUL,
+#: U+0001, DEL, U+0080...). They mean nothing on a page, an XML document cannot hold most of them
+#: (the Atom feed would leave them out and disagree with the JSON), and NUL ends a C string.
+#: Control characters that are whitespace (tab, line feed, U+001C to U+001F, U+0085) are spaces.
+_INVISIBLE = dict.fromkeys(
+    [0xFEFF, *(code for code in range(0xA0) if unicodedata.category(chr(code)) == "Cc" and not chr(code).isspace())]
+)
+
+
 def one_line(text: str | None) -> str:
-    """``text`` with every run of whitespace made one space, trimmed, and no U+FEFF.
+    """``text`` with every run of whitespace made one space, trimmed, with no U+FEFF and no control character.
 
     U+FEFF (a byte order mark) inside text is an editor's leftover, invisible
     but not whitespace (FC Utrecht's ``Column: \\ufeffWat een wedstrijd``); as a
     joiner it has been deprecated since Unicode 3.2 (U+2060 took its place).
+    Control characters (:data:`_INVISIBLE`) are dropped, so plain text never
+    holds one, whichever way it was made.
     """
-    return " ".join(text.replace("\ufeff", "").split()) if text else ""
+    return " ".join(text.translate(_INVISIBLE).split()) if text else ""
 
 
 def html_to_text(markup: str | None) -> str:

@@ -201,6 +201,15 @@ def test_a_reference_to_no_character_is_a_warning_and_the_entries_land(http_serv
     assert source_row(db, "S2")["consecutive_failures"] == 0
 
 
+def test_control_characters_are_never_stored(http_server, news):
+    # NUL and U+0001 were stored and served by /api/v1/news/{id}, while news.atom (XML) left them out.
+    item = "<item><title>Ctrl &#x1; char</title><description>a&#x0;b</description><link>http://pub.example/c</link></item>"
+    http_server.routes["/feed"] = Reply(200, THREE.replace(b"<item>", item.encode() + b"<item>", 1))
+    reports, db = news([{"name": "T", "url": http_server.url("/feed"), "tag": "Science"}])
+    assert reports["T"].counts["new"] == 4
+    assert db.execute("SELECT title, summary FROM news WHERE url = 'http://pub.example/c'").fetchone() == ("Ctrl char", "ab")
+
+
 def test_429_and_503_retry_after_are_honoured(http_server, news):
     http_server.routes["/busy"] = Reply(429, b"slow down", {"Retry-After": "7200"})
     later = format_datetime(datetime.now(timezone.utc) + timedelta(hours=3), usegmt=True)

@@ -1,6 +1,7 @@
 """The pure rules of what a news item looks like: its link, identity, plain text, tag and date."""
 
 import time
+import unicodedata
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -127,6 +128,16 @@ def test_a_byte_order_mark_inside_text_is_dropped():
     # FC Utrecht's title (tests/data/realfeeds/fc-utrecht.rss), and the same in HTML
     assert text_of("Column: \ufeffWat een wedstrijd", "text/plain") == "Column: Wat een wedstrijd"
     assert text_of("<p>\ufeffWat</p> een", "text/html") == "Wat een"
+
+
+@pytest.mark.parametrize("kind", ["text/plain", "text/html"])
+def test_plain_text_never_holds_a_control_character(kind):
+    controls = [chr(code) for code in range(0xA0) if unicodedata.category(chr(code)) == "Cc"]
+    assert text_of("Ctrl \x01 char", kind) == "Ctrl char"
+    assert text_of("a\x00b\x7fc\x9fd", kind) == "abcd"
+    # Those that are whitespace (tab, line feed, U+001C to U+001F, U+0085) separate words as spaces do.
+    assert text_of("a\tb\x1fc\x85d", kind) == "a b c d"
+    assert not [char for char in text_of("x".join(controls), kind) if unicodedata.category(char) == "Cc"]
 
 
 @given(st.text(max_size=2000))

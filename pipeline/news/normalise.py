@@ -46,7 +46,8 @@ FUTURE_TOLERANCE = timedelta(days=1)
 #: (:func:`pipeline.news.policy.content_key`), so that a new version reads every feed again once.
 #: 3: an entry keyed by its link alone unless the link repeats in the document; items carry their image and authors.
 #: 4: an Atom entry without an author has its feed's; a time on a 12-hour clock keeps its AM or PM.
-RULES_VERSION = 4
+#: 5: no control character in a title, summary or author.
+RULES_VERSION = 5
 
 #: :func:`canonical_url`, remembered: an entry's ``link`` is usually also its first ``alternate`` link.
 _canonical = functools.lru_cache(maxsize=2048)(canonical_url)
