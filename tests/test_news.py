@@ -10,6 +10,7 @@ import pytest
 from config import load_config
 from pipeline.fetch import FetchError, fetch_one, parse_retry_after
 from pipeline.news.ingest import ingest_news
+from pipeline.news.normalise import TITLE_MAX, URL_MAX
 from pipeline.news.policy import MAX_BACKOFF, backoff_seconds
 from pipeline.store import open_database
 from tests.support.feeds import Entry, rss
@@ -208,6 +209,21 @@ def test_control_characters_are_never_stored(http_server, news):
     reports, db = news([{"name": "T", "url": http_server.url("/feed"), "tag": "Science"}])
     assert reports["T"].counts["new"] == 4
     assert db.execute("SELECT title, summary FROM news WHERE url = 'http://pub.example/c'").fetchone() == ("Ctrl char", "ab")
+
+
+def test_a_long_title_is_cut_and_an_entry_whose_link_is_too_long_is_skipped(http_server, news):
+    # A 14 MB title was stored whole (one /news?q= answer was 14 MB), and so was a link of 1,000,017 characters.
+    long_title = "<item><title>" + "quantum word " * 100_000 + "</title><link>http://pub.example/t</link></item>"
+    long_link = "<item><title>Long link</title><link>http://pub.example/" + "a" * (URL_MAX - len("http://pub.example/") + 1) + "</link></item>"
+    longest = "http://pub.example/" + "b" * (URL_MAX - len("http://pub.example/"))
+    at_bound = f"<item><title>At the bound</title><link>{longest}</link></item>"
+    http_server.routes["/feed"] = Reply(200, THREE.replace(b"<item>", (long_title + long_link + at_bound).encode() + b"<item>", 1))
+    reports, db = news([{"name": "T", "url": http_server.url("/feed"), "tag": "Science"}])
+    assert reports["T"].counts["new"] == 5 and reports["T"].counts["skipped"] == reports["T"].counts["skipped_no_link"] == 1
+    title = db.execute("SELECT title FROM news WHERE url = 'http://pub.example/t'").fetchone()[0]
+    assert len(title) <= TITLE_MAX and title.startswith("quantum word quantum") and title.endswith("word…")
+    assert db.execute("SELECT max(length(url)) FROM news").fetchone()[0] == URL_MAX
+    assert db.execute("SELECT count(*) FROM news WHERE title = 'Long link'").fetchone()[0] == 0
 
 
 def test_429_and_503_retry_after_are_honoured(http_server, news):

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Mapping, Sequence
 
-from db.model import format_time
+from db.model import IMAGE_URL_MAX, format_time
 
 from pipeline.news.dates import DateReader
 from pipeline.news.legacy import legacy_id
@@ -40,13 +40,18 @@ from pipeline.store.records import Item
 SUMMARY_LIMIT = 500
 #: Longest title made up from the summary when an entry has no title.
 TITLE_LIMIT = 120
+#: Longest title kept as the feed gives it, ellipsis included: far above real ones (the longest of
+#: tests/data/realfeeds has 282 characters), so that a hostile one (14 MB) is not stored and served whole.
+TITLE_MAX = 500
+#: Longest url an entry may have: the bound of an image's (a longer link is no usable link; the entry is skipped).
+URL_MAX = IMAGE_URL_MAX
 #: A date further ahead than this is a publisher's mistake, not a scheduled post we can show.
 FUTURE_TOLERANCE = timedelta(days=1)
 #: The version of these rules. Part of each source's stored content key
 #: (:func:`pipeline.news.policy.content_key`), so that a new version reads every feed again once.
 #: 3: an entry keyed by its link alone unless the link repeats in the document; items carry their image and authors.
 #: 4: an Atom entry without an author has its feed's; a time on a 12-hour clock keeps its AM or PM.
-#: 5: no control character in a title, summary or author.
+#: 5: no control character in a title, summary or author; titles cut to TITLE_MAX.
 RULES_VERSION = 5
 
 #: :func:`canonical_url`, remembered: an entry's ``link`` is usually also its first ``alternate`` link.
@@ -115,7 +120,8 @@ def entry_link(entry: Mapping, context: FeedContext) -> str | None:
     enclosure, then its id when that is an http(s) URL (an Atom entry's id is
     often its permalink, the one link left when its ``href`` is empty). Usable
     means an http(s) URL (relative ones resolved) that is not one of the feed
-    document's own URLs, which is what an empty ``href=""`` resolves to. The
+    document's own URLs, which is what an empty ``href=""`` resolves to, and
+    is at most :data:`URL_MAX` characters long once canonical. The
     feed's site link is never an entry's url: a homepage is not a news item,
     so an entry with no link of its own is skipped (and counted).
     """
@@ -133,7 +139,7 @@ def entry_link(entry: Mapping, context: FeedContext) -> str | None:
     for candidate in candidates:
         if isinstance(candidate, str) and candidate.strip():
             url = _canonical(candidate, context.base)
-            if url is not None and url not in context.own_urls:
+            if url is not None and url not in context.own_urls and len(url) <= URL_MAX:
                 return url
     return None
 
@@ -220,7 +226,7 @@ def normalise_entry(entry: Mapping, context: FeedContext) -> Item | None:
     link = own_link(entry, context.base)
     key, key_from_text = entry_key(entry, link, title, full_text, shared=link in context.shared_links)
     categories = [tag.get("term") or "" for tag in entry.get("tags") or () if isinstance(tag, Mapping)]
-    title = title or shorten(full_text, TITLE_LIMIT) or url
+    title = shorten(title, TITLE_MAX) or shorten(full_text, TITLE_LIMIT) or url
     when, dated = published_at(context.dates.read(entry), context.first_seen)
     return Item(
         key=key,
