@@ -9,6 +9,7 @@ import pytest
 
 from config import load_config
 from pipeline.fetch import FetchError, fetch_one, parse_retry_after
+from pipeline.news.feeds import MAX_ENTRIES
 from pipeline.news.ingest import ingest_news
 from pipeline.news.normalise import TITLE_MAX, URL_MAX
 from pipeline.news.policy import MAX_BACKOFF, backoff_seconds
@@ -224,6 +225,18 @@ def test_a_long_title_is_cut_and_an_entry_whose_link_is_too_long_is_skipped(http
     assert len(title) <= TITLE_MAX and title.startswith("quantum word quantum") and title.endswith("word…")
     assert db.execute("SELECT max(length(url)) FROM news").fetchone()[0] == URL_MAX
     assert db.execute("SELECT count(*) FROM news WHERE title = 'Long link'").fetchone()[0] == 0
+
+
+def test_a_feed_is_read_up_to_its_first_max_entries_and_the_report_says_how_many_were_left_out(http_server, news):
+    # 300,000 entries were all stored (104 s, +336 MB), and the next run took 36 s and 985 MB.
+    links = [f"http://p.example/{n}" for n in range(MAX_ENTRIES + 7)]
+    http_server.routes["/feed"] = Reply(200, rss([Entry(link, f"Story {n}", day(0)) for n, link in enumerate(links)]).encode())
+    reports, db = news([{"name": "Many", "url": http_server.url("/feed"), "tag": "Science"}])
+    report = reports["Many"]
+    assert report.status == "warning" and report.counts["new"] == MAX_ENTRIES
+    assert f"lists {MAX_ENTRIES + 7:,} entries; read the first {MAX_ENTRIES:,}, 7 left out" in report.error
+    stored = {row[0] for row in db.execute("SELECT url FROM news")}
+    assert stored == set(links[:MAX_ENTRIES])  # the first in document order: feeds list the newest first
 
 
 def test_429_and_503_retry_after_are_honoured(http_server, news):
