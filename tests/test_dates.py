@@ -4,7 +4,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from pipeline.news.dates import DateReader, agrees
+from pipeline.news.dates import EARLIEST, DateReader, agrees
 
 
 def utc(*parts) -> datetime:
@@ -59,6 +59,22 @@ def test_a_time_on_a_12_hour_clock_is_read_with_its_am_or_pm(raw, parsed, expect
 def test_other_languages_are_read_by_the_fallback():
     assert DateReader("pt-br").read(entry("Seg, 24 Set 2018 19:42:40 -0300")) == utc(2018, 9, 24, 22, 42, 40)
     assert DateReader("en").read(entry("พฤ., 03 พ.ย. 2005 21:24:18 +0000")) == utc(2005, 11, 3, 21, 24, 18)
+
+
+@pytest.mark.parametrize(
+    "raw, parsed",
+    [
+        ("Mon, 01 Jan 0001 00:00:00 GMT", utc(1, 1, 1)),  # .NET's DateTime.MinValue
+        ("Mon, 01 Jan 1900 00:00:00 GMT", utc(1900, 1, 1)),
+        ("Thu, 01 Jan 1970 00:00:00 GMT", utc(1970, 1, 1)),  # Unix time 0
+        ("1980-01-01T00:00:00Z", None),  # read by dateparser: no date either
+    ],
+)
+def test_a_placeholder_date_before_the_web_is_no_date_and_updated_is_read_instead(raw, parsed):
+    reader = DateReader("en")
+    assert reader.read(entry(raw, parsed)) is None
+    assert reader.read({**entry(raw, parsed), "updated": "2005-05-28T16:05:36Z"}) == utc(2005, 5, 28, 16, 5, 36)
+    assert reader.read(entry("Tue, 01 Jan 1991 00:00:00 GMT", utc(1991, 1, 1))) == EARLIEST
 
 
 @pytest.mark.slow  # dateparser tries every locale on each text that is no date

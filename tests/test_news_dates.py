@@ -74,3 +74,19 @@ def test_a_fresh_start_shows_dated_news_first(http_server, make_config):
     # the dashboard's weekly charts count published_at: no item carries the ingest's time
     assert db.execute("SELECT count(*) FROM news WHERE published_at = first_seen_at").fetchone()[0] == 0
     db.close()
+
+
+def test_placeholder_dates_neither_show_nor_date_their_neighbours(http_server, make_config):
+    """Year 1, 1900 (before the web: placeholders), 9999 and 2200 (far ahead), garbage: the time first seen, all of them."""
+    dates = [None, "Fri, 31 Dec 9999 00:00:00 GMT", "Mon, 01 Jan 0001 00:00:00 GMT", "Mon, 01 Jan 1900 00:00:00 GMT",
+             "Mon, 01 Jan 2200 00:00:00 GMT", "not a date at all"]
+    feed = [Entry(f"https://t.example/{n}", f"Entry {n}", raw) for n, raw in enumerate(dates)]
+    http_server.routes["/feed"] = Reply(200, rss(feed))
+    config_path = make_config(news={"sources": [{"name": "T", "url": http_server.url("/feed"), "tag": "Science"}]}, api={"rate_limit": "off"})
+    ingest(config_path)
+    db = open_database(load_config(config_path).database_path)
+    # Before: 'Year 9999' and the undated one were served as 0001-01-01T00:00:00Z (a first read borrows
+    # its neighbours' dates), 'Year 2200' and the garbage as 1900-01-01T00:00:00Z.
+    stored = db.execute("SELECT published_at, first_seen_at FROM news").fetchall()
+    db.close()
+    assert len(stored) == 6 and all(published == seen for published, seen in stored)

@@ -28,6 +28,12 @@ from typing import Mapping
 
 #: Seconds one feed's dates that dateparser could not read either may take; past it, the rest stay unread.
 FALLBACK_BUDGET = 2.0
+#: The earliest date an entry can have. The web went public in 1991 and feeds came years later
+#: (RSS in 1999), so an earlier date is a publisher's placeholder for "no date": 0001-01-01
+#: (.NET's DateTime.MinValue, Go's zero time), 1900-01-01 (SQL Server, spreadsheets), 1970-01-01
+#: (Unix time 0), 1980-01-01 (DOS). It is no date at all: shown, it would be news from the year 1,
+#: and it would date the undated entries around it (pipeline.news.policy.backdate_undated).
+EARLIEST = datetime(1991, 1, 1, tzinfo=timezone.utc)
 #: Longest raw date text given to dateparser (a date is short; a long text is not one).
 MAX_DATE_TEXT = 100
 
@@ -104,16 +110,21 @@ class DateReader:
         self._seen: dict[str, datetime | None] = {}
 
     def read(self, entry: Mapping) -> datetime | None:
-        """The entry's date in UTC (published, else updated), or ``None`` when it has none that reads right."""
+        """The entry's date in UTC (published, else updated), or ``None`` when it has none that reads right.
+
+        A date before :data:`EARLIEST` is a placeholder, not a date.
+        """
         for raw_key, parsed_key in DATE_FIELDS:
             raw = entry.get(raw_key)
             if not isinstance(raw, str) or not raw.strip():
                 continue
             moment = None if _TWELVE_HOUR_TIME.search(raw) else _from_struct(entry.get(parsed_key))
             if moment is not None and agrees(moment, raw):
+                if moment < EARLIEST:
+                    continue  # read right, as dateparser would read it: a placeholder
                 return moment
             moment = self.fallback(raw.strip())
-            if moment is not None:
+            if moment is not None and moment >= EARLIEST:
                 return moment
         return None
 
