@@ -22,6 +22,8 @@ from pipeline.news.ingest import ingest_news
 from pipeline.news.people import clean_name
 from pipeline.store import open_database
 from tests.support.goldens import REAL, SYNTHETIC, feed_files, feed_params
+from tests.support.feeds import RSS_TYPE
+from tests.support.local_server import Reply
 from tests.support.media_goldens import load_media_golden, read_media_of
 
 FEEDS = feed_files()
@@ -91,3 +93,33 @@ def test_images_and_authors_are_stored_and_served(make_config):
     for feed in feeds:
         for item in load_media_golden(feed)["items"]:
             assert stored[(feed.name, item["title"])] == (item["image_url"], item["authors"])
+
+
+#: An item's ``<author>`` and ``dc:creator`` as written, and the authors it must have.
+WRITTEN_AUTHORS = [
+    # feedparser cuts a domain ending longer than four letters, and the rest became a name ("nce")
+    ("<author>jane@quantum.science</author><dc:creator>Jane</dc:creator>", ["Jane"]),
+    ("<dc:creator>Jane</dc:creator><author>jane@quantum.science</author>", ["Jane"]),
+    ("<author>news@firm.technology (Jane Doe)</author><dc:creator>Joe</dc:creator>", ["Jane Doe", "Joe"]),
+    ("<author>news@firm.technology (Jane Doe)</author>", ["Jane Doe"]),
+    # a four-letter ending that was not cut keeps the name beside it
+    ("<author>Jane Doe &lt;jane@x.info&gt;</author><dc:creator>Joe</dc:creator>", ["Jane Doe", "Joe"]),
+    ("<author>Jane jane@x.info</author><dc:creator>Joe</dc:creator>", ["Jane", "Joe"]),
+]
+
+
+def test_an_address_feedparser_cut_leaves_no_name_behind(http_server, make_config):
+    items = "".join(
+        f"<item><title>Item {n}</title><link>http://pub.example/{n}</link>{authors}</item>"
+        for n, (authors, _) in enumerate(WRITTEN_AUTHORS)
+    )
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?><rss version="2.0" xmlns:dc="http://purl.org/dc/elements/1.1/">'
+        f"<channel><title>T</title><link>http://pub.example/</link>{items}</channel></rss>"
+    )
+    http_server.routes["/feed"] = Reply(200, body.encode(), RSS_TYPE)
+    config = load_config(make_config(news={"sources": [{"name": "T", "url": http_server.url("/feed"), "tag": "Science"}]}))
+    db = open_database(config.database_path)
+    assert [report.status for report in ingest_news(db, config, parse_workers=0)] == ["ok"]
+    stored = {title: json.loads(authors) for title, authors in db.execute("SELECT title, authors FROM news")}
+    assert stored == {f"Item {n}": names for n, (_, names) in enumerate(WRITTEN_AUTHORS)}

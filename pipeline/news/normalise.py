@@ -51,7 +51,7 @@ FUTURE_TOLERANCE = timedelta(days=1)
 #: (:func:`pipeline.news.policy.content_key`), so that a new version reads every feed again once.
 #: 3: an entry keyed by its link alone unless the link repeats in the document; items carry their image and authors.
 #: 4: an Atom entry without an author has its feed's; a time on a 12-hour clock keeps its AM or PM.
-#: 5: no control character in a title, summary or author; titles cut to TITLE_MAX; a date before 1991 is no date.
+#: 5: no control character in a title, summary or author; titles cut to TITLE_MAX; a date before 1991 is no date; an address feedparser cut leaves no author.
 RULES_VERSION = 5
 
 #: :func:`canonical_url`, remembered: an entry's ``link`` is usually also its first ``alternate`` link.

@@ -6,8 +6,10 @@ an email where it could tell them apart (RSS writes ``jane@x.org (Jane Doe)``).
 Its own split of ``email (Name)`` only knows domain endings of two to four
 letters (``jonas@insanity.industries (Jonas)`` came out as the name ``stries
 (Jonas``), so an author it split out of the entry's ``author`` text is read
-again from that text. An Atom entry with no author of its own has its feed's
-(RFC 4287, 4.2.1); an RSS channel's ``managingEditor`` is no item's author.
+again from that text, or, when that text is another author's (an entry with
+several), from the address and the name put back together. An Atom entry with
+no author of its own has its feed's (RFC 4287, 4.2.1); an RSS channel's
+``managingEditor`` is no item's author.
 
 Only names are kept, and cleaned: an email address anywhere in a name is
 removed with what encloses it (``Jane Doe <jane@x.org>`` is ``Jane Doe``), and
@@ -80,9 +82,35 @@ def entry_authors(entry: Mapping) -> tuple[str, ...]:
     return tuple(names.values())
 
 
+#: The end of an address feedparser cut: its last label as long as feedparser takes one (four letters).
+_CUT_ENDING = re.compile(r"\.([A-Za-z]{4})$")
+#: The rest of that label, left at the start of the "name" (``nce`` of ``jane@quantum.science``,
+#: ``nology (Jane Doe`` of ``news@firm.technology (Jane Doe)``): letters, then the end or a bracket.
+_REST_OF_LABEL = re.compile(r"[A-Za-z]+(?=$|\s*\()")
+
+
 def _written_name(author: Mapping, written: object) -> object:
-    """``author``'s name; the text it was split from when its email is in that text (:func:`clean_name` splits it again)."""
-    email = author.get("email")
+    """``author``'s name; the text it was split from when that can be told (:func:`clean_name` splits it again).
+
+    That text is the entry's ``author`` when the email is in it. An entry with
+    several authors keeps only its last one's text there, so an address
+    feedparser cut (its last label four letters, the rest of the label
+    starting the name in the same letter case) is put back together with the
+    name: ``jane@quantum.scie`` and ``nce`` are ``jane@quantum.science``, no
+    name at all. feedparser keeps no other copy of the text, so this guess is
+    ours: a name written before an address of a four-letter ending (``Jane
+    jane@x.info``) looks the same, and is told apart by its capital (the rare
+    name in lower case, ``jane jane@x.info``, is lost).
+    """
+    email, name = author.get("email"), author.get("name")
     if isinstance(email, str) and email and isinstance(written, str) and email in written:
         return written
-    return author.get("name")
+    cut = _CUT_ENDING.search(email) if isinstance(email, str) else None
+    rest = _REST_OF_LABEL.match(name) if cut and isinstance(name, str) else None
+    if rest and _same_case(cut.group(1), rest.group()):
+        return email + name
+    return name
+
+
+def _same_case(label: str, rest: str) -> bool:
+    return (label.islower() and rest.islower()) or (label.isupper() and rest.isupper())
