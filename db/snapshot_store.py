@@ -48,22 +48,29 @@ class SnapshotStore:
 
     def __init__(self, url: str, endpoint_url: str | None = None):
         self.url = url
-        if self.url.startswith("file://"):
-            folder = Path(urlsplit(self.url).path)
-            self.where = str(folder)
-            self._store = LocalStore(folder, mkdir=True)
-        else:
-            self.where = self.url
-            options = {"connect_timeout": CONNECT_TIMEOUT, "timeout": REQUEST_TIMEOUT}
-            extra = {}
-            if endpoint_url:
-                extra["endpoint"] = endpoint_url
-                options["allow_http"] = endpoint_url.startswith("http://")
-            self._store = from_url(self.url, client_options=options, retry_config=RETRIES, **extra)
+        self.endpoint_url = endpoint_url
+        self.where = str(Path(urlsplit(url).path)) if url.startswith("file://") else url
+        # Made at the first request, not here: a folder that cannot be created (a read-only
+        # disk) is then one StoreUnavailable line like any other store failure, and a
+        # replica tries again at its next poll.
+        self._store = None
+
+    def _client(self):
+        if self._store is None:
+            if self.url.startswith("file://"):
+                self._store = LocalStore(self.where, mkdir=True)
+            else:
+                options = {"connect_timeout": CONNECT_TIMEOUT, "timeout": REQUEST_TIMEOUT}
+                extra = {}
+                if self.endpoint_url:
+                    extra["endpoint"] = self.endpoint_url
+                    options["allow_http"] = self.endpoint_url.startswith("http://")
+                self._store = from_url(self.url, client_options=options, retry_config=RETRIES, **extra)
+        return self._store
 
     def _call(self, what: str, fn, *args, **kwargs):
         try:
-            return fn(self._store, *args, **kwargs)
+            return fn(self._client(), *args, **kwargs)
         except FileNotFoundError:
             raise
         except Exception as exc:  # obstore raises its own error classes and OSErrors

@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
@@ -274,6 +275,19 @@ def test_a_restarted_replica_serves_its_last_checked_snapshot_while_the_store_is
         assert wait_until(lambda: "cannot read latest.json" in fresh.log.read_text(), 30)
         response = httpx.get(fresh.url("/api/v1/stats"))
         assert response.status_code == 503 and response.headers["retry-after"] == "1"
+
+
+@pytest.mark.slow
+def test_a_store_folder_that_cannot_be_created_leaves_the_replica_answering_503(make_config, tmp_path):
+    (tmp_path / "afile").write_text("not a folder")  # so the store folder under it cannot be created
+    config = make_config(snapshots={"store": str(tmp_path / "afile" / "store"), "poll": "1s"})
+    with follow(None, tmp_path, "replica", config) as replica:
+        response = httpx.get(replica.url("/api/v1/stats"))
+        assert response.status_code == 503 and response.headers["retry-after"] == "1"
+        assert wait_until(lambda: "cannot read latest.json" in replica.log.read_text(), 10)
+        time.sleep(2.5)  # two more polls: still one line
+        assert replica.log.read_text().count("cannot read latest.json") == 1, replica.log.read_text()
+        assert "Traceback" not in replica.log.read_text()
 
 
 def test_a_live_instance_has_no_snapshot_endpoint(seeded_config):

@@ -155,6 +155,36 @@ def test_a_store_that_is_down_fails_the_publish_and_leaves_nothing_half_done(qsi
     assert not list(tmp_path.glob(".qsite-publish-*"))
 
 
+def unmakeable_store(tmp_path: Path) -> Path:
+    """A store folder that cannot be created (its parent is a regular file), as on a read-only disk."""
+    (tmp_path / "afile").write_text("not a folder")
+    return tmp_path / "afile" / "store"
+
+
+@pytest.mark.slow
+def test_a_store_folder_that_cannot_be_created_fails_the_publish_in_one_line(qsite, make_config, tmp_path):
+    from pipeline.ops.publish import publisher_for
+
+    store = unmakeable_store(tmp_path)
+    config = make_config(snapshots={"store": str(store)})
+    assert qsite("ingest", "site", "--config", str(config)).returncode == 0
+    result = qsite("publish", "--config", str(config))
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"Error: snapshot store {store}: cannot read latest.json:"), line
+    # The scheduler's publisher is made at start (`qsite schedule --no-run-now`) and fails only when it publishes.
+    assert publisher_for(load_config(config))() is None
+
+
+@pytest.mark.slow
+def test_ingest_all_publish_blames_the_store_not_the_database(qsite, make_config, tmp_path):
+    store = unmakeable_store(tmp_path)
+    result = qsite("ingest", "all", "--publish", "--config", str(make_config(snapshots={"store": str(store)})))
+    assert result.returncode == 1
+    assert "cannot write the database" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(f"Error: snapshot store {store}: "), result.stderr
+
+
 @pytest.mark.slow
 def test_the_scheduler_publishes_after_ingests_that_changed_data(make_config, http_server, tmp_path):
     from pipeline.ops.schedule import Scheduler
