@@ -290,6 +290,18 @@ def test_a_store_folder_that_cannot_be_created_leaves_the_replica_answering_503(
         assert "Traceback" not in replica.log.read_text()
 
 
+def test_a_store_that_stays_down_is_logged_once_not_once_per_poll(make_config, tmp_path, caplog, monkeypatch):
+    """obstore's message names how long each request took: the same problem must still be one line."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    config = make_config(snapshots={"store": "s3://qsite/snapshots", "endpoint_url": f"http://127.0.0.1:{free_port()}"})
+    follower = Follower(None, load_config(config), tmp_path / "replica")
+    for _ in range(3):
+        assert follower.check() is False
+    errors = [record.getMessage() for record in caplog.records if record.levelno == logging.ERROR]
+    assert len(errors) == 1 and "cannot read latest.json" in errors[0], errors
+
+
 def test_a_live_instance_has_no_snapshot_endpoint(seeded_config):
     api = ApiClient(datasette_for_config(seeded_config))
     try:

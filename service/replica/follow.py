@@ -50,6 +50,7 @@ import concurrent.futures
 import fcntl
 import logging
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -102,6 +103,16 @@ class Serving:
     database: object
     claim: Claim
     closers: list[Callable[[], None]] = field(default_factory=list)
+
+
+#: The parts of a store's error message that change from one poll to the next: obstore's
+#: ``in 218.346136ms`` (or ``1.2s``) and ``after 2 retries``.
+_VOLATILE = re.compile(r"\b\d+(?:\.\d+)?(?:ns|µs|us|ms|s)\b|\bafter \d+ retries\b")
+
+
+def steady(message: str) -> str:
+    """``message`` with its timings and retry counts blanked: the same problem gives the same text."""
+    return _VOLATILE.sub("…", message)
 
 
 class Follower:
@@ -192,9 +203,13 @@ class Follower:
     # -- checking and downloading (the poller thread) ------------------------------
 
     def problem(self, message: str) -> None:
-        """Log ``message`` once, until something else happens; the replica keeps serving."""
-        if message != self._last_problem:
-            self._last_problem = message
+        """Log ``message`` once, until something else happens; the replica keeps serving.
+
+        Messages are compared without their timings (:func:`steady`): obstore's
+        name the time a request took, which differs on every poll.
+        """
+        if steady(message) != self._last_problem:
+            self._last_problem = steady(message)
             serving = self.serving.pointer.file if self.serving else "nothing yet (503)"
             log.error("%s; still serving %s", message, serving)
 
