@@ -24,7 +24,6 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
-    ValidationInfo,
 )
 
 from db.model import TAGS
@@ -179,14 +178,6 @@ class ApiConfig(_Strict):
     #: changed. A day: an instance whose ingest has stopped for a day leaves the rotation, while a
     #: replica following snapshots published once a day stays in it.
     health_max_data_age: Duration = 86400
-
-    @field_validator("workers")
-    @classmethod
-    def _workers_share_the_budget(cls, workers: int | None, info: ValidationInfo) -> int | None:
-        problem = workers_problem(workers, info.data.get("rate_limit", ""), info.data.get("rate_limit_storage", ""))
-        if problem:
-            raise ValueError(problem)
-        return workers
 
     @property
     def counts_in_process_memory(self) -> bool:

@@ -184,7 +184,7 @@ def _ingest_with_progress_bar(config, wait: float, kinds: tuple[str, ...]):
     type=click.IntRange(1, 256),
     default=None,
     envvar="QSITE_WORKERS",
-    help="Worker processes; overrides api.workers [default: one per core, 1 with rate_limit_storage memory://]. Env: QSITE_WORKERS.",
+    help="Worker processes; overrides api.workers [default: one per core; 1 with a rate limit on and rate_limit_storage memory://]. Env: QSITE_WORKERS.",
 )
 @click.option("--follow", is_flag=True, help="Serve the snapshots published to snapshots.store instead of the database.")
 @click.option("--data-dir", type=click.Path(file_okay=False), help="With --follow: where snapshots are kept [default: a replica folder beside the database].")

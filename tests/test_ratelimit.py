@@ -394,9 +394,16 @@ def test_two_workers_share_one_budget_in_redis(make_config, qsite, redis_server,
 
 @pytest.mark.slow
 def test_memory_storage_refuses_more_than_one_worker(make_config, qsite):
-    with pytest.raises(ConfigError) as error:
-        load_config(make_config(api={"workers": 2, "rate_limit_storage": "memory://"}))
-    assert "api.workers:" in str(error.value) and "api.rate_limit_storage" in str(error.value)
+    from config import serving_workers
+
+    # Checked where serve decides its workers: the other commands take the config, and --workers overrides it.
+    path = make_config(api={"workers": 2, "rate_limit_storage": "memory://"})
+    result = qsite("serve", "--config", str(path), "--port", str(free_port()))
+    assert result.returncode == 2
+    assert f"Error: {path}: api.workers: 2 worker processes cannot share api.rate_limit_storage memory://" in result.stderr
+    assert qsite("migrate", "--config", str(path)).returncode == 0
+    assert qsite("status", "--config", str(path)).returncode == 0
+    assert serving_workers(load_config(path).api, requested=1) == 1
     # the command-line override is checked the same way, before anything is served
     path = make_config(api={"rate_limit": "60/minute"})
     result = qsite("serve", "--config", str(path), "--port", str(free_port()), "--workers", "2")
@@ -415,3 +422,11 @@ def test_default_workers_one_per_core_unless_counting_in_memory(make_config):
     assert serving_workers(load_config(make_config(api={"rate_limit_storage": "redis://127.0.0.1:1/0"})).api) == cores
     assert serving_workers(load_config(make_config(api={"rate_limit": "off"})).api) == cores
     assert serving_workers(load_config(make_config(api={"rate_limit": "off"})).api, requested=3) == 3
+
+
+def test_the_workers_help_says_when_the_default_is_one():
+    """One worker only with a rate limit on in memory://: with rate_limit off it is one per core, as above."""
+    from qsite.cli import serve_command
+
+    (option,) = [param for param in serve_command.params if param.name == "workers"]
+    assert "1 with a rate limit on and rate_limit_storage memory://" in option.help
