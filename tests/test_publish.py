@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -183,6 +184,32 @@ def test_ingest_all_publish_blames_the_store_not_the_database(qsite, make_config
     assert result.returncode == 1
     assert "cannot write the database" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith(f"Error: snapshot store {store}: "), result.stderr
+
+
+@pytest.mark.slow
+def test_a_publish_removes_the_copies_of_killed_publishes_but_not_of_running_ones(qsite, make_config, tmp_path):
+    import fcntl
+    import os
+
+    config = make_config(snapshots={"store": "store"})
+    assert qsite("ingest", "site", "--config", str(config)).returncode == 0
+    hour_ago = time.time() - 3600
+    left, running, young = (tmp_path / f".qsite-publish-{name}" for name in ("left", "running", "young"))
+    for folder in (left, running, young):
+        folder.mkdir()
+        (folder / "snapshot.db").write_bytes(b"a copy")
+    for folder in (left, running):
+        os.utime(folder, (hour_ago, hour_ago))
+    held = os.open(running, os.O_RDONLY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_SH)  # as a publish in another process holds its folder
+        result = qsite("publish", "--config", str(config))
+    finally:
+        os.close(held)
+    assert result.returncode == 0, result.stderr
+    assert not left.exists() and f"removed {left}" in result.stderr
+    assert (running / "snapshot.db").exists() and (young / "snapshot.db").exists()
+    assert sorted(path.name for path in tmp_path.glob(".qsite-publish-*")) == [running.name, young.name]
 
 
 @pytest.mark.slow

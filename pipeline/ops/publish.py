@@ -3,7 +3,8 @@
 One publish, in this order, so that a replica can never find a pointer to a
 file that is not whole and checked:
 
-1. ``VACUUM INTO`` a temporary file (:func:`pipeline.store.snapshots.copy_database`):
+1. ``VACUUM INTO`` a temporary file (:func:`pipeline.store.snapshots.copy_database`) in a
+   folder beside the database (:func:`work_folder`, which first removes those of killed publishes):
    a consistent, compact copy taken in one read transaction, so it neither
    waits for the WAL's readers nor blocks them (the writer lock is not needed);
 2. :func:`db.snapshot.check_file` on the copy (``PRAGMA integrity_check``,
@@ -18,11 +19,17 @@ and schema.
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
+import shutil
 import sqlite3
 import tempfile
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from config import Config
 from db.snapshot_store import SnapshotStore, StoreUnavailable
@@ -82,8 +89,8 @@ def publish(config: Config, store: SnapshotStore | None = None) -> PublishResult
     live_version = current_data_version(database)
     if latest and latest.data_version == live_version and latest.schema_version == SCHEMA_VERSION:
         return PublishResult(latest, published=False)
-    with tempfile.TemporaryDirectory(prefix=".qsite-publish-", dir=database.parent) as work:
-        copy = Path(work) / "snapshot.db"
+    with work_folder(database.parent) as work:
+        copy = work / "snapshot.db"
         try:
             copy_database(database, copy)
             found = check_file(copy)
@@ -108,6 +115,59 @@ def publish(config: Config, store: SnapshotStore | None = None) -> PublishResult
         except StoreUnavailable as exc:
             raise PublishError(str(exc)) from None
     return PublishResult(pointer, published=True, pruned=prune(store, pointer, config.snapshots.keep))
+
+
+#: The name of a publish's temporary folder beside the database, which holds its whole copy.
+WORK_PREFIX = ".qsite-publish-"
+#: Seconds before a work folder may be swept: its publish locks it just after making it.
+STALE_AFTER = 60.0
+
+
+@contextmanager
+def work_folder(parent: Path) -> Iterator[Path]:
+    """A temporary folder in ``parent`` for one publish's copy, locked while in use, then removed.
+
+    A publish killed before it could remove its folder (SIGTERM from a CronJob's
+    ``activeDeadlineSeconds``, SIGKILL) leaves a whole copy of the database behind;
+    each publish first removes such folders (:func:`remove_stale_work_folders`).
+    """
+    remove_stale_work_folders(parent)
+    work = Path(tempfile.mkdtemp(prefix=WORK_PREFIX, dir=parent))
+    fd = os.open(work, os.O_RDONLY)
+    try:
+        # Held until the folder is gone; the kernel drops it when this process dies, however it dies.
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        os.close(fd)
+
+
+def remove_stale_work_folders(parent: Path) -> None:
+    """Remove the work folders in ``parent`` that no running publish holds.
+
+    Publishes do not take the writer lock (an upload may take minutes, and ingests
+    would wait on it), so two may run at once: a folder is removed only when its
+    ``flock`` can be had without waiting, that is, when the publish that made it is
+    gone. A folder younger than :data:`STALE_AFTER` is left alone, since its
+    publish may be between making it and locking it.
+    """
+    for folder in parent.glob(WORK_PREFIX + "*"):
+        try:
+            if time.time() - folder.stat().st_mtime < STALE_AFTER:
+                continue
+            fd = os.open(folder, os.O_RDONLY)
+        except OSError:
+            continue  # removed meanwhile, or not a folder we can open: not ours to judge
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # a publish is using it now
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+            log.info("removed %s, left by a publish that was stopped", folder)
+        finally:
+            os.close(fd)
 
 
 def prune(store: SnapshotStore, pointer: Pointer, keep: int) -> tuple[str, ...]:
