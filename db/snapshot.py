@@ -131,6 +131,11 @@ def applied_migrations(conn: sqlite3.Connection) -> list[str]:
     return [name for (name,) in rows]
 
 
+def unknown_migrations(conn: sqlite3.Connection) -> list[str]:
+    """The migrations ``conn``'s database has applied that this code does not know: a newer qsite's."""
+    return [name for name in applied_migrations(conn) if name not in KNOWN_MIGRATIONS]
+
+
 @dataclass(frozen=True)
 class FileCheck:
     """What :func:`check_file` found in a file that checks out."""
@@ -166,11 +171,11 @@ def check_file(path: str | Path) -> FileCheck:
         applied = applied_migrations(conn)
         if not applied:
             raise SnapshotError(f"{path.name} has no qsite schema")
-        unknown = [name for name in applied if name not in KNOWN_MIGRATIONS]
+        unknown = unknown_migrations(conn)
         if unknown or len(applied) > SCHEMA_VERSION:
             raise SnapshotError(
                 f"{path.name} has schema version {len(applied)} ({', '.join(unknown) or 'unknown migrations'}), "
-                f"newer than this qsite knows ({SCHEMA_VERSION}); upgrade the replica"
+                f"newer than this qsite knows ({SCHEMA_VERSION}); upgrade this qsite"
             )
         return FileCheck(data_version(conn), len(applied))
     except sqlite3.DatabaseError as exc:  # a damaged file fails here rather than in integrity_check

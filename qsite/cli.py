@@ -24,6 +24,7 @@ from qsite.options import (
     common_options,
     exit_on_write_error,
     global_options,
+    open_and_migrate_or_exit,
     open_db_or_exit,
     quiet_option,
     single_writer,
@@ -56,8 +57,11 @@ def migrate(config, quiet):
     """Create the database or apply pending schema migrations. Example: qsite migrate --db site.db"""
     if quiet:
         logging.getLogger("qsite").setLevel(logging.ERROR)
-    open_db_or_exit(config)
+    db, applied = open_and_migrate_or_exit(config)
+    db.close()
     if not quiet:
+        if applied:
+            click.echo(f"{config.database_path}: applied {len(applied)} migration(s): {', '.join(applied)}")
         click.echo(f"{config.database_path}: schema up to date")
 
 
@@ -211,7 +215,7 @@ def serve_command(config, host, port, workers, follow, data_dir, datasette_confi
     if follow:
         data_dir = Path(data_dir).resolve() if data_dir else config.database_path.parent / "replica"
     else:
-        open_db_or_exit(config).close()  # migrations first, so the service finds its tables
+        open_db_or_exit(config, writing=False).close()  # migrations first, so the service finds its tables
     if datasette_config:  # read by each worker's service.serve.make_datasette
         os.environ["QSITE_DATASETTE_CONFIG"] = str(Path(datasette_config).resolve())
     log_level = logging.getLogger().getEffectiveLevel()
@@ -239,6 +243,7 @@ def schedule_command(config, wait, grace, run_now):
     from pipeline.ops.schedule import Scheduler, run_forever
 
     _quiet_apscheduler()
+    open_db_or_exit(config).close()  # a database it cannot write is one Error line now, not a failure per job
     scheduler = Scheduler(
         config,
         wait=DEFAULT_WAIT if wait is None else wait,
@@ -262,7 +267,7 @@ def status_command(config, as_json):
         sys.exit(EXIT_FAILED)
     from pipeline.ops.status import collect_status, format_status
 
-    db = open_db_or_exit(config)
+    db = open_db_or_exit(config, writing=False)
     try:
         status = collect_status(db, config)
     finally:

@@ -16,7 +16,7 @@ import click
 
 from config import ConfigError, load_config
 from config.logs import RedactingFilter
-from pipeline.store import StoreError, open_database
+from pipeline.store import StoreError, open_and_migrate
 from pipeline.store.lock import DEFAULT_WAIT, WriterLockTimeout
 
 EXIT_FAILED = 1
@@ -100,9 +100,15 @@ def setup_logging(level: str) -> None:
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))
 
 
-def open_db_or_exit(config):
+def open_db_or_exit(config, *, writing: bool = True):
+    """The database, migrated (:func:`pipeline.store.open_database`); one ``Error:`` line and exit status 1 if it cannot be."""
+    return open_and_migrate_or_exit(config, writing=writing)[0]
+
+
+def open_and_migrate_or_exit(config, *, writing: bool = True):
+    """:func:`pipeline.store.open_and_migrate`: the database and the migrations applied; exits as :func:`open_db_or_exit`."""
     try:
-        return open_database(config.database_path)
+        return open_and_migrate(config.database_path, writing=writing)
     except StoreError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(EXIT_FAILED)

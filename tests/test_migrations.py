@@ -18,6 +18,7 @@ import sqlite_utils
 
 from config import load_config
 from db.migrations import migrations
+from db.snapshot import KNOWN_MIGRATIONS
 from pipeline.news.ingest import ingest_news
 from pipeline.store import open_database
 from tests.support.goldens import REAL, load_golden
@@ -91,3 +92,35 @@ def test_reading_the_feeds_again_claims_the_old_items_and_brings_back_the_lost_p
     db.execute("UPDATE sources SET content_hash = NULL, etag = NULL, next_fetch_at = NULL")
     again = ingest_news(db, config, parse_workers=0)
     assert all(report.counts["new"] == 0 and report.counts["updated"] == 0 for report in again)
+
+
+@pytest.mark.slow
+def test_migrate_names_the_migrations_it_applied(qsite, make_config, old_database):
+    result = qsite("migrate", "--config", str(make_config()))
+    assert result.returncode == 0, result.stderr
+    pending = [name for name in KNOWN_MIGRATIONS if name >= "m003"]
+    assert result.stdout.splitlines() == [
+        f"{old_database}: applied {len(pending)} migration(s): {', '.join(pending)}",
+        f"{old_database}: schema up to date",
+    ]
+    assert qsite("migrate", "--config", str(make_config())).stdout.splitlines() == [f"{old_database}: schema up to date"]
+
+
+@pytest.mark.slow
+def test_writers_refuse_a_database_a_newer_qsite_migrated(qsite, make_config, tmp_path):
+    config = make_config(snapshots={"store": "store"})
+    assert qsite("ingest", "site", "--config", str(config)).returncode == 0
+    database = tmp_path / "site.db"
+    with sqlite3.connect(database) as conn:
+        conn.execute("INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES ('qsite', 'm012_future', '2027')")
+    runs = "SELECT count(*), max(id) FROM ingest_runs"
+    before = sqlite3.connect(database).execute(runs).fetchone()
+    for command in (["migrate"], ["ingest", "site"], ["ingest", "all"], ["publish"], ["schedule", "--no-run-now"], ["up", "--port", "0"]):
+        result = qsite(*command, "--config", str(config), timeout=30)
+        assert result.returncode == 1, (command, result.stdout, result.stderr)
+        (line,) = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+        assert line.startswith(f"Error: {database}: a newer qsite has migrated this database (m012_future, unknown to qsite "), line
+        assert "upgrade qsite to" in line and "replica" not in line
+    assert sqlite3.connect(database).execute(runs).fetchone() == before  # no ingest ran
+    assert not (tmp_path / "store" / "latest.json").exists()
+    assert qsite("status", "--config", str(config)).returncode == 0  # reading it is still allowed

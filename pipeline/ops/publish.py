@@ -36,7 +36,8 @@ from db.snapshot_store import SnapshotStore, StoreUnavailable
 from db.model import utc_now
 from db.snapshot import SCHEMA_VERSION, Pointer, SnapshotError, check_file, file_sha256, snapshot_name
 
-from pipeline.store.snapshots import copy_database, live_data_version
+from pipeline.store import newer_schema
+from pipeline.store.snapshots import copy_database, live_data_version, live_unknown_migrations
 
 log = logging.getLogger("qsite.publish")
 
@@ -66,9 +67,13 @@ def current_data_version(database: Path) -> int:
     if not database.exists():
         raise PublishError(f"{database}: no database yet; run `qsite ingest all` first")
     try:
-        return live_data_version(database)
+        unknown = live_unknown_migrations(database)
+        version = live_data_version(database)
     except sqlite3.Error as exc:
         raise PublishError(f"{database}: cannot read the database: {exc}") from None
+    if unknown:  # its snapshot would be refused by the replicas that know no more than this qsite
+        raise PublishError(str(newer_schema(database, unknown, to="publish it")))
+    return version
 
 
 def publish(config: Config, store: SnapshotStore | None = None) -> PublishResult:

@@ -25,11 +25,13 @@ from typing import Iterator
 import sqlite_utils
 
 from db.migrations import migrations
+from db.model import VERSION
+from db.snapshot import unknown_migrations
 
 from pipeline.store.lock import WriterLockTimeout, writer_lock
 from pipeline.store.runs import bump_version, bump_versions
 
-__all__ = ["StoreError", "bump_version", "bump_versions", "open_database", "transaction"]
+__all__ = ["StoreError", "bump_version", "bump_versions", "newer_schema", "open_and_migrate", "open_database", "transaction"]
 
 log = logging.getLogger("qsite.store")
 
@@ -44,16 +46,28 @@ class StoreError(Exception):
     """The database cannot be opened or written; the message says which file and why."""
 
 
-def open_database(path: str | Path) -> sqlite_utils.Database:
+def open_database(path: str | Path, *, writing: bool = True) -> sqlite_utils.Database:
     """Open (creating if need be) the database at ``path`` and apply pending migrations.
+
+    See :func:`open_and_migrate`, which also says which migrations it applied.
+    """
+    return open_and_migrate(path, writing=writing)[0]
+
+
+def open_and_migrate(path: str | Path, *, writing: bool = True) -> tuple[sqlite_utils.Database, list[str]]:
+    """Open (creating if need be) the database at ``path``, apply pending migrations, and name those applied.
 
     Pending migrations are applied under the writer lock (:mod:`pipeline.store.lock`),
     so processes opening a new file at once cannot both create its tables.
 
+    :param writing: refuse a database a newer qsite has migrated (migrations this code does not
+        know): the code would write rows without the columns, triggers and counts they expect.
     :raises StoreError: when the file or its folder cannot be created, read or written,
-        or migrations are pending and another writer holds the lock for over :data:`MIGRATION_WAIT` s.
+        or migrations are pending and another writer holds the lock for over :data:`MIGRATION_WAIT` s,
+        or (``writing``) it has migrations this qsite does not know.
     """
     path = Path(path)
+    applied: list[str] = []
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
@@ -63,22 +77,38 @@ def open_database(path: str | Path) -> sqlite_utils.Database:
             conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA synchronous = NORMAL")
-        if migrations.pending(db):
-            _migrate(db, path)
+        unknown = unknown_migrations(conn) if writing else []
+        if not unknown and migrations.pending(db):
+            applied = _migrate(db, path)
     except (sqlite3.Error, OSError) as exc:
         raise StoreError(f"{path}: cannot open database: {exc}") from None
-    return db
+    if unknown:
+        db.close()
+        raise newer_schema(path, unknown)
+    return db, applied
 
 
-def _migrate(db: sqlite_utils.Database, path: Path) -> None:
+def newer_schema(path: Path, unknown: list[str], to: str = "write to it") -> StoreError:
+    """The error of a writer over a database with the ``unknown`` migrations of a newer qsite."""
+    return StoreError(
+        f"{path}: a newer qsite has migrated this database ({', '.join(unknown)}, unknown to qsite {VERSION}); "
+        f"upgrade qsite to {to}"
+    )
+
+
+def _migrate(db: sqlite_utils.Database, path: Path) -> list[str]:
     # Two processes migrating a new file at once would both create the same
     # tables ("table ... already exists"), so migrations run under the writer
     # lock; apply() looks again at what is pending once the lock is ours.
     try:
         with writer_lock(path, MIGRATION_WAIT):
+            pending = [migration.name for migration in migrations.pending(db)]
             migrations.apply(db)
     except WriterLockTimeout as exc:
         raise StoreError(f"cannot apply schema migrations: {exc}") from None
+    if pending:
+        log.info("%s: applied %d migration(s): %s", path, len(pending), ", ".join(pending))
+    return pending
 
 
 @contextmanager

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from db.snapshot import data_version
+from db.snapshot import data_version, unknown_migrations
 
 #: Seconds a read waits for a writer's checkpoint before giving up.
 BUSY_TIMEOUT = 10
@@ -25,6 +25,15 @@ def live_data_version(database: Path) -> int:
     conn = _read_only(database)
     try:
         return data_version(conn)
+    finally:
+        conn.close()
+
+
+def live_unknown_migrations(database: Path) -> list[str]:
+    """The migrations of a newer qsite the working database has applied (:func:`db.snapshot.unknown_migrations`)."""
+    conn = _read_only(database)
+    try:
+        return unknown_migrations(conn)
     finally:
         conn.close()
 
