@@ -181,3 +181,23 @@ def test_read_only_location_fails_clearly_and_keeps_data(loaded, command):
     assert_clear_failure(result, "Read-only file system", "readonly database", "Permission denied", "unable to open")
     assert str(db_path) in result.stderr
     assert contents(db_path) == before
+
+
+@pytest.mark.parametrize("command", [("status",), ("migrate",)])
+def test_an_open_on_a_read_only_location_names_the_folder_as_the_likely_reason(loaded, command):
+    config, db_path, feed = loaded
+    folder = db_path.parent
+    if ROOT:
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+    else:
+        for path in [*folder.iterdir(), folder]:
+            path.chmod(0o555 if path.is_dir() else 0o444)
+    try:
+        result = run_qsite(*command, "--config", str(config))
+    finally:
+        if ROOT:
+            subprocess.run(["mount", "-o", "remount,rw", str(folder)], check=True)
+    assert result.returncode == 1, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"Error: {db_path}: cannot open database: "), line
+    assert line.endswith(f"(the folder {folder} is not writable: WAL mode needs to create site.db-shm and site.db-wal in it)"), line

@@ -17,6 +17,7 @@ so readers see the old data or the new, never a mix. The schema itself is
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
@@ -81,11 +82,23 @@ def open_and_migrate(path: str | Path, *, writing: bool = True) -> tuple[sqlite_
         if not unknown and migrations.pending(db):
             applied = _migrate(db, path)
     except (sqlite3.Error, OSError) as exc:
-        raise StoreError(f"{path}: cannot open database: {exc}") from None
+        raise StoreError(f"{path}: cannot open database: {exc}{_unwritable_folder(path)}") from None
     if unknown:
         db.close()
         raise newer_schema(path, unknown)
     return db, applied
+
+
+def _unwritable_folder(path: Path) -> str:
+    """The likely reason an open failed, when the database's folder is not writable (a read-only disk).
+
+    SQLite's own message is "unable to open database file" even when the file is
+    there: WAL mode creates ``<file>-shm`` and ``-wal`` beside it, which needs the folder.
+    """
+    folder = path.parent
+    if folder.is_dir() and not os.access(folder, os.W_OK):
+        return f" (the folder {folder} is not writable: WAL mode needs to create {path.name}-shm and {path.name}-wal in it)"
+    return ""
 
 
 def newer_schema(path: Path, unknown: list[str], to: str = "write to it") -> StoreError:
