@@ -60,9 +60,8 @@ def migrate(config, quiet):
     db, applied = open_and_migrate_or_exit(config)
     db.close()
     if not quiet:
-        if applied:
-            click.echo(f"{config.database_path}: applied {len(applied)} migration(s): {', '.join(applied)}")
-        click.echo(f"{config.database_path}: schema up to date")
+        done = f"; applied {len(applied)} migration(s): {', '.join(applied)}" if applied else ""
+        click.echo(f"{config.database_path}: schema up to date{done}")
 
 
 @cli.group()
