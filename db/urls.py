@@ -56,7 +56,7 @@ def public_location(location: str) -> str:
         host = f"[{host}]"
     try:
         port = parts.port
-    except ValueError:
-        port = None
+    except ValueError:  # out of range or not a number: kept as written, so the config error about it can show it
+        port = parts.netloc.rpartition("@")[2].rpartition(":")[2] or None
     netloc = f"{host}:{port}" if port is not None else host
     return urlunsplit((parts.scheme.lower(), netloc, parts.path, _redact_query(parts.query), parts.fragment))

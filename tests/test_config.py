@@ -134,6 +134,10 @@ def test_not_a_mapping(tmp_path, text):
         ("site_export:\n  source: https:///export.json\n", "site_export.source: is not a valid URL: no host"),
         (MINIMAL + 'news:\n  sources:\n    - {name: A, url: "http://[::1/feed", tag: Science}\n', "news.sources[0].url: is not a valid URL"),
         (MINIMAL + "news:\n  sources:\n    - {name: A, url: 'http://127.0.0.1:99999/feed', tag: Science}\n", "news.sources[0].url: is not a valid URL: port 99999"),
+        (  # the value as written, the port included, credentials still out of it
+            "site_export:\n  source: 'http://user:secret@host:99999/x'\n",
+            "site_export.source: is not a valid URL: port 99999 is not 1-65535 (got 'http://host:99999/x')",
+        ),
         (MINIMAL + "news:\n  sources:\n    - {name: A, url: 'https://xn--a.example/feed', tag: Science}\n", "news.sources[0].url: is not a valid URL"),
         ("database: x.db\n", "site_export: required key is missing"),
         ("site_export: {}\n", "site_export.source: required key is missing"),
