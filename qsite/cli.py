@@ -280,7 +280,7 @@ def status_command(config, as_json):
 @cli.command(name="up")
 @common_options
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on.")
-@click.option("--port", default=8001, show_default=True, type=int, help="Port to serve on.")
+@click.option("--port", default=8001, show_default=True, type=click.IntRange(0, 65535), help="Port to serve on.")
 @click.option("--wait", type=click.FloatRange(min=0), default=None, envvar="QSITE_LOCK_WAIT",
               help=f"Seconds to wait while another qsite run writes [default: {DEFAULT_WAIT:g}]. Env: QSITE_LOCK_WAIT.")
 def up_command(config, host, port, wait):

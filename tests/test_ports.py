@@ -65,3 +65,10 @@ def test_qsite_up_refuses_a_busy_port_before_ingesting(seeded_config):
         port = other.getsockname()[1]
         result = run_qsite("up", "--config", str(seeded_config), "--port", str(port), "--log-level", "WARNING", timeout=60)
     refused(result, port)
+
+
+def test_qsite_up_refuses_a_port_out_of_range_before_ingesting(make_config, tmp_path):
+    result = run_qsite("up", "--config", str(make_config()), "--port", "70000", timeout=60)
+    assert result.returncode == 2
+    assert "Invalid value for '--port': 70000 is not in the range 0<=x<=65535." in result.stderr, result.stderr
+    assert not (tmp_path / "site.db").exists()  # nothing ingested, nothing started
