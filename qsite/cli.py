@@ -202,8 +202,10 @@ def serve_command(config, host, port, workers, follow, data_dir, datasette_confi
     from pathlib import Path
 
     from config import serving_workers
+    from pipeline.ops.lifeline import die_with_parent
     from service.serve import serve
 
+    die_with_parent()  # when `qsite up` started this server
     if data_dir and not follow:
         raise click.UsageError("--data-dir is for --follow")
     try:
@@ -239,8 +241,10 @@ def _quiet_apscheduler() -> None:
 @click.option("--run-now/--no-run-now", default=True, show_default=True, help="Ingest once at start-up.")
 def schedule_command(config, wait, grace, run_now):
     """Run the ingests on their intervals in the foreground until SIGTERM/Ctrl-C. Example: qsite schedule --config qsite.yml"""
+    from pipeline.ops.lifeline import die_with_parent
     from pipeline.ops.schedule import Scheduler, run_forever
 
+    die_with_parent()  # when `qsite up` started this scheduler
     _quiet_apscheduler()
     open_db_or_exit(config).close()  # a database it cannot write is one Error line now, not a failure per job
     scheduler = Scheduler(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -177,3 +179,32 @@ def test_qsite_up_with_a_database_it_cannot_open_or_write_ends_with_one_error_li
     done = qsite("up", "--config", str(config), "--port", "0", timeout=60)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith(f"Error: {db_path}: cannot write the database: ")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_children_of_a_killed_qsite_up_stop_with_it(make_config, tmp_path):
+    from tests.support.processes import answered, qsite_serve, worker_pids
+
+    with qsite_serve(make_config(), tmp_path / "up.log", command="up", timeout=60) as up:
+        children = worker_pids(up.process.pid)  # its `qsite schedule` and `qsite serve`
+        assert len(children) == 2
+        up.process.kill()  # SIGKILL: no chance to stop them itself
+        up.process.wait()
+
+        def running() -> list[int]:
+            return [pid for pid in children if "zombie" not in status_of(pid)]
+
+        try:
+            assert wait_until(lambda: not running(), 20), f"still running: {running()}"
+        finally:
+            for pid in running():  # a failed run leaves no server behind
+                os.kill(pid, signal.SIGTERM)
+        assert not answered(up, "/api/v1")  # the port is free again
+
+
+def status_of(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return "zombie"  # gone meanwhile

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -42,6 +43,7 @@ from config import Config
 
 from pipeline.ops import DEFAULT_GRACE
 from pipeline.ops.ingest import NEWS, SITE, run_ingest
+from pipeline.ops.lifeline import PARENT_ENV
 from pipeline.store.lock import DEFAULT_WAIT, WriterLockTimeout
 from pipeline.ops.publish import publisher_for
 from pipeline.report import RunReport
@@ -260,8 +262,10 @@ def run_up(config: Config, *, host: str, port: int, wait: float | None = None, l
         stop.set()
 
     previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGTERM, signal.SIGINT)}
-    scheduler = subprocess.Popen(schedule_argv)
-    server = subprocess.Popen(serve_argv)
+    # The children stop when this process ends, even by SIGKILL (pipeline/ops/lifeline.py).
+    child_env = {**os.environ, PARENT_ENV: str(os.getpid())}
+    scheduler = subprocess.Popen(schedule_argv, env=child_env)
+    server = subprocess.Popen(serve_argv, env=child_env)
     log.info("serving on http://%s:%d/ (scheduler pid %d, server pid %d); Ctrl-C stops both", host, port, scheduler.pid, server.pid)
     status = 0
     restart_at = time.monotonic() + RESTART_DELAY
@@ -274,7 +278,7 @@ def run_up(config: Config, *, host: str, port: int, wait: float | None = None, l
             if scheduler.poll() is not None and time.monotonic() >= restart_at:
                 # Keep serving; restart the scheduler, at most once per RESTART_DELAY.
                 log.error("the scheduler exited with status %d; restarting it", scheduler.returncode)
-                scheduler = subprocess.Popen(schedule_argv)
+                scheduler = subprocess.Popen(schedule_argv, env=child_env)
                 restart_at = time.monotonic() + RESTART_DELAY
     finally:
         _stop_child(server, "the server", 10)
