@@ -147,8 +147,9 @@ class FileCheck:
 def check_file(path: str | Path) -> FileCheck:
     """Check that ``path`` is a whole, sound qsite database this code can serve.
 
-    The SQLite header, ``PRAGMA integrity_check``, and a schema no newer than
-    :data:`KNOWN_MIGRATIONS`. The file is opened read-only and immutable, so
+    The SQLite header, ``PRAGMA integrity_check``, and the schema of
+    :data:`KNOWN_MIGRATIONS`, no newer and no older: a replica does not migrate what it
+    serves, and this qsite's queries read tables an older schema lacks. The file is opened read-only and immutable, so
     checking never writes beside it.
 
     :raises SnapshotError: naming what is wrong.
@@ -176,6 +177,11 @@ def check_file(path: str | Path) -> FileCheck:
             raise SnapshotError(
                 f"{path.name} has schema version {len(applied)} ({', '.join(unknown) or 'unknown migrations'}), "
                 f"newer than this qsite knows ({SCHEMA_VERSION}); upgrade this qsite"
+            )
+        if len(applied) < SCHEMA_VERSION:  # the queries of this qsite read tables it does not have yet
+            raise SnapshotError(
+                f"{path.name} has schema version {len(applied)}, older than this qsite's ({SCHEMA_VERSION}); "
+                "publish again with a writer of this qsite (docs/operating.md, upgrading: the writer first)"
             )
         return FileCheck(data_version(conn), len(applied))
     except sqlite3.DatabaseError as exc:  # a damaged file fails here rather than in integrity_check

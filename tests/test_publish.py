@@ -341,6 +341,19 @@ def test_a_newer_schema_is_refused(published, tmp_path):
         check_file(newer)
 
 
+def test_an_older_schema_is_refused(published, tmp_path):
+    """An older qsite's snapshot: this qsite's queries read tables it lacks (news_totals: no such table)."""
+    path, _ = published
+    older = tmp_path / "older.db"
+    older.write_bytes(path.read_bytes())
+    conn = sqlite3.connect(older)
+    conn.execute("delete from _sqlite_migrations where rowid = (select max(rowid) from _sqlite_migrations)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(SnapshotError, match="older than this qsite's .*publish again with a writer of this qsite"):
+        check_file(older)
+
+
 @pytest.mark.parametrize(
     "change, message",
     [
