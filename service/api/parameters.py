@@ -406,9 +406,10 @@ def parse_params(params: tuple[Param, ...], query: bytes) -> tuple[dict, list[di
             continue
         values[name] = tuple(sorted(set(parsed))) if param.repeat else parsed[0]
     for param in table.excluding:
-        # given, not defaulted: sort has a default, and a sync walk given any sort would silently ignore it
+        # Given, and not as its default: a sync walk given sort=published_at would silently ignore it,
+        # while clients generated from the OpenAPI document send every default (sort=-published_at).
         clashing = [name for name in param.excludes
-                    if values[param.name] is not None and name in raw_values and values[name] is not None]
+                    if values[param.name] is not None and name in raw_values and values[name] not in (None, table.defaults[name])]
         if clashing:
             errors.append({"parameter": param.name, "detail": "cannot be combined with " + ", ".join(clashing)})
     if len(errors) > 1:
