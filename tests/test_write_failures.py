@@ -18,6 +18,7 @@ import resource
 import signal
 import sqlite3
 import subprocess
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -162,22 +163,28 @@ def test_a_database_file_that_cannot_grow(loaded):
     assert contents(db_path) == before
 
 
-@pytest.mark.parametrize("command", [("ingest", "site"), ("ingest", "news"), ("ingest", "all")])
-def test_read_only_location_fails_clearly_and_keeps_data(loaded, command):
-    config, db_path, feed = loaded
-    before = contents(db_path)
-    feed["body"] = big_feed(20)
-    folder = db_path.parent
+@contextmanager
+def read_only(folder):
+    """``folder`` read-only while the block runs: remounted as root (its own tmpfs), else by mode bits."""
     if ROOT:
         subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
     else:
         for path in [*folder.iterdir(), folder]:
             path.chmod(0o555 if path.is_dir() else 0o444)
     try:
-        result = run_qsite(*command, "--config", str(config))
+        yield
     finally:
         if ROOT:
             subprocess.run(["mount", "-o", "remount,rw", str(folder)], check=True)
+
+
+@pytest.mark.parametrize("command", [("ingest", "site"), ("ingest", "news"), ("ingest", "all")])
+def test_read_only_location_fails_clearly_and_keeps_data(loaded, command):
+    config, db_path, feed = loaded
+    before = contents(db_path)
+    feed["body"] = big_feed(20)
+    with read_only(db_path.parent):
+        result = run_qsite(*command, "--config", str(config))
     assert_clear_failure(result, "Read-only file system", "readonly database", "Permission denied", "unable to open")
     assert str(db_path) in result.stderr
     assert contents(db_path) == before
@@ -186,18 +193,9 @@ def test_read_only_location_fails_clearly_and_keeps_data(loaded, command):
 @pytest.mark.parametrize("command", [("status",), ("migrate",)])
 def test_an_open_on_a_read_only_location_names_the_folder_as_the_likely_reason(loaded, command):
     config, db_path, feed = loaded
-    folder = db_path.parent
-    if ROOT:
-        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
-    else:
-        for path in [*folder.iterdir(), folder]:
-            path.chmod(0o555 if path.is_dir() else 0o444)
-    try:
+    with read_only(db_path.parent):
         result = run_qsite(*command, "--config", str(config))
-    finally:
-        if ROOT:
-            subprocess.run(["mount", "-o", "remount,rw", str(folder)], check=True)
     assert result.returncode == 1, result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"Error: {db_path}: cannot open database: "), line
-    assert line.endswith(f"(the folder {folder} is not writable: WAL mode needs to create site.db-shm and site.db-wal in it)"), line
+    assert line.endswith(f"(the folder {db_path.parent} is not writable: WAL mode needs to create site.db-shm and site.db-wal in it)"), line
