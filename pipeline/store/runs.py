@@ -7,28 +7,35 @@ and a dataset's version never disagree with the data.
 from __future__ import annotations
 
 import json
+import time
+from datetime import datetime, timedelta, timezone
 
 import sqlite_utils
 
-from db.model import utc_now
+from db.model import format_time, utc_now
 from db.redact import redact_text
 
 
 def bump_versions(db: sqlite_utils.Database, datasets, changed_at: str | None = None) -> None:
     """Record that ``datasets`` changed; call inside the transaction that changed them.
 
-    ``changed_at`` (by default now) becomes the second after the latest change of any
-    dataset when it is not later than that: every change has a second of its own. It is
-    the answers' Last-Modified, which is whole seconds; an ingest commits once per source,
-    often several times in one second, and two versions with one Last-Modified would
-    answer an ``If-Modified-Since`` of the first with a 304 for the second. Any dataset,
-    not only these: an answer built from two (stats) takes the later time. Datasets
-    changed in one transaction share their time: no answer shows one without the other.
+    Every change has a second of its own: ``changed_at`` (by default now) that is not
+    later than the latest change of any dataset becomes the second after it, and the
+    commit waits for that second to come (under a second), so no time is ever ahead of
+    the clock. It is the answers' Last-Modified, which is whole seconds; an ingest commits
+    once per source, often several times in one second, and two versions with one
+    Last-Modified would answer an ``If-Modified-Since`` of the first with a 304 for the
+    second. Any dataset, not only these: an answer built from two (stats) takes the later
+    time. Datasets changed in one transaction share their time: no answer shows one
+    without the other.
     """
-    (next_second,) = db.execute(
-        "SELECT strftime('%Y-%m-%dT%H:%M:%SZ', max(changed_at), '+1 second') FROM data_versions"
-    ).fetchone()
-    at = max(changed_at or utc_now(), next_second or "")
+    (latest,) = db.execute("SELECT max(changed_at) FROM data_versions").fetchone()
+    at = changed_at or utc_now()
+    if latest and at <= latest:
+        after = datetime.fromisoformat(latest) + timedelta(seconds=1)
+        # at most a second: a latest time far ahead (a clock set back) is not waited for
+        time.sleep(min(1.0, max(0.0, (after - datetime.now(timezone.utc)).total_seconds())))
+        at = format_time(after)
     for dataset in datasets:
         db.execute(
             """

@@ -193,11 +193,11 @@ class Entry:
             *extra_headers,
         ]
         self.last_modified = None
-        if updated_at:
-            # Never later than now (RFC 9110 8.8.2.1): a burst of changes moves changed_at a second
-            # apart each (pipeline.store.runs.bump_version), a few seconds ahead. The 304 is still
-            # decided on the data's own time, so an earlier date shown only ever costs a 200.
-            self.headers.append((b"last-modified", http_date(min(updated_at, utc_now())).encode()))
+        # None for a time ahead of this clock (the writer's clock ahead of a replica's): RFC 9110
+        # 8.8.2.1 forbids a Last-Modified after the answer's Date, and any other date would either
+        # not be the data's own or could answer an If-Modified-Since wrongly. The ETag stays.
+        if updated_at and updated_at <= utc_now():
+            self.headers.append((b"last-modified", http_date(updated_at).encode()))
             self.last_modified = parse_stored_time(updated_at)
         # RFC 9110 15.4.5: a 304 carries the validators and caching headers, no body.
         self.not_modified_headers = [cache_control, etag, *CORS_HEADERS, VARY]

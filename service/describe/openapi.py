@@ -265,7 +265,8 @@ _TOO_LARGE = {"414": ref("responses", "UriTooLong"), "431": ref("responses", "He
 def _path(endpoint: Endpoint) -> dict:
     """The path item of ``endpoint``: its GET, the one operation (HEAD and OPTIONS: :func:`_mechanics`)."""
     if endpoint.media_type in (JSON, HTML, ATOM, JSON_FEED):
-        data = endpoint.required is not None  # built from data: Last-Modified
+        # built from data versions: Last-Modified (not /sources, whose answers can change twice a second)
+        data = endpoint.required is not None and not endpoint.fresh
         ok, not_modified = _ok(endpoint, data), ref("responses", "NotModified")
     else:  # a file (the snapshot)
         ok, not_modified = _file(endpoint), ref("responses", "FileNotModified")
