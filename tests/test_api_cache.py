@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
-from pipeline.store import bump_version, open_database, transaction
+from db.model import utc_now
+from pipeline.store import bump_version, bump_versions, open_database, transaction
 from service.api.endpoints import ENDPOINTS
 from service.api.parameters import parse_params
 from service.api.response_cache import ALIAS_SHARE, ResponseCache, alias_size
@@ -190,6 +191,22 @@ def test_two_changes_in_one_second_have_two_last_modified(clients, tmp_path):
     assert second.json()["updated_at"] == "2026-11-21T00:00:06Z"  # the second after the first change
     revalidated = client.get("/api/v1/news?limit=1", headers={"If-Modified-Since": first.headers["last-modified"]})
     assert revalidated.status_code == 200 and revalidated.json()["results"][0]["id"] == "second"
+
+
+def test_a_change_within_the_second_of_the_last_waits_for_the_next_second(tmp_path):
+    """Never ahead of the clock: the second after the latest change, once it has come."""
+    db = open_database(tmp_path / "fresh.db")
+    with transaction(db):
+        bump_version(db, "news")
+    with transaction(db):
+        bump_versions(db, ("catalog", "glossary"))  # at once: within the same second, or the next
+    with transaction(db):
+        bump_version(db, "news")
+    times = dict(db.execute("select dataset, changed_at from data_versions").fetchall())
+    assert times["catalog"] == times["glossary"]  # one transaction, one time
+    first, second = sorted({times["catalog"], times["news"]})
+    assert datetime.fromisoformat(second) - datetime.fromisoformat(first) >= timedelta(seconds=1)
+    assert times["news"] <= utc_now()
 
 
 def test_a_time_ahead_of_the_clock_is_no_last_modified():
