@@ -20,6 +20,7 @@ import pytest
 
 from config import load_config
 from pipeline.news.ingest import ingest_news
+from pipeline.news import parse_pool
 from pipeline.news.parse_pool import IN_PROCESS_MAX_BYTES
 from pipeline.news.normalise import SUMMARY_LIMIT
 from pipeline.store import open_database
@@ -328,3 +329,17 @@ def test_a_parser_process_that_dies_fails_that_source_alone(make_config, http_se
     assert reports[GOOD].status == "ok" and reports[GOOD].counts["new"] == GOOD_ITEMS
     assert db.execute("SELECT count(*) FROM news WHERE source = 'deep'").fetchone()[0] == 3
     assert child_pids() <= children
+
+
+@pytest.mark.parametrize("refused", ["open", "setrlimit"])
+def test_a_memory_limit_that_cannot_be_set_leaves_the_worker_running(monkeypatch, refused):
+    """Not Linux (no /proc/self/statm), or setrlimit refused (macOS): no limit, not a worker that dies at start."""
+    def refuse(*args, **kwargs):
+        raise FileNotFoundError("/proc/self/statm") if refused == "open" else ValueError("not allowed")
+
+    if refused == "open":
+        monkeypatch.setattr("builtins.open", refuse)
+    else:
+        monkeypatch.setattr(parse_pool.resource, "setrlimit", refuse)
+    parse_pool._limit_memory(parse_pool.PARSE_MEMORY)  # returns: the worker goes on to parse
+

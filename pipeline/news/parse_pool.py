@@ -101,8 +101,13 @@ def _limit_memory(budget: int) -> None:
     it counts address space, so the bound is what the forked worker already maps (the parent's
     modules, thread stacks, malloc arenas) plus the budget, or the hard limit if lower.
     """
-    with open("/proc/self/statm") as statm:
-        mapped = int(statm.read().split()[0]) * resource.getpagesize()
-    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
-    limit = mapped + budget if hard == resource.RLIM_INFINITY else min(mapped + budget, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        with open("/proc/self/statm") as statm:  # Linux's; elsewhere no limit, as before
+            mapped = int(statm.read().split()[0]) * resource.getpagesize()
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+        limit = mapped + budget if hard == resource.RLIM_INFINITY else min(mapped + budget, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (OSError, ValueError):
+        # A limit that cannot be set is no limit, never a worker that dies at start: pebble
+        # would fail every pooled parse ("All workers expired") on macOS, where setrlimit can refuse.
+        pass
