@@ -123,3 +123,22 @@ def test_an_address_feedparser_cut_leaves_no_name_behind(http_server, make_confi
     assert [report.status for report in ingest_news(db, config, parse_workers=0)] == ["ok"]
     stored = {title: json.loads(authors) for title, authors in db.execute("SELECT title, authors FROM news")}
     assert stored == {f"Item {n}": names for n, (_, names) in enumerate(WRITTEN_AUTHORS)}
+
+
+def test_atom_authors_are_never_put_back_together(http_server, make_config):
+    """Atom names and addresses are elements of their own: a lower-case name beside a four-letter ending stays."""
+    people = "".join(f"<author><name>{name}</name><email>{email}</email></author>" for name, email in (
+        ("admin", "admin@example.blog"), ("editor", "news@site.info"), ("Other Person", "other@example.org")))
+    body = (
+        '<?xml version="1.0" encoding="utf-8"?><feed xmlns="http://www.w3.org/2005/Atom"><title>T</title>'
+        '<id>urn:t</id><updated>2026-11-20T08:00:00Z</updated><entry><title>Item</title><id>urn:t:1</id>'
+        f'<link href="http://pub.example/1"/><updated>2026-11-20T08:00:00Z</updated>{people}</entry></feed>'
+    )
+    http_server.routes["/feed"] = Reply(200, body.encode(), {"Content-Type": "application/atom+xml"})
+    config = load_config(make_config(news={"sources": [{"name": "T", "url": http_server.url("/feed"), "tag": "Science"}]}))
+    db = open_database(config.database_path)
+    reports = ingest_news(db, config, parse_workers=0)
+    assert [report.status for report in reports] == ["ok"], [report.line() for report in reports]
+    (authors,) = db.execute("SELECT authors FROM news").fetchone()
+    assert json.loads(authors) == ["admin", "editor", "Other Person"]
+

@@ -189,6 +189,7 @@ def feed_context(parsed, job: FeedJob) -> FeedContext:
     own = {canonical_url(job.location)} if is_web_link(job.location) else set()
     own |= {canonical_url(link, base) for link in [location, *selves, *_document_bases(parsed.feed)]}
     own.discard(None)
+    atom = parsed.get("version", "").startswith("atom")
     return FeedContext(
         tag=job.tag,
         rules=job.rules,
@@ -200,7 +201,8 @@ def feed_context(parsed, job: FeedJob) -> FeedContext:
         shared_links=shared_links(parsed.entries, base),
         logos=feed_logos(parsed.feed, base),
         # RFC 4287 4.2.1: an Atom feed's authors are its entries' when they name none; RSS has no such rule
-        authors=entry_authors(parsed.feed) if parsed.get("version", "").startswith("atom") else (),
+        authors=entry_authors(parsed.feed, atom=True) if atom else (),
+        atom=atom,
     )
 
 

@@ -82,6 +82,8 @@ class FeedContext:
     logos: frozenset[str] = frozenset()
     #: The authors of an entry that names none (an Atom feed's own ``<author>``; :mod:`pipeline.news.people`).
     authors: tuple[str, ...] = ()
+    #: Whether the feed is Atom: its authors' names and addresses are elements of their own.
+    atom: bool = False
 
 
 def classify(
@@ -239,5 +241,5 @@ def normalise_entry(entry: Mapping, context: FeedContext) -> Item | None:
         legacy_id=legacy_id(entry.get("link"), context.base) if context.legacy else None,
         key_from_text=key_from_text,
         image_url=entry_image(entry, context.base, context.logos),
-        authors=entry_authors(entry) or context.authors,
+        authors=entry_authors(entry, context.atom) or context.authors,
     )

@@ -69,10 +69,14 @@ def _unbracketed(text: str) -> str:
     return text
 
 
-def entry_authors(entry: Mapping) -> tuple[str, ...]:
-    """The entry's (or a feed's) author names, cleaned, in the feed's order."""
+def entry_authors(entry: Mapping, atom: bool = False) -> tuple[str, ...]:
+    """The entry's (or a feed's) author names, cleaned, in the feed's order.
+
+    :param atom: the feed is Atom, whose names and addresses are elements of their own
+        (``<name>``, ``<email>``): nothing was split from text, so nothing is put back.
+    """
     written = entry.get("author")
-    raw = [_written_name(author, written) for author in entry.get("authors") or () if isinstance(author, Mapping)]
+    raw = [_written_name(author, written, atom) for author in entry.get("authors") or () if isinstance(author, Mapping)]
     if not raw:
         raw = [written]
     names: dict[str, str] = {}
@@ -89,7 +93,7 @@ _CUT_ENDING = re.compile(r"\.([A-Za-z]{4})$")
 _REST_OF_LABEL = re.compile(r"[A-Za-z]+(?=$|\s*\()")
 
 
-def _written_name(author: Mapping, written: object) -> object:
+def _written_name(author: Mapping, written: object, atom: bool = False) -> object:
     """``author``'s name; the text it was split from when that can be told (:func:`clean_name` splits it again).
 
     That text is the entry's ``author`` when the email is in it. An entry with
@@ -105,7 +109,7 @@ def _written_name(author: Mapping, written: object) -> object:
     email, name = author.get("email"), author.get("name")
     if isinstance(email, str) and email and isinstance(written, str) and email in written:
         return written
-    cut = _CUT_ENDING.search(email) if isinstance(email, str) else None
+    cut = _CUT_ENDING.search(email) if isinstance(email, str) and not atom else None
     rest = _REST_OF_LABEL.match(name) if cut and isinstance(name, str) else None
     if rest and _same_case(cut.group(1), rest.group()):
         return email + name
