@@ -17,6 +17,7 @@ code itself, never a copy of it:
 from __future__ import annotations
 
 import re
+import sqlite3
 import types
 import typing
 from typing import Literal, get_args, get_origin
@@ -327,4 +328,138 @@ def api_parameters() -> str:
             f"| `{param['name']}` ({where}) | {', '.join(f'`{path}`' for path in paths)} | "
             f"{_cell(_schema_text(param['schema'], document))} | {_cell(param.get('description', ''))} |"
         )
+    return "\n".join(lines) + "\n"
+
+
+def endpoint_permissions() -> str:
+    """Each /api/v1 endpoint and the Datasette permissions it checks (:func:`service.datasette.access.resources`)."""
+    from service.api.endpoints import ENDPOINTS
+    from service.datasette.access import resources
+    from service.datasette.metadata import configured_queries
+
+    known = frozenset(configured_queries())
+    lines = ["| endpoint | checks |", "|---|---|"]
+    for endpoint in ENDPOINTS.values():
+        checks = []
+        for action, name in resources(endpoint, known):
+            checks.append(f"`{action}` on `{name}`" if name else f"`{action}` (the whole database)")
+        if not checks:
+            text = "nothing: it reads no data"
+        elif all(action == "view-query" for action, _name in resources(endpoint, known)):
+            text = "`view-query` on " + ", ".join(f"`{name}`" for _action, name in resources(endpoint, known))
+        else:
+            text = ", ".join(checks)
+        lines.append(f"| `{endpoint.url}` | {text} |")
+        if not endpoint.queries and endpoint.build is not None:
+            raise LookupError(f"endpoint {endpoint.name} builds from data but names no canned query")
+    return "\n".join(lines) + "\n"
+
+
+def _schema():
+    """An empty database in memory as the migrations make it."""
+    import sqlite_utils
+
+    from db.migrations import migrations
+
+    database = sqlite_utils.Database(memory=True)
+    migrations.apply(database)
+    return database
+
+
+def news_tables() -> list[str]:
+    """The tables that hold news items or something of them (text, index terms, ids, counts): every ``news*`` table
+    as the migrations make them, FTS tables and their shadow tables included."""
+    return sorted(name for name in _schema().table_names() if name == "news" or name.startswith("news_"))
+
+
+def tables_read(sql: str) -> set[str]:
+    """The tables a query reads, as SQLite's authorizer reports them when it prepares the query."""
+    database = _schema()
+    read: set[str] = set()
+
+    def authorizer(action, table, _column, _database, _trigger):
+        if action == sqlite3.SQLITE_READ and table:
+            read.add(table)
+        return sqlite3.SQLITE_OK
+
+    database.conn.set_authorizer(authorizer)
+    database.conn.execute("explain " + sql, dict.fromkeys(re.findall(r"(?<!:):(\w+)", sql)))
+    return read
+
+
+def news_queries() -> list[str]:
+    """The canned queries that read one of :func:`news_tables`."""
+    from service.datasette.metadata import configured_queries
+
+    tables = set(news_tables())
+    return [name for name, query in configured_queries().items() if tables & tables_read(query["sql"])]
+
+
+#: Who the permission examples of docs/deploy.md let in.
+EDITOR = "{id: editor}"
+
+
+def news_private_example() -> str:
+    """docs/deploy.md's example that keeps the news to signed-in editors, from the schema and the queries."""
+    lines = ["```yaml", "databases:", "  site:", f"    allow_sql: {EDITOR}          # ?sql= and _where= on every table", "    tables:"]
+    lines += [f"      {name}: {{allow: {EDITOR}}}" for name in news_tables()]
+    lines.append("    queries:                           # each keeps its sql: as in the bundled file")
+    lines += [f"      {name}: {{allow: {EDITOR}}}" for name in news_queries()]
+    lines.append("```")
+    return "\n".join(lines) + "\n"
+
+
+#: Tables of the schema that metadata.yml does not describe, described here; a table with neither
+#: stops the generation with its name. FTS5's shadow tables (``<name>_data`` and so on) are left out.
+TABLES_UNDESCRIBED = {
+    "sqlite_sequence": "SQLite's own: the last id given in each `AUTOINCREMENT` table (`ingest_runs`).",
+    "_sqlite_migrations": "The migrations applied (sqlite-utils' migrations): `id`, `migration_set` (`qsite`), "
+    "`name` (as in `db/migrations.py`) and `applied_at` (UTC); `metadata.yml` does not describe its columns.",
+}
+FTS_SHADOWS = ("_config", "_data", "_docsize", "_idx", "_content")
+
+
+def _metadata_tables() -> dict:
+    import yaml
+
+    from service.datasette.metadata import METADATA_PATH
+
+    (entry,) = yaml.safe_load(METADATA_PATH.read_text(encoding="utf-8"))["databases"].values()
+    return entry["tables"]
+
+
+def datasette_tables() -> str:
+    """Every table of the schema with its description and columns, from metadata.yml (or :data:`TABLES_UNDESCRIBED`)."""
+    database = _schema()
+    names = database.table_names()
+    fts = {name for name in names if database[name].virtual_table_using == "FTS5"}
+    described = _metadata_tables()
+    lines = ["| table | holds | columns |", "|---|---|---|"]
+    for name in names:
+        if any(name == f"{base}{suffix}" for base in fts for suffix in FTS_SHADOWS):
+            continue
+        entry = described.get(name) or {}
+        text = entry.get("description") or TABLES_UNDESCRIBED.get(name)
+        if name in fts and not text:
+            base = name.removesuffix("_fts")
+            text = f"The full-text search of `{base}` (`?_search=` on its page): its text is in `{base}`."
+        if not text:
+            raise LookupError(f"table {name} is described neither in metadata.yml nor in TABLES_UNDESCRIBED (docs/_generate.py)")
+        if entry.get("hidden"):
+            text += " (hidden: not listed on the database page)"
+        columns = ", ".join(f"`{column}`" for column in database[name].columns_dict)
+        lines.append(f"| `{name}` | {_cell(text)} | {columns} |")
+    return "\n".join(lines) + "\n"
+
+
+def datasette_queries() -> str:
+    """The canned queries of datasette.yaml, each with the /api/v1 endpoints that run it."""
+    from service.api.endpoints import ENDPOINTS
+    from service.datasette.access import QUERY_PREFIX
+    from service.datasette.metadata import configured_queries
+
+    lines = ["| query | run by |", "|---|---|"]
+    for name in configured_queries():
+        users = [f"`{endpoint.url}`" for endpoint in ENDPOINTS.values() if name in {QUERY_PREFIX + query for query in endpoint.queries}]
+        lines.append(f"| `{name}` | {', '.join(users) or 'no endpoint'} |")
     return "\n".join(lines) + "\n"
