@@ -17,7 +17,7 @@ What is here, and why no public API serves:
   and ``get_query`` (1.0a24 on).
 - :func:`allowed`: ``check_visibility(permissions=...)`` (0.65) became
   ``allowed(action=, resource=)`` (1.0a20, "permissions are now actions").
-- :func:`queries_not_configured`, :func:`instance_metadata`: ``Datasette.metadata()`` exists on 0.65 only
+- :func:`queries_not_configured`, :func:`config_not_applied`, :func:`instance_metadata`: ``Datasette.metadata()`` exists on 0.65 only
   (1.0 has no ``/-/metadata`` page; its ``/-/config`` shows :func:`instance_config`).
 - :func:`snapshot_database`: Datasette 0.65 keeps each executor thread's read
   connection in a thread-local keyed by the database *name*
@@ -121,6 +121,44 @@ def queries_not_configured(datasette, database: str, queries: dict) -> dict:
     """Of ``queries``, those Datasette 0.65 was not started with (its metadata has none of that name)."""
     configured = datasette.metadata("queries", database=database, fallback=False) or {}
     return {name: query for name, query in queries.items() if name not in configured}
+
+
+def _holds(wanted, have) -> bool:
+    """Whether ``have`` has everything of ``wanted`` (mappings may hold more keys, e.g. descriptions beside an ``allow``)."""
+    if isinstance(wanted, dict):
+        return isinstance(have, dict) and all(key in have and _holds(value, have[key]) for key, value in wanted.items())
+    return wanted == have
+
+
+def config_not_applied(datasette, database: str, config: dict) -> list[str]:
+    """The keys of a ``datasette.yaml`` (``config``, its one database entry for ``database``) that
+    Datasette 0.65 does not have in force: dotted, as the file names them (``databases.site.allow``,
+    ``settings.default_allow_sql``, ``plugins.datasette-dashboards``). The canned ``queries`` are left
+    out (the ``canned_queries`` hook hands those over). Always empty on 1.0, which reads the file itself (``-c``).
+
+    0.65 keeps ``allow``, ``allow_sql``, table and plugin configuration in its metadata and settings
+    apart (``Datasette.setting``): a key is in force when the metadata (or setting) has its value.
+    """
+    if datasette_1():
+        return []
+    missing = []
+    for key, value in config.items():
+        if key == "databases":
+            for name, entry in (value or {}).items():
+                for entry_key, entry_value in (entry or {}).items():
+                    if entry_key == "queries":
+                        continue
+                    have = datasette.metadata(entry_key, database=database, fallback=False)
+                    if not _holds(entry_value, have):
+                        missing.append(f"databases.{name}.{entry_key}")
+        elif key == "settings":
+            missing += [f"settings.{name}" for name, setting in (value or {}).items() if datasette.setting(name) != setting]
+        elif key == "plugins":
+            have = datasette.metadata("plugins") or {}
+            missing += [f"plugins.{name}" for name, plugin in (value or {}).items() if not _holds(plugin, have.get(name))]
+        elif not _holds(value, datasette.metadata(key)):
+            missing.append(key)
+    return missing
 
 
 def instance_metadata(datasette):

@@ -157,7 +157,10 @@ def make_datasette(
     metadata = load_metadata(database.stem)
     datasette_yaml = datasette_yaml or os.environ.get(DATASETTE_CONFIG_ENV) or CONFIG_PATH
     datasette_config = load_datasette_config(database.stem, datasette_yaml)
-    datasette_config.setdefault("plugins", {})[PLUGIN_NAME] = {"config": str(config.path), "database": str(database)}
+    # datasette_config: Datasette has the whole file (the plugin need not check, on 0.65, what it lacks)
+    datasette_config.setdefault("plugins", {})[PLUGIN_NAME] = {
+        "config": str(config.path), "database": str(database), "datasette_config": str(datasette_yaml),
+    }
     datasette_config["settings"] = {
         "sql_time_limit_ms": config.api.sql_time_limit_ms, **(datasette_config.get("settings") or {}), **(settings or {}),
     }

@@ -65,3 +65,56 @@ def test_plain_datasette_serves_the_same_api(plain, seeded_config):
             assert got.headers["etag"] == expected.headers["etag"], path
     # the canned queries are Datasette's too, as qsite serve has them
     assert httpx.get(plain + "/site/api_courses.json?_shape=array", timeout=10).json()[0]["id"]
+
+
+def with_database_allow(tmp_path, allow) -> Path:
+    """The bundled datasette.yaml with ``allow`` on the database (not on any query)."""
+    import yaml
+
+    from service.datasette.metadata import read_config_file
+
+    data = read_config_file()
+    (entry,) = data["databases"].values()
+    entry["allow"] = allow
+    path = tmp_path / "db-deny.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+@pytest.mark.skipif(datasette_1(), reason="Datasette 1.0 takes the whole file as -c datasette.yaml")
+def test_plain_datasette_065_refuses_to_start_without_the_files_permissions(seeded_config, tmp_path):
+    """A database ``allow`` in QSITE_DATASETTE_CONFIG, which 0.65 (no -c) cannot take: one Error line, no server."""
+    deny = with_database_allow(tmp_path, {"id": "editor"})
+    env = {**os.environ, "QSITE_CONFIG": str(seeded_config), "QSITE_DATASETTE_CONFIG": str(deny)}
+    args = [str(DATASETTE), "serve", str(tmp_path / "site.db"), "-m", str(METADATA_PATH), "--get", "/api/v1/news"]
+    result = subprocess.run(args, capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stdout == ""  # nothing served
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert str(deny) in line and "databases.site.allow" in line
+    assert "metadata.yml" in line and "qsite serve --datasette-config" in line
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.skipif(datasette_1(), reason="Datasette 1.0 takes the whole file as -c datasette.yaml")
+def test_plain_datasette_065_serves_when_the_permissions_are_in_metadata(seeded_config, tmp_path, monkeypatch):
+    """The same ``allow`` written in metadata.yml too: in force, so Datasette starts, and it holds everywhere."""
+    import asyncio
+
+    from datasette.app import Datasette
+
+    from service.datasette.metadata import load_metadata
+    from service.datasette.plugin import ConfigNotApplied
+
+    deny = with_database_allow(tmp_path, {"id": "editor"})
+    monkeypatch.setenv("QSITE_CONFIG", str(seeded_config))
+    monkeypatch.setenv("QSITE_DATASETTE_CONFIG", str(deny))
+    files = [str(tmp_path / "site.db")]
+    plain = Datasette(files, metadata=load_metadata("site"))  # what `datasette serve -m metadata.yml` builds
+    with pytest.raises(ConfigNotApplied, match="databases.site.allow"):
+        asyncio.run(plain.invoke_startup())
+    metadata = load_metadata("site")
+    metadata["databases"]["site"]["allow"] = {"id": "editor"}
+    with ApiClient(Datasette(files, metadata=metadata)) as client:
+        for path in ("/api/v1/news", "/site/api_news.json", "/site/courses.json", "/site.json?sql=select+1"):
+            assert client.get(path).status_code == 403, path

@@ -33,23 +33,24 @@ import os
 import re
 from urllib.parse import unquote_to_bytes
 
+import click
 from datasette import hookimpl
 from jinja2 import ChoiceLoader, FileSystemLoader
 
 from config import ConfigError
 
 from service.api.endpoints import ENDPOINTS
-from service.compat import queries_not_configured
+from service.compat import config_not_applied, datasette_1, queries_not_configured
 from service.datasette import connections, public
 from service.datasette.errors import handle_exception  # noqa: F401  (a hook: registered with this module)
 from service.datasette.handler import Api
-from service.datasette.metadata import CONFIG_PATH, configured_queries
+from service.datasette.metadata import CONFIG_PATH, configured_queries, load_datasette_config, read_config_file
 from service.datasette.state import held_api, instance, serving_api, sql_budget
 from service.describe.docs import TEMPLATES_DIR
 from service.http.disconnects import ClientGone, until_gone
 from service.http.problems import API_PREFIX, CORS_HEADERS, problem_response, send_response
 from service.replica.snapshot_api import is_snapshot_file, send_snapshot_file
-from service.http.settings import DATASETTE_CONFIG_ENV, qsite_config
+from service.http.settings import DATASETTE_CONFIG_ENV, PLUGIN_NAME, qsite_config
 from service.http.sql_budget import runs_arbitrary_sql
 from service.http.targets import check_target, raw_target
 
@@ -133,6 +134,71 @@ def canned_queries(datasette, database):
     return queries_not_configured(datasette, database, configured_queries(path))
 
 
+class ConfigNotApplied(click.ClickException):
+    """Datasette 0.65 run plainly would serve without part of the deployer's ``datasette.yaml``.
+
+    A :class:`click.ClickException`, as Datasette's own start-up errors are: ``datasette serve``
+    runs the startup hooks before it serves and ends with this one ``Error:`` line (status 2,
+    a config error); anywhere else (``ds.client``, an ASGI server's lifespan) it fails the start
+    or the request, never serves without the file's permissions.
+    """
+
+    exit_code = 2
+
+
+def check_config_applied(datasette) -> None:
+    """Refuse to start Datasette 0.65 run plainly when it would drop a key of ``datasette.yaml``.
+
+    Datasette 0.65 has no ``-c``: of ``QSITE_DATASETTE_CONFIG`` (else the bundled file) the plugin
+    can hand over only the canned queries (the ``canned_queries`` hook). A database or instance
+    ``allow``, ``allow_sql``, table ``allow`` blocks, ``settings`` (``default_allow_sql``...) and
+    plugin configuration would be silently left out, so a deployer's ``allow: {id: editor}`` on the
+    database served everything to everyone. Failing closed was chosen over applying them:
+    0.65 has no hook for settings at all, and its ``get_metadata`` hook (documented as liable to
+    change, gone in 1.0) is called on every metadata lookup, including the one the plugin needs
+    to find its own config (a recursion), and would lay the file's blocks over a config
+    ``qsite serve`` was given differently. A key in force anyway (written in ``metadata.yml``,
+    a setting given as ``--setting``) is no error. Plugin configuration unchanged from the bundled
+    ``datasette.yaml`` (the dashboards' charts) is only logged: the bundled file run plainly is
+    the documented way that leaves them out, and it grants no one anything.
+
+    Nothing to check on Datasette 1.0 (``-c datasette.yaml`` applies the whole file) nor under
+    ``qsite serve`` (:func:`service.serve.make_datasette` gives Datasette the whole file and says
+    so in the plugin settings).
+    """
+    if datasette_1():
+        return
+    options = datasette.plugin_config(PLUGIN_NAME) or {}
+    if options.get("datasette_config"):
+        return
+    try:
+        served = qsite_config(datasette).database_path.stem
+    except ConfigError:
+        return  # the API answers that itself (service.datasette.state)
+    path = os.environ.get(DATASETTE_CONFIG_ENV) or str(CONFIG_PATH)
+    config = load_datasette_config(served, path)
+    (file_name,) = read_config_file(path)["databases"]
+    config["databases"] = {file_name: config["databases"][served]}  # looked up as served, named as written
+    missing = config_not_applied(datasette, served, config)
+    if not missing:
+        return
+    bundled = read_config_file(CONFIG_PATH).get("plugins") or {}
+    plugins = config.get("plugins") or {}
+    as_bundled = [key for key in missing if key.startswith("plugins.") and plugins[key[8:]] == bundled.get(key[8:])]
+    if as_bundled:
+        log.warning(
+            "%s: Datasette 0.65 run plainly (no -c) leaves out %s; metadata.yml or `qsite serve` would apply it",
+            path, ", ".join(as_bundled),
+        )
+    missing = [key for key in missing if key not in as_bundled]
+    if missing:
+        raise ConfigNotApplied(
+            f"{path}: Datasette 0.65 run plainly (no -c) takes only the canned queries from this file, "
+            f"not {', '.join(missing)}; put them in metadata.yml (settings as --setting NAME VALUE), "
+            f"or serve with `qsite serve --datasette-config {path}`"
+        )
+
+
 @hookimpl
 def prepare_connection(conn):
     """Every connection Datasette opens is bounded for the SQL anyone may send (:mod:`service.datasette.connections`)."""
@@ -148,6 +214,7 @@ def prepare_jinja2_environment(env, datasette):
 @hookimpl
 def startup(datasette):
     async def load():
+        check_config_applied(datasette)
         instance(datasette).started = True
         if instance(datasette).follower is None:  # a follower has no database until its first snapshot
             await serving_api(datasette)
