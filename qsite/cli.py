@@ -203,7 +203,8 @@ def serve_command(config, host, port, workers, follow, data_dir, datasette_confi
 
     from config import serving_workers
     from pipeline.ops.lifeline import die_with_parent
-    from service.serve import serve
+    from service.datasette.metadata import MetadataError
+    from service.serve import check_datasette_config, serve
 
     die_with_parent()  # when `qsite up` started this server
     if data_dir and not follow:
@@ -212,6 +213,11 @@ def serve_command(config, host, port, workers, follow, data_dir, datasette_confi
         workers = serving_workers(config.api, workers)
     except ConfigError as exc:
         click.echo(f"Error: {config.path}: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    try:  # what every worker would lack (a canned query the API runs), refused before any starts
+        check_datasette_config(datasette_config)
+    except MetadataError as exc:
+        click.echo(f"Error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     if follow:
         data_dir = Path(data_dir).resolve() if data_dir else config.database_path.parent / "replica"

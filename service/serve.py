@@ -43,13 +43,14 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+import yaml
 from datasette.app import Datasette
 from filelock import FileLock, Timeout
 
 from config import Config
 
 from service.compat import GRANIAN_LOGGER, datasette_kwargs, serve_granian
-from service.datasette.metadata import CONFIG_PATH, load_datasette_config, load_metadata
+from service.datasette.metadata import CONFIG_PATH, MetadataError, load_datasette_config, load_metadata, query_sql
 from service.datasette.state import instance
 from service.http.settings import DATASETTE_CONFIG_ENV, PLUGIN_NAME
 
@@ -138,6 +139,30 @@ def claim_port(host: str, port: int) -> Iterator[None]:
     finally:
         if lock is not None:
             lock.release()
+
+
+def check_datasette_config(path: str | Path | None = None) -> None:
+    """Check, before any worker starts, that the ``datasette.yaml`` to be served has what the API runs.
+
+    Every worker reads the canned queries of this file (:func:`make_datasette`); one the API needs
+    left out of a deployer's copy used to start a server whose every endpoint answered 503 (and
+    health "no-data" over a full database), with only a log line to say why.
+
+    :param path: the file (``--datasette-config``); default ``QSITE_DATASETTE_CONFIG``, else the bundled one.
+    :raises MetadataError: naming the file and what it lacks (the missing queries), or why it cannot be read.
+    """
+    path = path or os.environ.get(DATASETTE_CONFIG_ENV) or CONFIG_PATH
+    try:
+        config = load_datasette_config("served", path)
+        (entry,) = config["databases"].values()
+        if not isinstance(entry, dict) or not isinstance(entry.get("queries") or {}, dict):
+            raise MetadataError("databases: the database's entry and its queries must be mappings")
+        query_sql(entry.get("queries"))
+    except MetadataError as exc:
+        # query_sql's message names datasette.yaml; say which file instead
+        raise MetadataError(f"{path}: {str(exc).removeprefix('datasette.yaml: ')}") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise MetadataError(f"{path}: cannot be read: {exc}") from None
 
 
 def make_datasette(

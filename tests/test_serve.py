@@ -151,6 +151,26 @@ def test_serve_refuses_a_bad_config(tmp_path):
     assert "api.cache_max_age" in result.stderr
 
 
+def test_serve_refuses_a_datasette_config_without_a_query_the_api_runs(seeded_config, tmp_path):
+    """A copy of datasette.yaml without api_health: one Error line naming the file and the query, status 2, no server."""
+    import yaml
+
+    from service.datasette.metadata import read_config_file
+
+    data = read_config_file()
+    (entry,) = data["databases"].values()
+    del entry["queries"]["api_health"]
+    copy = tmp_path / "my-datasette.yaml"
+    copy.write_text(yaml.safe_dump(data), encoding="utf-8")
+    for args, env in (
+        (["--datasette-config", str(copy)], {}),
+        ([], {"QSITE_DATASETTE_CONFIG": str(copy)}),
+    ):
+        result = run_qsite("serve", "--config", str(seeded_config), "--port", str(free_port()), *args, env=env, timeout=30)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.splitlines() == [f"Error: {copy}: canned queries missing: api_health"], result.stderr
+
+
 def test_a_worker_freezes_what_its_startup_made(monkeypatch):
     """Full collections then skip the worker's long-lived objects (service/serve.py after_startup)."""
     import asyncio
