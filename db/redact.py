@@ -5,7 +5,7 @@
 This module applies it where locations are not alone but inside text:
 
 - :func:`redact_url`: one URL of any scheme (a ``redis://`` storage in a
-  config error loses its userinfo too);
+  config error loses its userinfo and credential-like parameters too);
 - :func:`redact_urls`: every URL inside free text, for logs (which operators
   read: local paths stay), and :class:`config.logs.RedactingFilter`, which does that to
   every log record;
@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit, urlunsplit
 
-from db.urls import public_location
+from db.urls import public_location, redact_parameters
 
 #: A URL: a scheme, ``://`` and what follows. A scheme starts only where no scheme character
 #: stands before it, so a long run of letters with no ``://`` is read once, not once from each of
@@ -35,7 +35,8 @@ _PATH = re.compile(r"(?<![\w.:/~-])(/[^\s'\"/<>]+)+/([^\s'\"/<>]+)")
 
 
 def redact_url(url: str) -> str:
-    """``url`` without credentials: :func:`~db.urls.public_location` for http(s), userinfo removed for others."""
+    """``url`` without credentials: :func:`~db.urls.public_location` for http(s); for others userinfo removed
+    and credential-like query and fragment values replaced (:func:`~db.urls.redact_parameters`)."""
     try:
         parts = urlsplit(url)
     except ValueError:  # an unbalanced [ in the host: not a URL anyone can fetch
@@ -44,7 +45,8 @@ def redact_url(url: str) -> str:
         return url
     if parts.scheme.lower() in ("http", "https"):
         return public_location(url)
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    query, fragment = redact_parameters(parts.query, parts.fragment)  # redis://host/0?password=...
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2], query=query, fragment=fragment))
 
 
 def redact_urls(text: str) -> str:
