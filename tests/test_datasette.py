@@ -113,6 +113,36 @@ def test_csv_export(client):
 
 
 @pytest.mark.parametrize(
+    "path",
+    [
+        "/site.csv?sql=select+nope",
+        "/site.csv?sql=select+randomblob(2000000)",
+        "/site/api_news.csv?limit=abc",
+        "/site/api_news.csv?sources=notjson",
+        "/site.csv?sql=select+nope&_stream=on",
+        "/site.csv?sql=select+nope&_header=off",
+    ],
+)
+def test_a_csv_export_of_sql_that_fails_is_a_400(client, path):
+    """Datasette 0.65 answers these 200 with an empty body (simonw/datasette#2129); the .json forms are 400s."""
+    response = client.get(path)
+    assert response.status_code == 400, (response.status_code, response.text)
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["detail"]
+    assert client.head(path).status_code == 400
+
+
+def test_a_csv_export_that_runs_is_untouched(client):
+    assert client.get("/site.csv?sql=select+1+as+a+where+0&_header=off").text == ""  # no rows, no header
+    empty = client.get("/site.csv?sql=select+1+as+a+where+0")
+    assert empty.status_code == 200 and empty.text == "a\r\n"
+    unnamed = client.get("/site.csv", params={"sql": 'select 1 as ""'})
+    assert unnamed.status_code == 200 and unnamed.text == '""\r\n1\r\n'
+    streamed = client.get("/site/news.csv?_stream=on")
+    assert streamed.status_code == 200 and len(list(csv.DictReader(io.StringIO(streamed.text)))) == 45
+
+
+@pytest.mark.parametrize(
     "sql",
     [
         "update news set title = 'defaced'",

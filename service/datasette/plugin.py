@@ -42,6 +42,7 @@ from config import ConfigError
 from service.api.endpoints import ENDPOINTS
 from service.compat import config_not_applied, datasette_1, queries_not_configured
 from service.datasette import connections, public
+from service.datasette.csv_errors import guarded_csv, is_csv
 from service.datasette.errors import handle_exception  # noqa: F401  (a hook: registered with this module)
 from service.datasette.handler import Api
 from service.datasette.metadata import CONFIG_PATH, configured_queries, load_datasette_config, read_config_file
@@ -283,10 +284,16 @@ def asgi_wrapper(datasette):
             # a stream (CSV, ?_stream=on) stops when its client has gone; only for requests that
             # have no body, so that the watch never takes a message the page would read
             send, stop_watching = until_gone(receive, send) if method in ("GET", "HEAD") else (send, None)
+            inner = app
+            if is_csv(scope):  # a failed query's CSV answered as a 400 (service/datasette/csv_errors.py)
+
+                async def inner(scope, receive, send):
+                    await guarded_csv(app, scope, receive, send)
+
             try:
                 if runs_arbitrary_sql(scope.get("query_string", b"")):
-                    return await sql_budget(datasette)(app, scope, receive, send)
-                await app(scope, receive, send)
+                    return await sql_budget(datasette)(inner, scope, receive, send)
+                await inner(scope, receive, send)
             except ClientGone:
                 return  # no one to answer, nothing to log
             finally:
