@@ -11,7 +11,7 @@ import yaml
 
 from pipeline.store import open_database
 from service.datasette.metadata import METADATA_PATH, QUERY_NAMES, QUERY_PREFIX, load_metadata
-from service.compat import canned_query_sql
+from service.compat import canned_query_sql, datasette_1
 from service.datasette.plugin import get_api
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import news_id, seeded_database
@@ -123,6 +123,7 @@ def test_csv_export(client):
         "/site.csv?sql=select+nope&_header=off",
     ],
 )
+@pytest.mark.skipif(datasette_1(), reason="1.0 answers these itself (400 pages at /site/-/query.csv), unchanged by qsite")
 def test_a_csv_export_of_sql_that_fails_is_a_400(client, path):
     """Datasette 0.65 answers these 200 with an empty body (simonw/datasette#2129); the .json forms are 400s."""
     response = client.get(path)
@@ -132,6 +133,7 @@ def test_a_csv_export_of_sql_that_fails_is_a_400(client, path):
     assert client.head(path).status_code == 400
 
 
+@pytest.mark.skipif(datasette_1(), reason="1.0 redirects /site.csv?sql= to /site/-/query.csv")
 def test_a_csv_export_that_runs_is_untouched(client):
     assert client.get("/site.csv?sql=select+1+as+a+where+0&_header=off").text == ""  # no rows, no header
     empty = client.get("/site.csv?sql=select+1+as+a+where+0")
