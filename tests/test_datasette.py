@@ -205,6 +205,8 @@ def test_a_table_filter_that_makes_a_huge_value_fails_at_once(client):
         "_where=1;drop table news",
         "_sort=%00",
         "_search=%00",
+        "_through=%7B%22table%22:%22x%22%7D",  # a JSON object without the keys Datasette reads: KeyError
+        "rowid__gt=99999999999999999999999",  # past SQLite's 64-bit integers: OverflowError
     ],
 )
 def test_a_table_page_answers_what_it_cannot_read_as_a_400(client, tmp_path, caplog, query):
@@ -214,6 +216,22 @@ def test_a_table_page_answers_what_it_cannot_read_as_a_400(client, tmp_path, cap
         assert response.status_code == 400, (path, response.text[:300])
     assert not [record for record in caplog.records if record.levelname == "ERROR"]
     assert snapshot(tmp_path / "site.db") == before
+
+
+def test_sql_past_the_time_limit_is_a_400_in_csv_too(client, caplog):
+    """Datasette's JSON answers it as a 400 "SQL Interrupted"; its CSV raised QueryInterrupted, a 500."""
+    endless = "with recursive c(x) as (select 1 union all select x + 1 from c) select count(*) from c"
+    for path in ("/site.json", "/site.csv"):
+        response = client.get(path, params={"sql": endless}, follow_redirects=True)
+        assert response.status_code == 400, (path, response.text[:300])
+    assert not [record for record in caplog.records if record.levelname == "ERROR"]
+
+
+def test_a_canned_query_csv_with_a_parameter_of_the_wrong_type_is_a_400(client, caplog):
+    """limit=abc: "datatype mismatch" (an IntegrityError on 1.0, where its CSV raised it as a 500)."""
+    response = client.get("/site/api_news.csv", params={"limit": "abc"}, follow_redirects=True)
+    assert response.status_code == 400, response.text[:300]
+    assert not [record for record in caplog.records if record.levelname == "ERROR"]
 
 
 def test_sql_never_shows_the_database_file_path(client, tmp_path):

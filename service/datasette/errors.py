@@ -25,6 +25,7 @@ import logging
 import sqlite3
 
 from datasette import Response, hookimpl
+from datasette.database import QueryInterrupted
 from datasette.utils.asgi import Base400
 from datasette.views.base import DatasetteError
 from markupsafe import Markup
@@ -53,6 +54,8 @@ def error_status(exception: BaseException) -> int:
         return exception.status
     if getattr(exception, "sqlite_errorcode", None) == sqlite3.SQLITE_TOOBIG:  # set by SQLite only, not the module
         return 400  # the request's SQL made a value past the cap (service/datasette/connections.py)
+    if isinstance(exception, QueryInterrupted):
+        return 400  # the request's SQL ran past the time limit: Datasette's JSON says so as a 400, its CSV raised
     if isinstance(exception, DatasetteError):
         # Datasette raises these for what the request asked (a column that does not
         # exist, SQL that does not run, a database that is not there); its default
@@ -86,6 +89,8 @@ async def error_response(datasette, request, exception: BaseException) -> Respon
         log.info("%s %s failed in Datasette; answered 405", method, request.path)
         status, exception = 405, Base400(f"{method} is not allowed here")
         headers["allow"] = ALLOWED_METHODS
+    if isinstance(exception, QueryInterrupted):  # its text is the SQL and its parameters: say what happened
+        exception = Base400("SQL Interrupted: the query ran past the time limit (sql_time_limit_ms)")
     if status >= 500 and unread_parameters(request, exception):
         status, exception = 400, Base400(f"a parameter of this page could not be read: {exception}")
     if status >= 500:
@@ -122,7 +127,14 @@ def is_datasette_default(answer) -> bool:
 #: ``_timelimit=x`` (ValueError), ``id__in=[1,2``, ``_through=x``, ``_facet_size={x`` (JSON's
 #: ValueError), ``_through=1`` (TypeError), ``_where=%00`` or ``_where=1;drop table news``
 #: (sqlite3.ProgrammingError: a NUL, two statements).
-UNREAD_PARAMETER = (ValueError, TypeError, sqlite3.ProgrammingError)
+UNREAD_PARAMETER = (
+    ValueError,
+    TypeError,
+    KeyError,  # _through={"table": "x"}: a JSON object without the keys Datasette reads
+    OverflowError,  # position__gte=99999999999999999999999: past SQLite's 64-bit integers
+    sqlite3.ProgrammingError,
+    sqlite3.IntegrityError,  # "datatype mismatch": a LIMIT of text (1.0's CSV of api_news?limit=abc); nothing writes
+)
 
 
 def unread_parameters(request, exception: BaseException) -> bool:
