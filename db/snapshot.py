@@ -136,6 +136,12 @@ def unknown_migrations(conn: sqlite3.Connection) -> list[str]:
     return [name for name in applied_migrations(conn) if name not in KNOWN_MIGRATIONS]
 
 
+def pending_migrations(conn: sqlite3.Connection) -> list[str]:
+    """This code's migrations ``conn``'s database has not applied yet: ``qsite migrate`` applies them."""
+    applied = set(applied_migrations(conn))
+    return [name for name in KNOWN_MIGRATIONS if name not in applied]
+
+
 @dataclass(frozen=True)
 class FileCheck:
     """What :func:`check_file` found in a file that checks out."""

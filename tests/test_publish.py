@@ -144,6 +144,22 @@ def test_publish_without_a_database_fails_with_one_line(qsite, make_config, tmp_
     assert result.stderr.strip().splitlines() == [f"Error: {tmp_path / 'site.db'}: no database yet; run `qsite ingest all` first"]
 
 
+def test_publish_of_a_database_not_yet_migrated_says_to_migrate(qsite, make_config, tmp_path):
+    """After an upgrade, before qsite migrate: publishing only reads, so its copy would be of the old schema."""
+    config = make_config(snapshots={"store": "store"})
+    assert qsite("migrate", "--config", str(config)).returncode == 0
+    conn = sqlite3.connect(tmp_path / "site.db")
+    (last,) = conn.execute("select name from _sqlite_migrations order by rowid desc limit 1").fetchone()
+    conn.execute("delete from _sqlite_migrations where name = ?", [last])
+    conn.commit()
+    conn.close()
+    result = qsite("publish", "--config", str(config))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"Error: {tmp_path / 'site.db'}: this qsite's migrations {last} are not applied yet; run `qsite migrate` (or any ingest) first"
+    ]
+
+
 @pytest.mark.slow
 def test_a_store_that_is_down_fails_the_publish_and_leaves_nothing_half_done(qsite, make_config, tmp_path):
     port = free_port()  # nothing listens there

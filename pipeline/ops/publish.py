@@ -37,7 +37,7 @@ from db.model import utc_now
 from db.snapshot import SCHEMA_VERSION, Pointer, SnapshotError, check_file, file_sha256, snapshot_name
 
 from pipeline.store import newer_schema
-from pipeline.store.snapshots import copy_database, live_data_version, live_unknown_migrations
+from pipeline.store.snapshots import copy_database, live_data_version, live_migrations
 
 log = logging.getLogger("qsite.publish")
 
@@ -67,12 +67,17 @@ def current_data_version(database: Path) -> int:
     if not database.exists():
         raise PublishError(f"{database}: no database yet; run `qsite ingest all` first")
     try:
-        unknown = live_unknown_migrations(database)
+        unknown, pending = live_migrations(database)
         version = live_data_version(database)
     except sqlite3.Error as exc:
         raise PublishError(f"{database}: cannot read the database: {exc}") from None
     if unknown:  # its snapshot would be refused by the replicas that know no more than this qsite
         raise PublishError(str(newer_schema(database, unknown, to="publish it")))
+    if pending:  # publishing only reads: its copy would be of the old schema, which replicas refuse
+        raise PublishError(
+            f"{database}: this qsite's migrations {', '.join(pending)} are not applied yet; "
+            "run `qsite migrate` (or any ingest) first"
+        )
     return version
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from db.snapshot import data_version, unknown_migrations
+from db.snapshot import data_version, pending_migrations, unknown_migrations
 
 #: Seconds a read waits for a writer's checkpoint before giving up.
 BUSY_TIMEOUT = 10
@@ -29,11 +29,12 @@ def live_data_version(database: Path) -> int:
         conn.close()
 
 
-def live_unknown_migrations(database: Path) -> list[str]:
-    """The migrations of a newer qsite the working database has applied (:func:`db.snapshot.unknown_migrations`)."""
+def live_migrations(database: Path) -> tuple[list[str], list[str]]:
+    """The working database's migrations of a newer qsite (:func:`db.snapshot.unknown_migrations`), and
+    this qsite's it has not applied yet (:func:`db.snapshot.pending_migrations`)."""
     conn = _read_only(database)
     try:
-        return unknown_migrations(conn)
+        return unknown_migrations(conn), pending_migrations(conn)
     finally:
         conn.close()
 
