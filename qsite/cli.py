@@ -295,6 +295,7 @@ def status_command(config, as_json):
               help=f"Seconds to wait while another qsite run writes [default: {DEFAULT_WAIT:g}]. Env: QSITE_LOCK_WAIT.")
 def up_command(config, host, port, wait):
     """Migrate, ingest once, then schedule ingests in the background and serve in the foreground. Example: qsite up --port 8001"""
+    from config import serving_workers
     from pipeline.ops.schedule import run_up
     from service.serve import PortInUse, check_port_free
 
@@ -303,6 +304,12 @@ def up_command(config, host, port, wait):
     except PortInUse as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(EXIT_FAILED)
+    try:  # the server's worker count (api.workers, or QSITE_WORKERS as its child reads it), also before the ingest
+        workers = os.environ.get("QSITE_WORKERS", "")
+        serving_workers(config.api, int(workers) if workers.isdigit() else None)
+    except ConfigError as exc:
+        click.echo(f"Error: {config.path}: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
     open_db_or_exit(config).close()  # a database that cannot be opened or migrated is one Error line
     with exit_on_write_error(config):
         status = run_up(config, host=host, port=port, wait=wait, log_level=logging.getLogger().getEffectiveLevel())

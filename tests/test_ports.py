@@ -72,3 +72,15 @@ def test_qsite_up_refuses_a_port_out_of_range_before_ingesting(make_config, tmp_
     assert result.returncode == 2
     assert "Invalid value for '--port': 70000 is not in the range 0<=x<=65535." in result.stderr, result.stderr
     assert not (tmp_path / "site.db").exists()  # nothing ingested, nothing started
+
+
+@pytest.mark.parametrize("how", ["config", "env"])
+def test_qsite_up_refuses_workers_memory_storage_cannot_serve_before_ingesting(make_config, tmp_path, how):
+    """api.workers (or QSITE_WORKERS) of 2 with memory:// storage: serve would refuse it after a whole first ingest."""
+    api = {"rate_limit_storage": "memory://", **({"workers": 2} if how == "config" else {})}
+    env = {"QSITE_WORKERS": "2"} if how == "env" else {}
+    result = run_qsite("up", "--config", str(make_config(api=api)), "--port", "0", timeout=60, env=env)
+    assert result.returncode == 2, result.stderr
+    assert "2 worker processes cannot share" in result.stderr, result.stderr
+    assert not (tmp_path / "site.db").exists()  # nothing ingested, nothing started
+
