@@ -203,6 +203,15 @@ def test_a_reference_to_no_character_is_a_warning_and_the_entries_land(http_serv
     assert source_row(db, "S2")["consecutive_failures"] == 0
 
 
+def test_such_a_reference_as_text_in_cdata_leaves_a_well_formed_feed_ok(http_server, news):
+    # In CDATA it is text, no reference: the feed is well-formed and not to be called broken.
+    item = "<item><title><![CDATA[Escapes such as &#xD800; name no character]]></title><link>http://pub.example/c</link></item>"
+    http_server.routes["/feed"] = Reply(200, THREE.replace(b"<item>", item.encode() + b"<item>", 1))
+    reports, db = news([{"name": "T", "url": http_server.url("/feed"), "tag": "Science"}])
+    assert reports["T"].status == "ok", reports["T"].line()
+    assert reports["T"].counts["new"] == 4
+
+
 def test_control_characters_are_never_stored(http_server, news):
     # NUL and U+0001 were stored and served by /api/v1/news/{id}, while news.atom (XML) left them out.
     item = "<item><title>Ctrl &#x1; char</title><description>a&#x0;b</description><link>http://pub.example/c</link></item>"

@@ -109,22 +109,36 @@ class InvalidReference(ValueError):
 
 
 def _feedparser(body: bytes, response_headers: dict[str, str]):
-    body, mended = _valid_references(body)
+    """The parsed feed; one that fails on references to no character is mended (:func:`_valid_references`) and read again.
+
+    Mended only after a failure: the same text in a CDATA section or a comment is no
+    reference at all, and a well-formed feed that holds it must not be called broken.
+    """
+    try:
+        return _parse(body, response_headers)
+    except FeedError:
+        body, mended = _valid_references(body)
+        if not mended:
+            raise
+    parsed = _parse(body, response_headers)
+    if _problem(parsed) is None:
+        # Mended, the document may be well-formed; as sent it was not, and the source is told so.
+        parsed["bozo"] = 1
+        parsed["bozo_exception"] = InvalidReference(f"character references to no character, read as U+FFFD: {mended}")
+    return parsed
+
+
+def _parse(body: bytes, response_headers: dict[str, str]):
     try:
         # HTML inside entries is made plain text later (pipeline.text), so feedparser's own
         # (slow) sanitising and link rewriting of that HTML would be wasted work.
-        parsed = feedparser.parse(
+        return feedparser.parse(
             io.BytesIO(body), response_headers=response_headers, sanitize_html=False, resolve_relative_uris=False
         )
     except MemoryError:
         raise  # past a pool worker's memory limit: the pool names the limit (pipeline.news.parse_pool)
     except Exception as exc:  # feedparser's failure modes are not a documented set
         raise FeedError(f"feed could not be parsed: {type(exc).__name__}: {exc}") from None
-    if mended and _problem(parsed) is None:
-        # Mended, the document may be well-formed; as sent it was not, and the source is told so.
-        parsed["bozo"] = 1
-        parsed["bozo_exception"] = InvalidReference(f"character references to no character, read as U+FFFD: {mended}")
-    return parsed
 
 
 #: A numeric character reference as feedparser's lenient parser (sgmllib) reads one: decimal or hex, with its ``;``.
