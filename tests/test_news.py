@@ -8,6 +8,7 @@ from email.utils import format_datetime
 import pytest
 
 from config import load_config
+from db.model import utc_now
 from pipeline.fetch import FetchError, fetch_one, parse_retry_after
 from pipeline.news.feeds import MAX_ENTRIES
 from pipeline.news.ingest import ingest_news
@@ -71,6 +72,16 @@ def make_due(db):
 def news_version(db):
     found = db.execute("SELECT version FROM data_versions WHERE dataset = 'news'").fetchone()
     return found[0] if found else 0
+
+
+def test_a_sweep_of_several_changed_sources_gives_each_its_own_second_behind_the_clock(http_server, news):
+    """Each commit's data version has a second of its own (its Last-Modified); the sweep waits for it, never ahead."""
+    http_server.routes.update({f"/{n}.xml": Reply(200, THREE.replace(b"t.example", f"t{n}.example".encode()))
+                               for n in range(3)})
+    reports, db = news([{"name": f"S{n}", "url": http_server.url(f"/{n}.xml"), "tag": "Science"} for n in range(3)])
+    assert [report.status for report in reports.values()] == ["ok"] * 3
+    (changed_at,) = db.execute("SELECT changed_at FROM data_versions WHERE dataset = 'news'").fetchone()
+    assert news_version(db) == 3 and changed_at <= utc_now()
 
 
 def test_200_then_304_with_validators_sent_back_exactly(http_server, news):

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
@@ -162,7 +163,10 @@ async def _fetch_and_store(sweep: _Sweep, due: list[SourceConfig], parser: Parse
             # the one listed first keeps it, whatever order the fetches finish in.
             for source in sweep.config.news.sources:
                 if source.name in tasks:
-                    report = _store(sweep, source, await tasks[source.name])
+                    outcome = await tasks[source.name]
+                    if outcome.result is not None and outcome.result.items:  # it may change data: a second of its own
+                        await asyncio.sleep(runs_store.until_own_second(sweep.db))  # the fetches go on meanwhile
+                    report = _store(sweep, source, outcome)
                 else:
                     report = _not_due_report(source, sweep.rows[source.name])
                 reports.append(report)
@@ -291,6 +295,7 @@ def _prune(db, config: Config, started: datetime) -> int:
     cutoff = policy.retention_cutoff(config.news.retention_days, started)
     if not cutoff:
         return 0
+    time.sleep(runs_store.until_own_second(db))  # what it deletes has a second of its own too (no event loop here)
     with transaction(db):
         deleted = news_store.delete_published_before(db, cutoff)
         if deleted:

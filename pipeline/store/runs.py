@@ -7,7 +7,6 @@ and a dataset's version never disagree with the data.
 from __future__ import annotations
 
 import json
-import time
 from datetime import datetime, timedelta, timezone
 
 import sqlite_utils
@@ -19,23 +18,20 @@ from db.redact import redact_text
 def bump_versions(db: sqlite_utils.Database, datasets, changed_at: str | None = None) -> None:
     """Record that ``datasets`` changed; call inside the transaction that changed them.
 
-    Every change has a second of its own: ``changed_at`` (by default now) that is not
-    later than the latest change of any dataset becomes the second after it, and the
-    commit waits for that second to come (under a second), so no time is ever ahead of
-    the clock. It is the answers' Last-Modified, which is whole seconds; an ingest commits
-    once per source, often several times in one second, and two versions with one
-    Last-Modified would answer an ``If-Modified-Since`` of the first with a 304 for the
-    second. Any dataset, not only these: an answer built from two (stats) takes the later
-    time. Datasets changed in one transaction share their time: no answer shows one
-    without the other.
+    Every change has a second of its own: a ``changed_at`` (by default now) that is not
+    later than the latest change of any dataset becomes the second after it. It is the
+    answers' Last-Modified, which is whole seconds; an ingest commits once per source,
+    often several times in one second, and two versions with one Last-Modified would
+    answer an ``If-Modified-Since`` of the first with a 304 for the second. Any dataset,
+    not only these: an answer built from two (stats) takes the later time. Datasets
+    changed in one transaction share their time: no answer shows one without the other.
+    A caller that waits :func:`until_own_second` first keeps the time from running ahead
+    of the clock (the news sweep does, between its sources).
     """
-    (latest,) = db.execute("SELECT max(changed_at) FROM data_versions").fetchone()
-    at = changed_at or utc_now()
-    if latest and at <= latest:
-        after = datetime.fromisoformat(latest) + timedelta(seconds=1)
-        # at most a second: a latest time far ahead (a clock set back) is not waited for
-        time.sleep(min(1.0, max(0.0, (after - datetime.now(timezone.utc)).total_seconds())))
-        at = format_time(after)
+    (next_second,) = db.execute(
+        "SELECT strftime('%Y-%m-%dT%H:%M:%SZ', max(changed_at), '+1 second') FROM data_versions"
+    ).fetchone()
+    at = max(changed_at or utc_now(), next_second or "")
     for dataset in datasets:
         db.execute(
             """
@@ -44,6 +40,16 @@ def bump_versions(db: sqlite_utils.Database, datasets, changed_at: str | None = 
             """,
             [dataset, at],
         )
+
+
+def until_own_second(db: sqlite_utils.Database) -> float:
+    """Seconds until a change committed now would have a second of its own (:func:`bump_versions`): 0 to 1."""
+    (latest,) = db.execute("SELECT max(changed_at) FROM data_versions").fetchone()
+    if not latest:
+        return 0.0
+    after = datetime.fromisoformat(latest) + timedelta(seconds=1)
+    # at most a second: a latest time far ahead (a clock set back) is not waited for
+    return min(1.0, max(0.0, (after - datetime.now(timezone.utc)).total_seconds()))
 
 
 def bump_version(db: sqlite_utils.Database, dataset: str, changed_at: str | None = None) -> None:
