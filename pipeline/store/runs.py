@@ -42,14 +42,19 @@ def bump_versions(db: sqlite_utils.Database, datasets, changed_at: str | None = 
         )
 
 
+#: The longest :func:`until_own_second` asks to wait, in seconds.
+MAX_WAIT = 5.0
+
+
 def until_own_second(db: sqlite_utils.Database) -> float:
-    """Seconds until a change committed now would have a second of its own (:func:`bump_versions`): 0 to 1."""
+    """Seconds until a change committed now would have a second of its own (:func:`bump_versions`), at most :data:`MAX_WAIT`."""
     (latest,) = db.execute("SELECT max(changed_at) FROM data_versions").fetchone()
     if not latest:
         return 0.0
     after = datetime.fromisoformat(latest) + timedelta(seconds=1)
-    # at most a second: a latest time far ahead (a clock set back) is not waited for
-    return min(1.0, max(0.0, (after - datetime.now(timezone.utc)).total_seconds()))
+    # A change that did not wait (a site ingest just after a sweep) may be a second or two
+    # ahead: that much is waited for, not a latest time far ahead (a clock set back).
+    return min(MAX_WAIT, max(0.0, (after - datetime.now(timezone.utc)).total_seconds()))
 
 
 def bump_version(db: sqlite_utils.Database, dataset: str, changed_at: str | None = None) -> None:
