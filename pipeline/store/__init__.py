@@ -27,7 +27,7 @@ import sqlite_utils
 
 from db.migrations import migrations
 from db.model import VERSION
-from db.snapshot import unknown_migrations
+from db.snapshot import pending_migrations, unknown_migrations
 
 from pipeline.store.lock import WriterLockTimeout, writer_lock
 from pipeline.store.runs import bump_version, bump_versions
@@ -74,12 +74,14 @@ def open_and_migrate(path: str | Path, *, writing: bool = True) -> tuple[sqlite_
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         db = sqlite_utils.Database(conn)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
-        if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-            conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA synchronous = NORMAL")
         unknown = unknown_migrations(conn) if writing else []
-        if not unknown and migrations.pending(db):
+        # Only reads until here: turning a new file to WAL and creating its tables are writes,
+        # done under the writer lock, so processes opening one file at once take turns instead
+        # of waiting on each other's SQLite locks (up to the busy timeout, then "database is locked").
+        wal = conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        if not unknown and (not wal or pending_migrations(conn)):
             applied = _migrate(db, path)
     except (sqlite3.Error, OSError) as exc:
         raise StoreError(f"{path}: cannot open database: {exc}{_unwritable_folder(path)}") from None
@@ -115,6 +117,8 @@ def _migrate(db: sqlite_utils.Database, path: Path) -> list[str]:
     # lock; apply() looks again at what is pending once the lock is ours.
     try:
         with writer_lock(path, MIGRATION_WAIT):
+            if db.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                db.conn.execute("PRAGMA journal_mode = WAL")
             pending = [migration.name for migration in migrations.pending(db)]
             migrations.apply(db)
     except WriterLockTimeout as exc:
