@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 
 import sqlite_utils
 
@@ -33,6 +34,8 @@ KIND = "site"
 
 def store_rows(db: sqlite_utils.Database, rows: Rows, source: str, fetched: Fetched) -> list[str]:
     """Replace what changed and remember the export's validators, in one transaction; return the datasets that changed."""
+    # a second of its own for what it changes, as the news sweep waits (pipeline.store.runs.bump_versions)
+    time.sleep(runs_store.until_own_second(db))
     now = utc_now()
     with transaction(db):
         changed = catalog_store.replace_catalog(
