@@ -74,14 +74,21 @@ def news_version(db):
     return found[0] if found else 0
 
 
-def test_a_sweep_of_several_changed_sources_gives_each_its_own_second_behind_the_clock(http_server, news):
-    """Each commit's data version has a second of its own (its Last-Modified); the sweep waits for it, never ahead."""
+def test_a_sweep_that_changed_data_ends_at_a_second_of_its_own(http_server, news):
+    """Its commits (one per source) may share a second; its last version's time then moves to a second of its own."""
     http_server.routes.update({f"/{n}.xml": Reply(200, THREE.replace(b"t.example", f"t{n}.example".encode()))
                                for n in range(3)})
-    reports, db = news([{"name": f"S{n}", "url": http_server.url(f"/{n}.xml"), "tag": "Science"} for n in range(3)])
+    sources = [{"name": f"S{n}", "url": http_server.url(f"/{n}.xml"), "tag": "Science"} for n in range(3)]
+    reports, db = news(sources)
     assert [report.status for report in reports.values()] == ["ok"] * 3
     (changed_at,) = db.execute("SELECT changed_at FROM data_versions WHERE dataset = 'news'").fetchone()
-    assert news_version(db) == 3 and changed_at <= utc_now()
+    (last_commit,) = db.execute("SELECT max(finished_at) FROM ingest_runs WHERE kind = 'news'").fetchone()
+    # three commits, then the last one's time moved past every earlier second (its version stays)
+    assert news_version(db) == 3 and last_commit < changed_at <= utc_now()
+    make_due(db)
+    reports, db = news()  # nothing changed: neither version nor time
+    assert [report.status for report in reports.values()] == ["unchanged"] * 3 and news_version(db) == 3
+    assert db.execute("SELECT changed_at FROM data_versions WHERE dataset = 'news'").fetchone()[0] == changed_at
 
 
 def test_200_then_304_with_validators_sent_back_exactly(http_server, news):

@@ -18,20 +18,15 @@ from db.redact import redact_text
 def bump_versions(db: sqlite_utils.Database, datasets, changed_at: str | None = None) -> None:
     """Record that ``datasets`` changed; call inside the transaction that changed them.
 
-    Every change has a second of its own: a ``changed_at`` (by default now) that is not
-    later than the latest change of any dataset becomes the second after it. It is the
-    answers' Last-Modified, which is whole seconds; an ingest commits once per source,
-    often several times in one second, and two versions with one Last-Modified would
-    answer an ``If-Modified-Since`` of the first with a 304 for the second. Any dataset,
-    not only these: an answer built from two (stats) takes the later time. Datasets
-    changed in one transaction share their time: no answer shows one without the other.
-    A caller that waits :func:`until_own_second` first keeps the time from running ahead
-    of the clock (the news sweep does, between its sources).
+    ``changed_at`` (by default now) is never earlier than the latest change of any dataset
+    (a clock set back, an earlier time given), so the answers' Last-Modified never goes
+    backwards. Commits within one second share it: a run's last version gets a second of
+    its own by waiting for :func:`until_own_second` (the news sweep and the site export
+    do), so once a run is over an ``If-Modified-Since`` of anything it showed before is a
+    200. Datasets changed in one transaction share their time.
     """
-    (next_second,) = db.execute(
-        "SELECT strftime('%Y-%m-%dT%H:%M:%SZ', max(changed_at), '+1 second') FROM data_versions"
-    ).fetchone()
-    at = max(changed_at or utc_now(), next_second or "")
+    (latest,) = db.execute("SELECT max(changed_at) FROM data_versions").fetchone()
+    at = max(changed_at or utc_now(), latest or "")
     for dataset in datasets:
         db.execute(
             """
@@ -42,18 +37,26 @@ def bump_versions(db: sqlite_utils.Database, datasets, changed_at: str | None = 
         )
 
 
+def restamp(db: sqlite_utils.Database, dataset: str) -> None:
+    """Move the time of ``dataset``'s latest version to now (never back); its version stays.
+
+    After :func:`until_own_second`, a second no earlier change has: the answers' Last-Modified
+    and ``updated_at`` move with it, the data and its data version do not.
+    """
+    db.execute("UPDATE data_versions SET changed_at = max(changed_at, ?) WHERE dataset = ?", [utc_now(), dataset])
+
+
 #: The longest :func:`until_own_second` asks to wait, in seconds.
 MAX_WAIT = 5.0
 
 
 def until_own_second(db: sqlite_utils.Database) -> float:
-    """Seconds until a change committed now would have a second of its own (:func:`bump_versions`), at most :data:`MAX_WAIT`."""
+    """Seconds until a change committed now would have a second no earlier change has, at most :data:`MAX_WAIT`."""
     (latest,) = db.execute("SELECT max(changed_at) FROM data_versions").fetchone()
     if not latest:
         return 0.0
     after = datetime.fromisoformat(latest) + timedelta(seconds=1)
-    # A change that did not wait (a site ingest just after a sweep) may be a second or two
-    # ahead: that much is waited for, not a latest time far ahead (a clock set back).
+    # a latest time a little ahead (another machine's clock) is waited for, not one far ahead (a clock set back)
     return min(MAX_WAIT, max(0.0, (after - datetime.now(timezone.utc)).total_seconds()))
 
 
