@@ -97,6 +97,12 @@ class Endpoint:
             object.__setattr__(self, "required", self.datasets[0])
 
     @property
+    def last_modified(self) -> bool:
+        """Whether its 200 carries Last-Modified: built from data versions, and kept (not :attr:`fresh`,
+        whose answers change without a version, at a fetch's second: /sources, told apart by its ETag)."""
+        return self.required is not None and not self.fresh
+
+    @property
     def operation_id(self) -> str:
         first, *rest = self.name.split("_")
         return first + "".join(word.title() for word in rest)

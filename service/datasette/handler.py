@@ -330,11 +330,7 @@ class Api:
 
         execute_fn = execute_fn or self.execute_fn
         versions, (payload, extra_headers) = await execute_fn(lambda conn: in_snapshot(conn, build))
-        modified = updated_at(versions, endpoint.datasets)
-        if endpoint.fresh:
-            # It changes without a data_versions bump too (a fetch's last_success_at, bodies.sources),
-            # and two fetches can end within one second: the ETag alone tells its answers apart.
-            modified = None
+        modified = updated_at(versions, endpoint.datasets) if endpoint.last_modified else None
         headers = (*extra_headers, *self.identity)
         body = payload if isinstance(payload, bytes) else dumps(payload)  # a feed may come serialised (Atom)
         content_type = JSON_CONTENT_TYPE if endpoint.media_type == JSON else f"{endpoint.media_type}; charset=utf-8"

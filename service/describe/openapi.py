@@ -186,7 +186,7 @@ def _file(endpoint: Endpoint) -> dict:
     }
 
 
-def _ok(endpoint: Endpoint, data: bool) -> dict:
+def _ok(endpoint: Endpoint) -> dict:
     headers = {
         "Cache-Control": ref("headers", "CacheControl"),
         "ETag": ref("headers", "ETag"),
@@ -194,7 +194,7 @@ def _ok(endpoint: Endpoint, data: bool) -> dict:
         **_RATE_LIMIT,
         "X-Qsite-Snapshot": ref("headers", "QsiteSnapshot"),
     }
-    if data:
+    if endpoint.last_modified:
         headers["Last-Modified"] = ref("headers", "LastModified")
     if endpoint.pager is not None:
         headers["Link"] = ref("headers", "Link")
@@ -265,9 +265,7 @@ _TOO_LARGE = {"414": ref("responses", "UriTooLong"), "431": ref("responses", "He
 def _path(endpoint: Endpoint) -> dict:
     """The path item of ``endpoint``: its GET, the one operation (HEAD and OPTIONS: :func:`_mechanics`)."""
     if endpoint.media_type in (JSON, HTML, ATOM, JSON_FEED):
-        # built from data versions: Last-Modified (not /sources, whose answers can change twice a second)
-        data = endpoint.required is not None and not endpoint.fresh
-        ok, not_modified = _ok(endpoint, data), ref("responses", "NotModified")
+        ok, not_modified = _ok(endpoint), ref("responses", "NotModified")
     else:  # a file (the snapshot)
         ok, not_modified = _file(endpoint), ref("responses", "FileNotModified")
     responses = {"200": ok, "304": not_modified, "400": ref("responses", "BadRequest")}
