@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 import sqlite_utils
 
-from db.model import format_time, utc_now
+from db.model import utc_now
 from db.redact import redact_text
 
 

@@ -314,7 +314,7 @@ def sources(build: Build):
         }
         for row in build.rows("sources", {})
     ]
-    # a fetch that changed no item still changes last_success_at: the body's updated_at (and Last-Modified)
+    # a fetch that changed no item still changes last_success_at: the body's updated_at says so
     newest_fetch = max((source["last_success_at"] for source in results if source["last_success_at"]), default=None)
     return build.listing(results, newest_fetch), ()
 
