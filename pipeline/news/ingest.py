@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
@@ -41,7 +40,7 @@ from pipeline.report import RunReport
 from pipeline.store import news as news_store
 from pipeline.store import runs as runs_store
 from pipeline.store import sources as sources_store
-from pipeline.store import transaction
+from pipeline.store import end_on_own_second, transaction
 
 log = logging.getLogger("qsite.news")
 
@@ -115,21 +114,8 @@ def ingest_news(
     reports = asyncio.run(_fetch_and_store(sweep, due, parser, split_options(client_options or {}), progress))
     pruned = _prune(db, config, started)
     if pruned or any(report.counts.get("new") or report.counts.get("updated") for report in reports):
-        _own_second(db)
+        end_on_own_second(db, (NEWS,))  # no event loop here: asyncio.run has returned
     return reports
-
-
-def _own_second(db: sqlite_utils.Database) -> None:
-    """The sweep's last news version moved to a second no earlier change has: a Last-Modified of its own.
-
-    The sweep commits once per source, several in one second, and those share a
-    Last-Modified (the ETag tells them apart); waiting once here (under a second), not
-    before each commit (a second per source: 100 changed feeds took 99 s instead of 2.5),
-    makes an ``If-Modified-Since`` of anything shown during the sweep a 200 once it is over.
-    """
-    time.sleep(runs_store.until_own_second(db))  # no event loop here: asyncio.run has returned
-    with transaction(db):
-        runs_store.restamp(db, NEWS)
 
 
 @dataclass

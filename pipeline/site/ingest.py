@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import time
 
 import sqlite_utils
 
@@ -25,7 +24,7 @@ from pipeline.fetch import Fetched, FetchError, fetch_one
 from pipeline.report import RunReport
 from pipeline.store import catalog as catalog_store
 from pipeline.store import runs as runs_store
-from pipeline.store import transaction
+from pipeline.store import end_on_own_second, transaction
 
 log = logging.getLogger("qsite.site")
 
@@ -34,8 +33,6 @@ KIND = "site"
 
 def store_rows(db: sqlite_utils.Database, rows: Rows, source: str, fetched: Fetched) -> list[str]:
     """Replace what changed and remember the export's validators, in one transaction; return the datasets that changed."""
-    # a second of its own for what it changes, as the news sweep waits (pipeline.store.runs.bump_versions)
-    time.sleep(runs_store.until_own_second(db))
     now = utc_now()
     with transaction(db):
         changed = catalog_store.replace_catalog(
@@ -44,6 +41,8 @@ def store_rows(db: sqlite_utils.Database, rows: Rows, source: str, fetched: Fetc
         runs_store.bump_versions(db, changed, now)
         state = catalog_store.ExportState(fetched.etag, fetched.last_modified, fetched.content_hash)
         catalog_store.save_export_state(db, source, state, now)
+    if changed:
+        end_on_own_second(db, changed)
     return changed
 
 

@@ -20,10 +20,10 @@ def bump_versions(db: sqlite_utils.Database, datasets, changed_at: str | None = 
 
     ``changed_at`` (by default now) is never earlier than the latest change of any dataset
     (a clock set back, an earlier time given), so the answers' Last-Modified never goes
-    backwards. Commits within one second share it: a run's last version gets a second of
-    its own by waiting for :func:`until_own_second` (the news sweep and the site export
-    do), so once a run is over an ``If-Modified-Since`` of anything it showed before is a
-    200. Datasets changed in one transaction share their time.
+    backwards. Commits within one second share it: a run that changed data ends on a
+    second of its own (:func:`pipeline.store.end_on_own_second`), so once it is over an
+    ``If-Modified-Since`` of anything it showed before is a 200. Datasets changed in one
+    transaction share their time.
     """
     (latest,) = db.execute("SELECT max(changed_at) FROM data_versions").fetchone()
     at = max(changed_at or utc_now(), latest or "")
@@ -37,13 +37,15 @@ def bump_versions(db: sqlite_utils.Database, datasets, changed_at: str | None = 
         )
 
 
-def restamp(db: sqlite_utils.Database, dataset: str) -> None:
-    """Move the time of ``dataset``'s latest version to now (never back); its version stays.
+def restamp(db: sqlite_utils.Database, datasets) -> None:
+    """Move the time of the latest versions of ``datasets`` to now (never back), one time for all; versions stay.
 
     After :func:`until_own_second`, a second no earlier change has: the answers' Last-Modified
     and ``updated_at`` move with it, the data and its data version do not.
     """
-    db.execute("UPDATE data_versions SET changed_at = max(changed_at, ?) WHERE dataset = ?", [utc_now(), dataset])
+    now = utc_now()
+    for dataset in datasets:
+        db.execute("UPDATE data_versions SET changed_at = max(changed_at, ?) WHERE dataset = ?", [now, dataset])
 
 
 #: The longest :func:`until_own_second` asks to wait, in seconds.
