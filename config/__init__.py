@@ -152,6 +152,19 @@ def _check_rate_limit(value: str) -> str:
     return value
 
 
+def _rate_limit_from_yaml(value: object) -> object:
+    """YAML's false (a bare ``off``, ``false`` or ``no``) as ``off``; YAML's true (``on``, ``yes``) names no limit: refused.
+
+    YAML 1.1, which PyYAML reads, takes a bare ``off`` for the boolean false: without
+    this, ``rate_limit: off`` unquoted would be refused as "not a valid string".
+    """
+    if value is False:
+        return "off"
+    if value is True:
+        raise ValueError("must be one limit such as 120/minute or '10 per 2 seconds', or off (got true: a bare on, yes or true)")
+    return value
+
+
 def _check_rate_limit_storage(value: str) -> str:
     # the storages whose client libraries qsite installs (limits[redis])
     if not value.startswith(("memory://", "redis://", "rediss://", "redis+unix://")):
@@ -161,7 +174,7 @@ def _check_rate_limit_storage(value: str) -> str:
 
 class ApiConfig(_Strict):
     cache_max_age: Annotated[int, Field(ge=0)] = 300
-    rate_limit: Annotated[str, AfterValidator(_check_rate_limit)] = "120/minute"
+    rate_limit: Annotated[str, BeforeValidator(_rate_limit_from_yaml), AfterValidator(_check_rate_limit)] = "120/minute"
     rate_limit_storage: Annotated[str, AfterValidator(_check_rate_limit_storage)] = "memory://"
     trusted_proxies: Annotated[int, Field(ge=0)] = 0
     #: Worker processes of ``qsite serve``; None: one per core (see :func:`serving_workers`).
@@ -200,7 +213,7 @@ def workers_problem(workers: int | None, rate_limit: str, storage: str) -> str |
         return (
             f"{workers} worker processes cannot share api.rate_limit_storage {storage} (each would count "
             f"its own {rate_limit}, multiplying every client's budget); use a redis:// storage, "
-            "api.workers: 1, or api.rate_limit: off"
+            'api.workers: 1, or api.rate_limit: "off"'
         )
     return None
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from config import DEFAULT_CONFIG, ConfigError, load_config, parse_duration
+from config import DEFAULT_CONFIG, ConfigError, load_config, parse_duration, parse_rate_limit, serving_workers
 from tests.support.paths import ROOT, SITE_EXPORT
 
 MINIMAL = "site_export:\n  source: export.json\n"
@@ -165,6 +165,20 @@ def test_every_bad_key_is_listed(tmp_path):
     lines = error_of(path).splitlines()[1:]
     assert sorted(line.split(":")[0].strip() for line in lines) == ["api.cache_max_age", "databse", "site_export.every"]
 
+
+
+@pytest.mark.parametrize("written", ["off", "Off", "OFF", "false", "no", '"off"', "'OFF'"])
+def test_rate_limit_off_bare_or_quoted(tmp_path, written):
+    """A bare ``off`` is YAML's false (as are ``false`` and ``no``): it means off, as the quoted word does."""
+    config = load_config(write(tmp_path, MINIMAL + f"api:\n  rate_limit: {written}\n  workers: 2\n"))
+    assert parse_rate_limit(config.api.rate_limit) is None
+    assert serving_workers(config.api) == 2  # nothing counted in memory://, so workers may share it
+
+
+@pytest.mark.parametrize("written", ["on", "yes", "true"])
+def test_rate_limit_yaml_true_is_refused(tmp_path, written):
+    message = error_of(write(tmp_path, MINIMAL + f"api:\n  rate_limit: {written}\n"))
+    assert "api.rate_limit: must be one limit such as 120/minute" in message and "got true" in message, message
 
 # --- through the real command ---------------------------------------------------------
 
