@@ -177,11 +177,13 @@ class ApiConfig(_Strict):
     rate_limit: Annotated[str, BeforeValidator(_rate_limit_from_yaml), AfterValidator(_check_rate_limit)] = "120/minute"
     rate_limit_storage: Annotated[str, AfterValidator(_check_rate_limit_storage)] = "memory://"
     trusted_proxies: Annotated[int, Field(ge=0)] = 0
-    #: Worker processes of ``qsite serve``; None: one per core (see :func:`serving_workers`).
+    #: Worker processes of ``qsite serve``. Left ``null``: one per core the process may run on, or 1 with
+    #: a rate limit on and ``rate_limit_storage: memory://`` (the bundled config), whose counts workers
+    #: cannot share (more than 1 is then refused).
     workers: Annotated[int, Field(ge=1, le=256)] | None = None
     #: Connections ``qsite serve`` keeps open at once, over all its workers.
     max_connections: Annotated[int, Field(ge=1)] = 1024
-    #: Seconds a client has to send a request head (``10``, ``1m``; 1 to 300), and an idle keep-alive
+    #: Seconds a client has to send a request head (``10``, ``1m``), and an idle keep-alive
     #: connection its next one, before ``qsite serve`` closes the connection (slowloris, silent sockets).
     header_timeout: Annotated[Duration, Field(ge=1, le=300)] = 10
     #: Longest an arbitrary SQL query (Datasette's ?sql= and _where=) may run, in milliseconds.

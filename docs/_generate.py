@@ -6,7 +6,7 @@ so a page that no longer matches the code fails the tests). They read the
 code itself, never a copy of it:
 
 - :func:`config_reference`: every key of the config model (:mod:`config`), its
-  type, default and environment variable, described by the model's ``#:``
+  type (with its bounds), default and environment variable, described by the model's ``#:``
   comments or, for fields without one, by :data:`DESCRIPTIONS` below;
 - :func:`cli_reference`: the ``--help`` of every command of the click app
   (:mod:`qsite.cli`), as sqlite-utils' ``docs/cli-reference.rst`` does;
@@ -77,7 +77,8 @@ def _attribute_docs() -> dict[tuple[str, str], str]:
     return {key: _markdown(" ".join(line.strip() for line in lines if line.strip())) for key, lines in analyzer.find_attr_docs().items()}
 
 
-def _constraint(metadata: list) -> str:
+def _bounds(metadata: list) -> tuple[int | None, int | None]:
+    """The lowest and highest value a field's ``ge``/``gt``/``le``/``lt`` allow (whole numbers: ``gt=0`` is at least 1)."""
     low = high = None
     for item in metadata:
         if isinstance(item, annotated_types.Ge):
@@ -86,13 +87,34 @@ def _constraint(metadata: list) -> str:
             low = item.gt + 1
         elif isinstance(item, annotated_types.Le):
             high = item.le
-        elif isinstance(item, annotated_types.MinLen) and item.min_length:
-            return "non-empty "
+        elif isinstance(item, annotated_types.Lt):
+            high = item.lt - 1
+    return low, high
+
+
+def _range_text(low, high, show=str) -> str:
+    """`` 1 to 256``, `` >= 0`` or nothing, each bound written by ``show``."""
     if low is not None and high is not None:
-        return f" {low} to {high}"
+        return f" {show(low)} to {show(high)}"
     if low is not None:
-        return f" >= {low}"
+        return f" >= {show(low)}"
+    if high is not None:
+        return f" <= {show(high)}"
     return ""
+
+
+def _constraint(metadata: list) -> str:
+    if any(isinstance(item, annotated_types.MinLen) and item.min_length for item in metadata):
+        return "non-empty "
+    return _range_text(*_bounds(metadata))
+
+
+def _flatten(metadata) -> list:
+    """Annotated metadata with each ``Field(...)`` inside it (an ``Annotated[int, Field(ge=1)] | None``) opened up."""
+    flat = []
+    for item in metadata:
+        flat.extend(item.metadata if isinstance(item, FieldInfo) else [item])
+    return flat
 
 
 def _validator_names(metadata: list) -> set[str]:
@@ -108,7 +130,7 @@ def _type_name(annotation, metadata: list) -> str:
         return f"{inner} or null" if len(members) < len(get_args(annotation)) else inner
     if origin is typing.Annotated:
         base, *extra = get_args(annotation)
-        return _type_name(base, [*metadata, *extra])
+        return _type_name(base, [*metadata, *_flatten(extra)])
     if origin is Literal:
         return "one of " + ", ".join(f"`{value}`" for value in get_args(annotation))
     if origin is list:
@@ -116,7 +138,7 @@ def _type_name(annotation, metadata: list) -> str:
         return "list of mappings" if isinstance(item, type) and issubclass(item, BaseModel) else "list"
     validators = _validator_names(metadata)
     if "parse_duration" in validators:
-        return "[duration](#values)"
+        return "[duration](#values)" + _range_text(*_bounds(metadata), show=lambda seconds: f"`{_duration_text(seconds)}`")
     if "_check_location" in validators:
         return "path or http(s) URL"
     if "_compile_regex" in validators:

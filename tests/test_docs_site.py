@@ -74,6 +74,21 @@ def test_every_config_key_and_command_is_in_the_reference():
         assert f"$ {' '.join(words)} --help" in cli
 
 
+
+def test_config_bounds_show_in_the_type_column():
+    """A field's ge/gt/le bounds show in its type, inside ``... | None`` and on durations too."""
+    sys.path.insert(0, str(DOCS))
+    try:
+        import _generate
+    finally:
+        sys.path.remove(str(DOCS))
+    types = {key: type_name for key, type_name, *_ in _generate.config_rows()}
+    assert types["api.workers"] == "integer 1 to 256 or null"
+    assert types["news.retention_days"] == "integer >= 1 or null"  # gt=0, in whole days
+    assert types["api.header_timeout"] == "[duration](#values) `1s` to `5m`"
+    assert types["api.sql_time_limit_ms"] == "integer 10 to 60000"
+    assert types["snapshots.store"] == "non-empty string or null"
+
 def test_every_parameter_value_is_described():
     """Each parameter's value column says what it takes: OneOf's anyOf (an enum or any letter case) included."""
     sys.path.insert(0, str(DOCS))
