@@ -11,7 +11,8 @@ code itself, never a copy of it:
 - :func:`cli_reference`: the ``--help`` of every command of the click app
   (:mod:`qsite.cli`), as sqlite-utils' ``docs/cli-reference.rst`` does;
 - :func:`api_endpoints` and :func:`api_parameters`: the paths and parameters of
-  the OpenAPI document as the service builds it (:mod:`service.describe.openapi`).
+  the OpenAPI document as the service builds it (:mod:`service.describe.openapi`);
+- :func:`runtime_packages`: the packages qsite depends on, as ``uv.lock`` records them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import re
 import sqlite3
 import types
 import typing
+from pathlib import Path
 from typing import Literal, get_args, get_origin
 
 import annotated_types
@@ -486,3 +488,17 @@ def datasette_queries() -> str:
         users = [f"`{endpoint.url}`" for endpoint in ENDPOINTS.values() if name in {QUERY_PREFIX + query for query in endpoint.queries}]
         lines.append(f"| `{name}` | {', '.join(users) or 'no endpoint'} |")
     return "\n".join(lines) + "\n"
+
+
+#: The checkout: uv.lock is read from here, wherever cog runs.
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def runtime_packages() -> str:
+    """qsite's own runtime dependencies as ``uv.lock`` records them (pyproject.toml's, with their extras)."""
+    import tomllib
+
+    lock = tomllib.loads((ROOT / "uv.lock").read_text(encoding="utf-8"))
+    (qsite,) = [package for package in lock["package"] if package["name"] == "qsite"]
+    names = [dep["name"] + (f"[{','.join(dep['extra'])}]" if dep.get("extra") else "") for dep in qsite["dependencies"]]
+    return ", ".join(f"`{name}`" for name in names) + "\n"
