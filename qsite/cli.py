@@ -65,7 +65,8 @@ def migrate(config, quiet):
 
 
 @cli.group()
-def ingest():
+@global_options(envvar=False)  # read by each ingest command (common_options): qsite ingest --config X news
+def ingest(config_path, db_path, log_level):
     """Pull the site export and news feeds into the database."""
 
 

@@ -30,7 +30,7 @@ DEFAULT_LOG_LEVEL = "INFO"
 
 
 def global_options(envvar: bool):
-    """The decorators of ``--config``, ``--db`` and ``--log-level``: on the ``qsite`` group and on each command.
+    """The decorators of ``--config``, ``--db`` and ``--log-level``: on the ``qsite`` and ``ingest`` groups and on each command.
 
     They are read from the environment once, on the group (``envvar``): an
     environment variable on the command too would beat an option given
@@ -61,22 +61,37 @@ def global_options(envvar: bool):
     return decorate
 
 
+def _given_before(name: str):
+    """The value of option ``name`` given to the nearest group above the current command, or None.
+
+    Walks up from the command: ``qsite ingest --config X news`` finds ``ingest``'s,
+    which beats the ``qsite`` group's (and so its environment variable).
+    """
+    context = click.get_current_context().parent
+    while context is not None:
+        if context.params.get(name) is not None:
+            return context.params[name]
+        context = context.parent
+    return None
+
+
 def common_options(command):
     """``--config``, ``--db`` and ``--log-level``, which every command takes, before or after its name.
 
-    ``qsite --config X ingest news`` and ``qsite ingest news --config X`` are
-    the same; given in both places, the one after the command's name wins.
-    The wrapped command receives a loaded ``config`` instead of the raw options;
-    a bad config ends the command with its message and exit status 2.
+    ``qsite --config X ingest news``, ``qsite ingest --config X news`` and
+    ``qsite ingest news --config X`` are the same; given in several places, the
+    one nearest the command's name wins (after it, then after ``ingest``, then
+    after ``qsite``, then the environment). The wrapped command receives a
+    loaded ``config`` instead of the raw options; a bad config ends the command
+    with its message and exit status 2.
     """
 
     @global_options(envvar=False)
     @functools.wraps(command)
     def wrapper(config_path, db_path, log_level, **kwargs):
-        given = click.get_current_context().find_root().params  # the group's options (and environment)
-        config_path = config_path or given.get("config_path")
-        db_path = db_path or given.get("db_path")
-        setup_logging(log_level or given.get("log_level") or DEFAULT_LOG_LEVEL)
+        config_path = config_path or _given_before("config_path")
+        db_path = db_path or _given_before("db_path")
+        setup_logging(log_level or _given_before("log_level") or DEFAULT_LOG_LEVEL)
         try:
             config = load_config(config_path, database=db_path)
         except ConfigError as exc:

@@ -105,6 +105,23 @@ def test_global_options_go_before_or_after_the_command(qsite, make_config, tmp_p
     assert news.returncode == 0, news.stderr
 
 
+
+def test_global_options_go_between_ingest_and_its_command(qsite, make_config, tmp_path):
+    """``qsite ingest --config X news``, as ``qsite --help`` promises; the option nearest the command wins."""
+    config = make_config(database=str(tmp_path / "unused.db"))
+    db = tmp_path / "given.db"
+    between = qsite("ingest", "--config", str(config), "--db", str(db), "--log-level", "warning", "site")
+    assert between.returncode == 0, between.stderr
+    assert db.exists() and not (tmp_path / "unused.db").exists()
+    assert log_levels(between.stderr) == set(), between.stderr
+    # after ingest beats before it and the environment; after the command beats after ingest
+    missing = str(tmp_path / "missing.yml")
+    nearer = qsite("--config", missing, "--log-level", "error", "ingest", "--config", str(config), "--log-level", "warning",
+                   "site", "--log-level", "info", env={"QSITE_CONFIG": missing})
+    assert nearer.returncode == 0, nearer.stderr
+    assert log_levels(nearer.stderr) == {"INFO"}, nearer.stderr
+    assert qsite("ingest", "--config", missing, "site", "--config", str(config)).returncode == 0
+
 def test_global_options_show_in_the_top_level_help(qsite):
     result = qsite("--help")
     assert result.returncode == 0
