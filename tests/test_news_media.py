@@ -51,6 +51,10 @@ def test_feed_media_reads_as_its_golden(feed):
         ("Nick Ames (now), Ben Fisher (earlier)", "Nick Ames (now), Ben Fisher (earlier)"),
         ("(Jane Doe)", "Jane Doe"),
         ("[Jane Doe", "Jane Doe"),
+        ("/u/jane_doe", "/u/jane_doe"),  # Reddit's: a name's own separators at its edge stay
+        ("-b-", "-b-"),
+        ("jane@x.org / Jane Doe", "Jane Doe"),  # where an address was cut, the separator it leaves goes
+        ("/u/jane_doe (jane@x.org)", "/u/jane_doe"),
     ],
 )
 def test_author_names_never_keep_an_email_address(written, name):
@@ -72,6 +76,9 @@ def test_no_golden_author_holds_an_address_and_every_image_is_a_web_link():
     assert all(item["authors"] == ["Jonas Große Sundrup"] for item in by_file["insanity-industries.rss"])
     # an Atom entry without an author has its feed's; an RSS item never its channel's managingEditor
     assert all(item["authors"] == ["Russ Cox"] for item in by_file["research-rsc.atom"])
+    # Reddit names its authors /u/name: the slash is theirs
+    assert by_file["reddit-homelab.atom"][0]["authors"] == ["/u/Remarkable_Housing61"]
+    assert all(item["authors"][0].startswith("/u/") for item in by_file["reddit-frontpage.atom"])
     assert all(item["authors"] == [] for item in by_file["apology-line-podcast.rss"])  # its channel: "iwonder@wondery.com (Wondery)"
     # The widest of the Guardian's sizes; never a podcast's show art repeated in its episodes.
     assert "w=460" in by_file["guardian-us.rss"][0]["image_url"]
