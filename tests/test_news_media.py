@@ -4,7 +4,8 @@ The goldens (``golden-media/<feed>.json``, :mod:`tests.support.media_goldens`)
 cover every real feed of tests/data/realfeeds (BBC's ``media:thumbnail``,
 the Guardian's several untyped ``media:content`` sizes, NASA's image
 enclosures, YouTube's video ``media:content`` beside its thumbnail, podcasts'
-per-episode ``itunes:image`` that repeats the show art, RSS ``<author>``
+per-episode ``itunes:image`` that repeats the show art, WordPress.com's author
+Gravatar beside each post's picture, RSS ``<author>``
 written ``email (Name)`` or as a bare address, ``dc:creator``, Atom authors)
 and the synthetic ``media-edge.atom`` for what none of them carries (an Atom
 ``rel="enclosure"`` image, relative and tracked; a ``data:`` and an ``ftp:``
@@ -19,6 +20,7 @@ import pytest
 
 from config import load_config
 from pipeline.news.ingest import ingest_news
+from pipeline.news.media import is_avatar
 from pipeline.news.people import clean_name
 from pipeline.store import open_database
 from tests.support.goldens import REAL, SYNTHETIC, feed_files, feed_params
@@ -61,6 +63,21 @@ def test_author_names_never_keep_an_email_address(written, name):
     assert clean_name(written) == name
 
 
+@pytest.mark.parametrize(
+    ("url", "avatar"),
+    [
+        ("http://2.gravatar.com/avatar/24e7eca63ff2e063c326cc0746560eb9?s=96&d=identicon&r=G", True),
+        ("https://secure.gravatar.com/avatar/24e7eca63ff2e063c326cc0746560eb9", True),
+        ("https://gravatar.com/userimage/1234/abcd.jpeg", True),
+        ("http://wildclassyfit.files.wordpress.com/2014/03/img_0642.jpg?w=112", False),
+        ("https://notgravatar.com/avatar/1.png", False),
+        ("https://gravatar.com.example/avatar/1.png", False),
+    ],
+)
+def test_an_avatar_is_told_by_its_host(url, avatar):
+    assert is_avatar(url) is avatar
+
+
 def test_no_golden_author_holds_an_address_and_every_image_is_a_web_link():
     goldens = [load_media_golden(feed) for feed in FEEDS]
     authors = [name for golden in goldens for item in golden["items"] for name in item["authors"]]
@@ -83,6 +100,10 @@ def test_no_golden_author_holds_an_address_and_every_image_is_a_web_link():
     # The widest of the Guardian's sizes; never a podcast's show art repeated in its episodes.
     assert "w=460" in by_file["guardian-us.rss"][0]["image_url"]
     assert all(item["image_url"] is None for item in by_file["apology-line-podcast.rss"])
+    # An author's Gravatar, listed as one more media:content image of each WordPress.com post, is no story's image.
+    assert by_file["torontonian-wordpress.rss"][0]["image_url"] is None
+    assert all("gravatar.com" not in image for image in images)
+    assert all("files.wordpress.com" in item["image_url"] for item in by_file["torontonian-wordpress.rss"][1:])
     # A video's media:content is not its image; its thumbnail is.
     assert all("ytimg.com" in item["image_url"] for item in by_file["youtube-channel.atom"])
 

@@ -15,7 +15,13 @@ made canonical as item links are (:func:`pipeline.news.urls.canonical_url`), of
 at most :data:`IMAGE_URL_MAX` characters, and not the feed's own logo
 (``<image>``, ``itunes:image`` of the channel, Atom ``logo`` and ``icon``):
 a podcast repeating its show art in every episode gives its items no image
-of their own, so they get none (``null``) rather than the logo.
+of their own, so they get none (``null``) rather than the logo. Nor is an
+avatar, a picture of a person rather than of the story: WordPress.com lists
+its author's Gravatar as one more ``media:content medium="image"`` of every
+post, and a post with no picture of its own would show the author's face (or
+an identicon). Every image Gravatar serves (``gravatar.com`` and its
+subdomains: ``secure.``, ``www.``, ``0.`` to ``2.``) is one
+(:data:`AVATAR_HOSTS`).
 """
 
 from __future__ import annotations
@@ -27,6 +33,11 @@ from urllib.parse import urlsplit
 from db.model import IMAGE_URL_MAX
 
 from pipeline.news.urls import canonical_url
+
+#: Hosts (with their subdomains) that serve only people's pictures, never a story's: Gravatar's
+#: avatars (``/avatar/<hash>``) and profile images. No maintained list of such services was found,
+#: so this names only the one feeds were seen to carry.
+AVATAR_HOSTS = ("gravatar.com",)
 
 #: Python's own table of file name extensions only (no files of the system's are read),
 #: so that an untyped image is recognised the same on every machine.
@@ -41,6 +52,15 @@ def _named_image(url: str) -> bool:
         return False
     kind, _ = _TYPES.guess_type(path, strict=False)
     return bool(kind and kind.startswith("image/"))
+
+
+def is_avatar(url: str) -> bool:
+    """Whether ``url`` (canonical) is on a host of :data:`AVATAR_HOSTS` or one of its subdomains."""
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return False
+    return any(host == avatar or host.endswith("." + avatar) for avatar in AVATAR_HOSTS)
 
 
 def _is_image(url: str, kind: object, medium: object = None) -> bool:
@@ -95,6 +115,6 @@ def entry_image(entry: Mapping, base: str | None, logos: frozenset[str] = frozen
     for candidate in _candidates(entry):
         if isinstance(candidate, str) and candidate.strip():
             url = canonical_url(candidate, base)
-            if url is not None and len(url) <= IMAGE_URL_MAX and url not in logos:
+            if url is not None and len(url) <= IMAGE_URL_MAX and url not in logos and not is_avatar(url):
                 return url
     return None
