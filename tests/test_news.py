@@ -8,7 +8,7 @@ from email.utils import format_datetime
 import pytest
 
 from config import load_config
-from db.model import utc_now
+from db.model import format_time, utc_now
 from pipeline.fetch import FetchError, fetch_one, parse_retry_after
 from pipeline.news.feeds import MAX_ENTRIES
 from pipeline.news.ingest import ingest_news
@@ -403,7 +403,7 @@ def test_classification_rules_and_changing_them_retags(http_server, news):
 
 
 def test_future_and_missing_dates_become_first_seen(http_server, news):
-    """On a feed's later reads: an entry first seen then appeared since the read before."""
+    """On a feed's later reads: an entry first seen then appeared since the read before; those first seen together keep the feed's order."""
     http_server.routes["/feed"] = Reply(200, rss([entry("https://t.example/d0", "Already there", day(0))]))
     news([{"name": "T", "url": http_server.url("/feed"), "tag": "Science"}])
     http_server.routes["/feed"] = Reply(
@@ -413,10 +413,11 @@ def test_future_and_missing_dates_become_first_seen(http_server, news):
     _, db = news([{"name": "T", "url": http_server.url("/feed"), "tag": "Science"}])
     after = datetime.now(timezone.utc)
     dates = {row[0]: row[1:] for row in db.execute("SELECT title, published_at, first_seen_at FROM news")}
-    for title in ("From the future", "Undated"):
+    for position, title in enumerate(("From the future", "Undated")):
         published, first_seen = dates[title]
-        assert published == first_seen
-        assert before <= datetime.strptime(published, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) <= after
+        seen = datetime.strptime(first_seen, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        assert before <= seen <= after
+        assert published == format_time(seen - timedelta(seconds=position))  # a second apart, newest first
     assert dates["Dated"][0] == "2025-03-01T08:00:00Z"
 
 

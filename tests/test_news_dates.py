@@ -9,10 +9,13 @@ from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 
 from config import load_config
+from db.model import format_time
 from pipeline.news.ingest import ingest_news
+from pipeline.news.normalise import parse_time
 from pipeline.store import open_database
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.feeds import Entry, rss
+from tests.support.goldens import REAL, load_golden
 from tests.support.local_server import Reply
 
 
@@ -87,6 +90,33 @@ def test_placeholder_dates_neither_show_nor_date_their_neighbours(http_server, m
     db = open_database(load_config(config_path).database_path)
     # Before: 'Year 9999' and the undated one were served as 0001-01-01T00:00:00Z (a first read borrows
     # its neighbours' dates), 'Year 2200' and the garbage as 1900-01-01T00:00:00Z.
-    stored = db.execute("SELECT published_at, first_seen_at FROM news").fetchall()
+    stored = db.execute("SELECT title, published_at, first_seen_at FROM news").fetchall()
     db.close()
-    assert len(stored) == 6 and all(published == seen for published, seen in stored)
+    # all undated: the time first seen, a second apart in the feed's order
+    assert len(stored) == 6
+    for title, published, seen in stored:
+        position = int(title.split()[-1])
+        assert published == format_time(parse_time(seen) - timedelta(seconds=position))
+
+
+def test_a_feed_without_dates_keeps_its_order(make_config):
+    """heise online's RSS 0.90 (tests/data/realfeeds/heise-online.rdf): 60 items, no dates; served in the feed's order.
+
+    Each had the time first seen, and ties are ordered by id (a hash of the URL): the order was lost.
+    """
+    feed = REAL / "heise-online.rdf"
+    config_path = make_config(news={"sources": [{"name": "heise", "url": str(feed), "tag": "Industry"}]}, api={"rate_limit": "off"})
+    ingest(config_path)
+    with ApiClient(datasette_for_config(config_path)) as client:
+        rows = client.get("/api/v1/news?limit=100").json()["results"]
+    golden = load_golden(feed)["items"]
+    assert len(golden) == 60 and {item["published_at"] for item in golden} == {"first seen"}
+    assert [row["title"] for row in rows] == [item["title"] for item in golden]
+    # the newest keeps the time first seen; each below it is a second older
+    db = open_database(load_config(config_path).database_path)
+    stored = dict(db.execute("SELECT title, published_at FROM news").fetchall())
+    seen = db.execute("SELECT DISTINCT first_seen_at FROM news").fetchall()
+    db.close()
+    assert len(seen) == 1 and stored[golden[0]["title"]] == seen[0][0]
+    first = parse_time(seen[0][0])
+    assert [stored[item["title"]] for item in golden] == [format_time(first - timedelta(seconds=n)) for n in range(60)]

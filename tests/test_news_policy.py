@@ -195,6 +195,24 @@ def test_a_first_read_dates_undated_entries_by_the_older_of_their_dated_neighbou
     assert policy.merge_items(feed, known(), "Lab", "2025-03-05T00:00:00Z", first_read=True).counts["skipped"] == 4
 
 
+def test_entries_first_seen_together_without_dates_keep_the_feeds_order():
+    """Each a second older than the one before (feeds list the newest first): ties ordered by id had lost the order."""
+    now = "2026-11-25T06:00:00Z"
+    undated = [item(n, published=now, dated=False) for n in range(1, 5)]
+    new = policy.merge_items(undated, known(), "Lab", None, first_read=True, seen_at=now).new
+    assert [row.published_at for _, row in new] == [
+        "2026-11-25T06:00:00Z", "2026-11-25T05:59:59Z", "2026-11-25T05:59:58Z", "2026-11-25T05:59:57Z"
+    ]
+    assert all(not row.dated for _, row in new)
+    # a later read: only the new ones, counted among themselves; stored items keep their dates
+    feed = [undated[0], item(9, published=now, dated=False), undated[1], item(8, published="2025-03-09T08:00:00Z")]
+    changes = policy.merge_items(feed, known(stored(1), stored(2)), "Lab", None, seen_at=now)
+    assert [(row.key, row.published_at) for _, row in changes.new] == [("key9", now), ("key8", "2025-03-09T08:00:00Z")]
+    # entries dated by their neighbours on a first read are left as they are
+    backdated = policy.merge_items([undated[0], item(8), undated[1]], known(), "Lab", None, first_read=True, seen_at=now).new
+    assert {row.published_at for _, row in backdated} == {"2025-03-09T08:00:00Z"}
+
+
 @pytest.mark.parametrize(
     ("stored", "expected"),
     [

@@ -16,7 +16,9 @@ import re
 import pytest
 
 from config import load_config
+from pipeline.news.feeds import MAX_ENTRIES
 from pipeline.news.ingest import ingest_news
+from pipeline.news.normalise import parse_time
 from pipeline.store import open_database
 from tests.support.goldens import FIRST_SEEN, HOMES, SUMMARY_CHARS, feed_files, feed_params, item_record, load_golden, read_golden_of, read_items
 from tests.support.local_server import Reply
@@ -52,12 +54,17 @@ def test_there_are_forty_real_feeds_or_more_each_with_a_golden():
 
 
 def landed(db) -> dict[str, list[dict]]:
-    """The stored items of each source, as golden records, in one order (the database keeps none)."""
+    """The stored items of each source, as golden records, in one order (the database keeps none).
+
+    An item is undated when it carries the time first seen, less a second for each undated entry
+    above it in the feed (:func:`pipeline.news.policy.keep_feed_order`): at most ``MAX_ENTRIES`` of them.
+    """
     by_source: dict[str, list[dict]] = {}
     for source, url, title, published_at, first_seen_at, summary in db.execute(
         "SELECT source, url, title, published_at, first_seen_at, summary FROM news"
     ):
-        record = item_record(title, url, published_at, summary, dated=published_at != first_seen_at)
+        behind = (parse_time(first_seen_at) - parse_time(published_at)).total_seconds()
+        record = item_record(title, url, published_at, summary, dated=not 0 <= behind < MAX_ENTRIES)
         by_source.setdefault(source, []).append(record)
     return {source: sorted(records, key=_order) for source, records in by_source.items()}
 

@@ -242,7 +242,7 @@ def _store_outcome(sweep: _Sweep, source: SourceConfig, outcome: _Outcome) -> Ru
             known = news_store.known_items(db, source.name, result.items)
             cutoff = policy.retention_cutoff(sweep.config.news.retention_days, sweep.started)
             first_read = not news_store.holds_items(db, source.name)
-            changes = policy.merge_items(result.items, known, source.name, cutoff, first_read=first_read)
+            changes = policy.merge_items(result.items, known, source.name, cutoff, first_read=first_read, seen_at=now)
             if changes.new:
                 news_store.insert_items(db, source.name, changes.new, now)
             if changes.updated:

@@ -147,7 +147,8 @@ def backdate_undated(items: list[Item]) -> list[Item]:
     older of the dates of its nearest dated entries before and after it in the
     document (the feed's order bounds it, newest-first or oldest-first), so it
     sorts no newer than the dated entries around it. A feed with no dated entry
-    at all has nothing to go by: its entries keep the time first seen.
+    at all has nothing to go by: its entries keep the time first seen, a second
+    apart in the feed's order (:func:`keep_feed_order`).
     """
     dated = [i for i, item in enumerate(items) if item.dated]
     if not dated or len(dated) == len(items):
@@ -163,8 +164,35 @@ def backdate_undated(items: list[Item]) -> list[Item]:
     return result
 
 
+def keep_feed_order(new: list[tuple[str, Item]], seen_at: str) -> list[tuple[str, Item]]:
+    """New items stamped with the time first seen (``seen_at``), each a second older than the one before, in feed order.
+
+    Entries with no date of their own that are first seen by one read all carry
+    that read's time, and /api/v1/news orders such ties by id, a hash of the
+    URL: a feed with no dates at all (heise online's RSS 0.90) was served
+    shuffled. Feeds list the newest first, so the n-th of them (from 0) is
+    dated ``seen_at`` minus n seconds: they keep the feed's order, the first
+    keeps the time first seen, and a read of 1,000 entries (the most read)
+    reaches back under 17 minutes. Items dated by their neighbours
+    (:func:`backdate_undated`) or by the feed, and items already stored, are
+    left as they are.
+    """
+    start, position, result = parse_time(seen_at), 0, []
+    for id_, item in new:
+        if not item.dated and item.published_at == seen_at:
+            item = item._replace(published_at=format_time(start - timedelta(seconds=position)))
+            position += 1
+        result.append((id_, item))
+    return result
+
+
 def merge_items(
-    items: Iterable[Item], known: Known, source: str, cutoff: str | None, first_read: bool = False
+    items: Iterable[Item],
+    known: Known,
+    source: str,
+    cutoff: str | None,
+    first_read: bool = False,
+    seen_at: str | None = None,
 ) -> ItemChanges:
     """Decide what ``source``'s freshly read ``items`` change.
 
@@ -190,6 +218,8 @@ def merge_items(
 
     :param first_read: nothing of ``source`` is stored yet: its undated entries are a backlog,
         dated by their neighbours (:func:`backdate_undated`).
+    :param seen_at: the time this read first sees its entries, which undated ones carry: new items
+        stamped with it keep the feed's order, a second apart (:func:`keep_feed_order`).
 
     An update changes title, summary, tag, image and authors; ``published_at`` and
     ``first_seen_at`` never move once stored. Not even when an entry stored
@@ -246,6 +276,8 @@ def merge_items(
         if old.entry_key != item.key:
             changes.claimed.append((old.id, item.key))
         counts["unchanged"] += 1
+    if seen_at is not None:
+        changes.new = keep_feed_order(changes.new, seen_at)
     counts["new"], counts["updated"] = len(changes.new), len(changes.updated)
     return changes
 
