@@ -19,7 +19,13 @@ elements do not (``T<sub>1</sub>`` is ``T1``).
 A summary is plain text whatever the feed did: :func:`plain_text` reads again,
 as HTML, text that still carries markup once read (HTML escaped twice, as
 Reddit's feeds send ``&amp;lt;!-- SC_OFF --&amp;gt;&amp;lt;div class="md"&amp;gt;``
-inside an XHTML description, or HTML in a value typed as plain text).
+inside an XHTML description, or HTML in a value typed as plain text). Never
+the text of a code sample, though: what HTML shows inside ``<pre>``,
+``<code>``, ``<kbd>`` or ``<samp>`` is code as written, so an escaped
+``&lt;iframe ...&gt;&lt;/iframe&gt;`` there (dustri.org's snippet to embed a
+video) is an example of markup, which a second read deleted
+(:data:`LITERAL`). Escaped twice, a code sample is text at the first read
+and an element at the second, whose text then stays as written.
 """
 
 from __future__ import annotations
@@ -45,6 +51,11 @@ BLOCKS = frozenset(
     "figure footer form h1 h2 h3 h4 h5 h6 header hgroup hr legend li listing main menu nav ol p plaintext pre "
     "section summary table tbody td tfoot th thead tr ul xmp textarea option".split()
 )
+
+#: Code samples (preformatted text, code, keyboard input, program output): their text is code as written,
+#: markup-like text included, and is never read as HTML again (:func:`plain_text`). ``<xmp>`` and
+#: ``<textarea>`` are not among them: what they show is taken as markup all the same (tests/data/syntheticfeeds).
+LITERAL = frozenset({"pre", "code", "kbd", "samp"})
 
 _PARSER = lxml.html.HTMLParser(
     recover=True, no_network=True, remove_comments=True, remove_pis=True, default_doctype=False, encoding="utf-8"
@@ -74,10 +85,18 @@ def one_line(text: str | None) -> str:
 
 def html_to_text(markup: str | None) -> str:
     """HTML to one line of plain text (see the module's docstring for the rules)."""
+    return one_line("".join(text for text, _ in _read_html(markup)))
+
+
+def _read_html(markup: str | None) -> list[tuple[str, bool]]:
+    """The text of ``markup`` read as HTML, in runs, each with whether it is shown as written (:data:`LITERAL`).
+
+    Runs of one kind are joined; spaces stand where block elements end words.
+    """
     if not markup:
-        return ""
+        return []
     if "<" not in markup and "&" not in markup:
-        return one_line(markup)
+        return [(markup, False)]
     # Bytes, not str: lxml refuses a str that carries an encoding declaration.
     body = markup.replace("\x00", "").encode("utf-8", "surrogatepass")
     try:
@@ -85,26 +104,36 @@ def html_to_text(markup: str | None) -> str:
     except (lxml.etree.LxmlError, ValueError):
         root = None
     if root is None:
-        return one_line(markup)
-    chunks: list[str] = []
+        return [(markup, False)]
+    runs: list[tuple[list[str], bool]] = []  # each run's pieces, joined once at the end
+    literal = 0  # how many literal elements the walk is inside
+
+    def add(text: str) -> None:
+        if runs and runs[-1][1] == (literal > 0):
+            runs[-1][0].append(text)
+        else:
+            runs.append(([text], literal > 0))
+
     walker = lxml.etree.iterwalk(root, events=("start", "end"))
     for event, element in walker:
         tag = element.tag if isinstance(element.tag, str) else ""
         if event == "start":
             if tag in DROPPED:
                 walker.skip_subtree()
-                chunks.append(" ")
+                add(" ")
                 continue
             if tag in BLOCKS:
-                chunks.append(" ")
+                add(" ")
+            literal += tag in LITERAL
             if element.text:
-                chunks.append(element.text)
+                add(element.text)
         else:
             if tag in BLOCKS:
-                chunks.append(" ")
+                add(" ")
+            literal -= tag in LITERAL
             if element.tail:
-                chunks.append(element.tail)
-    return one_line("".join(chunks))
+                add(element.tail)
+    return [("".join(pieces), shown_as_written) for pieces, shown_as_written in runs]
 
 
 #: The elements HTML defines (lxml's list), longest name first so that ``<br`` is not read as ``<b``.
@@ -125,18 +154,32 @@ def has_markup(text: str) -> bool:
     return "<" in text and _MARKUP.search(text) is not None
 
 
-def plain_text(text: str) -> str:
-    """``text`` with any markup it still holds read as HTML (:func:`html_to_text`), until none is left."""
-    for _ in range(_MAX_READS):
-        if not has_markup(text):
-            break
-        text = html_to_text(text)
-    return text
+def plain_text(text: str, kind: str | None = None) -> str:
+    """A feed value as one line of plain text with no markup left in it, whatever the feed did.
+
+    ``text`` is read as HTML if ``kind`` is an HTML type (:func:`text_of`); then
+    any of it that still holds markup (:func:`has_markup`) is read as HTML
+    again, until none is left (at most :data:`_MAX_READS` times), except the
+    text of code samples (:data:`LITERAL`), which the HTML shows as written.
+    """
+    runs = _read_html(text) if _is_html(kind) else [(text, False)]
+    return one_line(_reread(runs, _MAX_READS))
+
+
+def _reread(runs: list[tuple[str, bool]], reads: int) -> str:
+    """The ``runs`` of text joined, each not shown as written read as HTML while it holds markup (up to ``reads`` times)."""
+    return "".join(
+        _reread(_read_html(text), reads - 1) if reads and not literal and has_markup(text) else text for text, literal in runs
+    )
+
+
+def _is_html(kind: str | None) -> bool:
+    return bool(kind) and kind.lower() in HTML_TYPES
 
 
 def text_of(value: str | None, kind: str | None) -> str:
     """A feed value as plain text: :func:`html_to_text` if ``kind`` is an HTML type, else as written."""
-    if kind and kind.lower() in HTML_TYPES:
+    if _is_html(kind):
         return html_to_text(value)
     return one_line(value)
 

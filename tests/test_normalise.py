@@ -116,6 +116,25 @@ def test_plain_text_reads_markup_left_in_text_as_html(text, expected):
     assert plain_text(text) == expected
 
 
+@pytest.mark.parametrize(
+    "value, kind, expected",
+    [
+        # HTML shows a code sample as written: an escaped iframe in one is no iframe, and is kept.
+        ('<p>Embed it:</p><pre><code>&lt;iframe src="v"&gt;&lt;/iframe&gt;</code></pre>', "text/html", 'Embed it: <iframe src="v"></iframe>'),
+        ("Type <kbd>&lt;br/&gt;</kbd>, see <samp>&lt;p class=x&gt;</samp>", "text/html", "Type <br/>, see <p class=x>"),
+        # Text around it that still holds markup is read again all the same.
+        ("&lt;b&gt;bold&lt;/b&gt; <code>&lt;/b&gt;</code>", "text/html", "bold </b>"),
+        # Escaped twice, the code sample is an element at the second read, and its text stays.
+        ("<p>&lt;p&gt;Use &lt;code&gt;&amp;lt;/div&amp;gt;&lt;/code&gt;&lt;/p&gt;</p>", "text/html", "Use </div>"),
+        ('<div>&lt;!-- SC_OFF --&gt;&lt;div class="md"&gt;&lt;p&gt;Self-text&lt;/p&gt;&lt;/div&gt;</div>', "text/html", "Self-text"),
+        # Typed as plain text, HTML in it is read, code samples as written.
+        ("<p>A <pre>&lt;/p&gt;</pre></p>", "text/plain", "A </p>"),
+    ],
+)
+def test_plain_text_keeps_code_samples_as_written(value, kind, expected):
+    assert plain_text(value, kind) == expected
+
+
 def test_plain_text_values_are_never_decoded_again():
     assert text_of("Why std::vector<bool> is special", "text/plain") == "Why std::vector<bool> is special"
     assert text_of("AT&amp;T", "text/plain") == "AT&amp;T"

@@ -20,7 +20,7 @@ from pipeline.news.feeds import MAX_ENTRIES
 from pipeline.news.ingest import ingest_news
 from pipeline.news.normalise import parse_time
 from pipeline.store import open_database
-from tests.support.goldens import FIRST_SEEN, HOMES, SUMMARY_CHARS, feed_files, feed_params, item_record, load_golden, read_golden_of, read_items
+from tests.support.goldens import FIRST_SEEN, HOMES, REAL, SUMMARY_CHARS, feed_files, feed_params, item_record, load_golden, read_golden_of, read_items
 from tests.support.local_server import Reply
 
 FEEDS = feed_files()
@@ -45,6 +45,17 @@ def test_no_summary_holds_markup_or_comments(feed):
     result, _ = read_items(feed)
     marked = [(item.url, item.summary) for item in result.items if SEEN_AS_MARKUP.search(item.summary)]
     assert not marked
+
+
+def test_a_code_sample_of_html_stays_as_written():
+    """dustri.org's snippet to embed a video, escaped once inside ``<pre><code>``: HTML shows it as code, so it stays.
+
+    Read once it is the text ``<iframe credentialless ...></iframe>``, which was read as HTML a second
+    time (for Reddit's self-text, escaped twice) and deleted; the Reddit feeds' goldens hold it still is read.
+    """
+    _, items = read_items(REAL / "dustri-blog.rss")
+    summary = next(item.summary for item in items if item.title == "Youtube video embedding harm reduction")
+    assert 'as possible: <iframe credentialless allowfullscreen referrerpolicy="no-referrer" sandbox="allow-scripts' in summary
 
 
 def test_there_are_forty_real_feeds_or_more_each_with_a_golden():

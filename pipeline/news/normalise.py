@@ -52,7 +52,7 @@ FUTURE_TOLERANCE = timedelta(days=1)
 #: 3: an entry keyed by its link alone unless the link repeats in the document; items carry their image and authors.
 #: 4: an Atom entry without an author has its feed's; a time on a 12-hour clock keeps its AM or PM.
 #: 5: no control character in a title, summary or author; titles cut to TITLE_MAX; a date before 1991 is no date; an address feedparser cut leaves no author.
-#: 6: an author's name keeps the separators at its edges (``/u/jane``) unless an address was cut from there; an avatar is no image.
+#: 6: an author's name keeps the separators at its edges (``/u/jane``) unless an address was cut from there; an avatar is no image; a code sample's text is never read as HTML again.
 RULES_VERSION = 6
 
 #: :func:`canonical_url`, remembered: an entry's ``link`` is usually also its first ``alternate`` link.
@@ -214,8 +214,9 @@ def entry_text(entry: Mapping) -> str:
     if not summary and content:
         summary, kind = content[0].get("value"), content[0].get("type")
     # A value with no type at all is taken to be HTML: stripping tags from text loses less than showing markup.
-    # What still holds markup once read (HTML escaped twice, as Reddit's feeds do) is read as HTML again.
-    return plain_text(text_of(summary, kind or "text/html")) if isinstance(summary, str) else ""
+    # What still holds markup once read (HTML escaped twice, as Reddit's feeds do) is read as HTML again,
+    # but never a code sample's text (pipeline.text.plain_text).
+    return plain_text(summary, kind or "text/html") if isinstance(summary, str) else ""
 
 
 def normalise_entry(entry: Mapping, context: FeedContext) -> Item | None:
