@@ -16,6 +16,7 @@ from pipeline.news.normalise import TITLE_MAX, URL_MAX
 from pipeline.news.policy import MAX_BACKOFF, backoff_seconds
 from pipeline.store import open_database
 from tests.support.feeds import Entry, rss
+from tests.support.goldens import REAL
 from tests.support.local_server import Reply
 from tests.support.paths import FEEDS
 
@@ -464,6 +465,19 @@ def test_entries_without_a_link_are_skipped_and_counted_with_the_reason(http_ser
     assert db.execute("SELECT count(*) FROM news WHERE url = 'https://t.example/'").fetchone()[0] == 0
     (audit,) = db.execute("SELECT counts FROM ingest_runs WHERE source = 'T'").fetchall()
     assert json.loads(audit[0])["skipped_no_link"] == 1
+
+
+def test_empty_entries_are_no_stories_and_not_skipped_ones(news):
+    """PCMag's feed (tests/data/realfeeds/pcmag-dvorak.rss) nests a stray ``<item />`` in each of its 10 items.
+
+    feedparser yields 20 entries, 10 of them empty: reported as ``skipped 10, skipped_no_link 10`` before.
+    """
+    reports, db = news([{"name": "T", "url": str(REAL / "pcmag-dvorak.rss"), "tag": "Science"}])
+    counts = reports["T"].counts
+    assert counts["new"] == 10 and counts["skipped"] == 0 and "skipped_no_link" not in counts and counts["empty"] == 10
+    assert reports["T"].line() == "news T: ok (new 10, updated 0, unchanged 0, skipped 0, duplicates 0, repeated 0, empty 10)"
+    (audit,) = db.execute("SELECT counts FROM ingest_runs WHERE source = 'T'").fetchall()
+    assert json.loads(audit[0])["empty"] == 10
 
 
 def test_process_pool_and_in_process_parsing_store_the_same(http_server, news):

@@ -115,6 +115,11 @@ def test_goldens_land_from_local_files_and_a_second_ingest_changes_nothing(make_
     assert skipped == {feed.name: load_golden(feed)["skipped_no_link"] for feed in FEEDS}
     audits = {source: json.loads(counts) for source, counts in db.execute("SELECT source, counts FROM ingest_runs")}
     assert {source: counts.get("skipped_no_link", 0) for source, counts in audits.items()} == skipped
+    # Entries with nothing in them are no stories: counted apart, never as skipped.
+    empty = {report.source: report.counts.get("empty", 0) for report in reports}
+    assert empty == {feed.name: load_golden(feed).get("empty", 0) for feed in FEEDS}
+    assert {source: counts.get("empty", 0) for source, counts in audits.items()} == empty
+    assert all(report.counts["skipped"] == report.counts.get("skipped_no_link", 0) for report in reports)
     assert FIRST_SEEN and SUMMARY_CHARS == 80
 
     # Read again as if every feed had changed: the same items, nothing new or updated.

@@ -23,7 +23,7 @@ from w3lib.encoding import read_bom
 from pipeline.news.dates import DateReader
 from pipeline.news.encoding import check_encoding
 from pipeline.news.media import feed_logos
-from pipeline.news.normalise import FeedContext, normalise_entry, parse_time, shared_links
+from pipeline.news.normalise import FeedContext, is_empty, normalise_entry, parse_time, shared_links
 from pipeline.news.people import entry_authors
 from pipeline.store.records import Item
 from pipeline.news.tracking import providers
@@ -68,6 +68,9 @@ class FeedResult:
     items: list[Item] = field(default_factory=list)
     #: Entries dropped because they had no usable link (reported as ``skipped_no_link``).
     skipped: int = 0
+    #: Entries with nothing in them (:func:`pipeline.news.normalise.is_empty`): no stories, so not
+    #: skipped ones either (reported as ``empty``).
+    empty: int = 0
     warning: str | None = None
     error: str | None = None
 
@@ -243,6 +246,9 @@ def read_feed(job: FeedJob) -> FeedResult:
     context = feed_context(parsed, job)
     result = FeedResult()
     for entry in parsed.entries:
+        if is_empty(entry):
+            result.empty += 1
+            continue
         item = normalise_entry(entry, context)
         if item is None:
             result.skipped += 1

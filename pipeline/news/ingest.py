@@ -254,6 +254,9 @@ def _store_outcome(sweep: _Sweep, source: SourceConfig, outcome: _Outcome) -> Ru
             if result.skipped:
                 # The reason, in the run's audit row (ingest_runs.counts) and report line.
                 counts["skipped_no_link"] = result.skipped
+            if result.empty:
+                # Entries with nothing in them (a stray <item/>) are no stories: not skipped ones either.
+                counts["empty"] = result.empty
             status, warning = ("warning", result.warning) if result.warning else ("ok", None)
             if changes.new or changes.updated:
                 runs_store.bump_version(db, NEWS)  # when it commits, not when the sweep began: its Last-Modified

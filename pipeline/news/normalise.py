@@ -219,6 +219,30 @@ def entry_text(entry: Mapping) -> str:
     return plain_text(summary, kind or "text/html") if isinstance(summary, str) else ""
 
 
+#: What an entry holds of a story: a title, a link, an id, text, links (enclosures among them).
+_STORY_KEYS = ("title", "link", "id", "summary", "content", "links", "enclosures")
+
+
+def is_empty(entry: Mapping) -> bool:
+    """Whether ``entry`` holds nothing of a story: no title, link, id, text or link of any kind.
+
+    Not an entry skipped for want of a link, but none at all: a stray ``<item />``
+    nested inside a real one (PCMag's FeedBurner feed has one in each of its
+    items) makes feedparser yield one more, empty, entry after each.
+    """
+    return not any(_holds_something(entry.get(key)) for key in _STORY_KEYS)
+
+
+def _holds_something(value: object) -> bool:
+    if isinstance(value, str):
+        return bool(value.strip())
+    if isinstance(value, Mapping):
+        return any(_holds_something(part) for part in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_something(part) for part in value)
+    return False
+
+
 def normalise_entry(entry: Mapping, context: FeedContext) -> Item | None:
     """One feedparser entry as an :class:`Item`, or ``None`` when it has nothing to link to."""
     url = entry_link(entry, context)
