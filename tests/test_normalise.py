@@ -56,6 +56,18 @@ def context(base=None, **fields) -> FeedContext:
         ("https://www.bbc.co.uk/news/c0?at_medium=RSS&at_campaign=rss", None, "https://www.bbc.co.uk/news/c0"),
         ("https://x.example/p?q=a%20b&ref=home", None, "https://x.example/p?q=a%20b"),
         ("https://www.google.com/url?rct=j&url=https://ex.example/a%3Futm_source%3Dx&ct=ga", None, "https://ex.example/a"),
+        # Google News's redirector (tests/data/realfeeds/google-news-top-stories.rss): its target, cleaned, escapes kept.
+        ("http://news.google.com/news/url?fd=R&sa=T&url=http%3A%2F%2Fwww.bloomberg.com%2Fapps%2Fnews%3Fpid%3D20601102%26sid%3DalTEErVe0CIs&usg=AFQ",
+         None, "http://www.bloomberg.com/apps/news?pid=20601102&sid=alTEErVe0CIs"),
+        ("https://news.google.com/news/url?url=https%3A%2F%2Fex.example%2Fa%3Futm_medium%3Drss", None, "https://ex.example/a"),
+        ("https://news.google.com/news?pz=1&ned=us&hl=en", None, "https://news.google.com/news?pz=1&ned=us&hl=en"),
+        # AddThis's address-bar sharing fragment (tests/data/realfeeds/daring-fireball.atom) names a share, not a place.
+        ("http://blog.erratasec.com/2016/02/early-internet-services-considered.html#.VtCA1eS6FaQ", None,
+         "http://blog.erratasec.com/2016/02/early-internet-services-considered.html"),
+        ("https://x.example/p?id=1#.WNU1xGHp7QE.facebook", None, "https://x.example/p?id=1"),
+        ("https://x.example/p#.WNU1xGHp7QE;text", None, "https://x.example/p"),
+        ("https://x.example/p#.short", None, "https://x.example/p#.short"),
+        ("https://x.example/p#section-2.WNU1xGHp7QE", None, "https://x.example/p#section-2.WNU1xGHp7QE"),
         ("  https://x.example/p  ", None, "https://x.example/p"),
     ],
 )

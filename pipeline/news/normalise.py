@@ -52,7 +52,8 @@ FUTURE_TOLERANCE = timedelta(days=1)
 #: 3: an entry keyed by its link alone unless the link repeats in the document; items carry their image and authors.
 #: 4: an Atom entry without an author has its feed's; a time on a 12-hour clock keeps its AM or PM.
 #: 5: no control character in a title, summary or author; titles cut to TITLE_MAX; a date before 1991 is no date; an address feedparser cut leaves no author.
-#: 6: an author's name keeps the separators at its edges (``/u/jane``) unless an address was cut from there; an avatar is no image; a code sample's text is never read as HTML again.
+#: 6: an author's name keeps the separators at its edges (``/u/jane``) unless an address was cut from there; an avatar is no image; a code sample's text is never read as HTML again;
+#:    Google News's news/url redirector followed, AddThis's #.xxxxxxxxxxx sharing fragment dropped.
 RULES_VERSION = 6
 
 #: :func:`canonical_url`, remembered: an entry's ``link`` is usually also its first ``alternate`` link.

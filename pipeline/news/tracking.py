@@ -18,8 +18,9 @@ the link; query and fragment parameters whose *name* fully matches one of its
 the others keep their order and spelling. ``completeProvider`` (blocking a
 whole site) does not apply to a feed's links and is ignored.
 
-:data:`ADDITIONS` holds the only two rules that are ours, in the same format,
-for tracking in feed links that the rule set does not cover (see its comment).
+:data:`ADDITIONS` holds the only rules that are ours, in the same format,
+for tracking and redirectors in feed links that the rule set does not cover
+(see its comment).
 """
 
 from __future__ import annotations
@@ -37,11 +38,23 @@ RULES_FILE = Path(__file__).parent / "data" / "clearurls" / "data.min.json"
 
 #: Ours, in ClearURLs' format, for what the rule set misses in feed links:
 #: ``src=rss`` and ``partner=rss`` (a link's "came from the RSS feed" marker; removed
-#: only with that value, since ``src`` and ``partner`` are real parameters elsewhere) and the BBC's AT Internet
-#: ``at_*`` parameters on bbc.co.uk (the rule set has them for bbc.com only).
+#: only with that value, since ``src`` and ``partner`` are real parameters elsewhere); the BBC's AT Internet
+#: ``at_*`` parameters on bbc.co.uk (the rule set has them for bbc.com only); AddThis's address-bar
+#: sharing fragment, ``#.`` and 11 characters of base64url (``#.VtCA1eS6FaQ``), sometimes followed by the
+#: service (``.facebook``) and ``;`` text, as AddThis's own code for AMP recognises it (ampproject/amphtml,
+#: ``extensions/amp-addthis/0.1/addthis-utils/fragment.js``): it names a share, not a place on the page;
+#: and Google News's redirector ``news.google.com/news/url?...&url=<target>`` (the rule set follows
+#: ``google.com/url?`` only, whose path is ``/url``).
 ADDITIONS = {
-    "qsite feed markers": {"urlPattern": r"^https?://", "rawRules": [r"(?<=[?&])(?:src|partner)=rss(?:&|(?=#)|$)"]},
+    "qsite feed markers": {
+        "urlPattern": r"^https?://",
+        "rawRules": [r"(?<=[?&])(?:src|partner)=rss(?:&|(?=#)|$)", r"#\.[a-z0-9_-]{11}(?:\.[a-z0-9_]+)?(?:;[^#]*)?$"],
+    },
     "bbc.co.uk": {"urlPattern": r"^https?:\/\/(?:[a-z0-9-]+\.)*?bbc\.co\.uk", "rules": ["at_[a-z_]+"]},
+    "news.google.com": {
+        "urlPattern": r"^https?:\/\/news\.google\.com",
+        "redirections": [r"^https?:\/\/news\.google\.com\/news\/url\?(?:[^#]*?&)?url=(https?[^&#]+)"],
+    },
 }
 
 
