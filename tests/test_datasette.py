@@ -8,8 +8,10 @@ import json
 
 import pytest
 import yaml
+from datasette.utils.asgi import NotFound, Request
 
 from pipeline.store import open_database
+from service.datasette.errors import error_response
 from service.datasette.metadata import METADATA_PATH, QUERY_NAMES, QUERY_PREFIX, load_metadata
 from service.compat import canned_query_sql, datasette_1
 from service.datasette.plugin import get_api
@@ -281,3 +283,35 @@ def test_arbitrary_sql_has_a_time_limit(client):
     response = client.get("/site.json", params={"sql": runaway}, follow_redirects=True)
     assert response.status_code == 400
     assert "too long" in response.text.lower() or "interrupted" in response.text.lower()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/site/nothing.json",  # Datasette's 404s, which a shared cache may keep on its own reckoning (Varnish: 120 s)
+        "/site/nothing",
+        "/site/news/no-such-row",
+        "/a/b/c/d/e/f/g",
+        "/-/static/nothing.css",
+        "/site/news.json?_sort=nope",  # its 400s
+        "/site.json?sql=select+nope",
+        "/site.csv?sql=select+nope",
+    ],
+)
+def test_datasettes_errors_are_never_stored(client, path):
+    """As the API's errors (docs/api.md, "Errors"): the next request may succeed."""
+    response = client.get(path, follow_redirects=True)
+    assert 400 <= response.status_code < 500, response.text[:300]
+    assert response.headers["cache-control"] == "no-store"
+    assert response.headers["access-control-allow-origin"] == "*"
+
+
+def test_datasettes_pages_keep_their_own_cache_control(client):
+    assert client.get("/site/news.json?_size=1").headers["cache-control"] == "max-age=5"
+
+
+def test_the_error_answer_says_no_store_on_the_apis_paths_too(client):
+    """Where the plugin's wrapper leaves the answer to the API (/api/v1), the error answer says it itself."""
+    for path in ("/api/v1/x.json", "/api/v1/x"):
+        response = client.run(error_response(client.datasette, Request.fake(path), NotFound("nothing here")))
+        assert response.status == 404 and response.headers["cache-control"] == "no-store"

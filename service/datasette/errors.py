@@ -15,7 +15,7 @@ alone except on qsite's own paths: Datasette's 4xx exceptions
 and every ``DatasetteError`` are answered as the 4xx they are, in Datasette's
 own shape (JSON for ``.json`` paths, its error page otherwise); anything else
 is logged with its traceback and answered as a plain 500 that names nothing
-internal.
+internal. Every one with ``Cache-Control: no-store``, as the API's errors.
 """
 
 from __future__ import annotations
@@ -80,7 +80,9 @@ def error_info(exception: BaseException, status: int) -> dict:
 
 async def error_response(datasette, request, exception: BaseException) -> Response:
     status = error_status(exception)
-    headers = {}
+    # as every error of the API (docs/api.md, "Errors"): the next request may succeed, so no cache
+    # keeps it; also on /api/v1 paths, which the plugin's wrapper leaves to the API (with_api_headers)
+    headers = {"cache-control": "no-store"}
     if status >= 500 and request.method not in READ_METHODS:
         # Datasette 0.65 fails on a POST to a read-only canned query page (its
         # view answers a tuple): a method that page does not take, not a fault.

@@ -16,10 +16,11 @@ fields and takes apart the request-target forms Datasette does not route
 under /api/v1 (405, ``Allow: GET, HEAD, OPTIONS``), while every other method
 and path goes to Datasette untouched, so its own POST routes and other
 plugins' (login, write APIs a deployer adds) work beside qsite; runs arbitrary SQL one query per client at a
-time (:mod:`service.http.sql_budget`); and lets browser scripts anywhere read
-Datasette's JSON and CSV (CORS). It is registered ``tryfirst`` so it sits
-innermost: middleware such as the rate limiter (``service/http/ratelimit.py``)
-wraps around it, so refused requests still count.
+time (:mod:`service.http.sql_budget`); lets browser scripts anywhere read
+Datasette's JSON and CSV (CORS); and keeps caches from storing its errors
+(``no-store``). It is registered ``tryfirst`` so it sits innermost: middleware
+such as the rate limiter (``service/http/ratelimit.py``) wraps around it, so
+refused requests still count.
 
 Datasette's errors are answered by :mod:`service.datasette.errors` (never a 5xx for
 what a client asked), and its introspection pages without local paths or
@@ -49,7 +50,7 @@ from service.datasette.metadata import CONFIG_PATH, configured_queries, load_dat
 from service.datasette.state import held_api, instance, serving_api, sql_budget
 from service.describe.docs import TEMPLATES_DIR
 from service.http.disconnects import ClientGone, until_gone
-from service.http.problems import API_PREFIX, CORS_HEADERS, problem_response, send_response
+from service.http.problems import API_PREFIX, CORS_HEADERS, NO_STORE, problem_response, send_response
 from service.replica.snapshot_api import is_snapshot_file, send_snapshot_file
 from service.http.settings import DATASETTE_CONFIG_ENV, PLUGIN_NAME, qsite_config
 from service.http.sql_budget import runs_arbitrary_sql
@@ -229,21 +230,31 @@ def api_scope(scope, path: bytes) -> dict:
     return {**scope, "raw_path": path, "path": unquote_to_bytes(path).decode("utf-8", "replace")}
 
 
-def with_cors(send):
-    """``send`` adding the API's CORS headers to a response that has none (Datasette's JSON, CSV and pages).
+def with_api_headers(send):
+    """``send`` adding to Datasette's answers (JSON, CSV, pages, static files) what the API's carry:
+    its CORS headers where there are none, and ``Cache-Control: no-store`` on an error (4xx, 5xx)
+    that says nothing of caching.
 
     The data is public and read-only, and no credentials are honoured
-    cross-origin (``*`` forbids them), so any origin may read it.
+    cross-origin (``*`` forbids them), so any origin may read it. An error is
+    the answer of one moment, as the API's are (``no-store``): Datasette sends
+    its 404s and its SQL errors without ``Cache-Control``, and a shared cache may
+    keep a 404 on its own reckoning (RFC 9111 4.2.2; Varnish kept one for 120 s).
     """
 
-    async def send_with_cors(message):
+    async def send_with_headers(message):
         if message["type"] == "http.response.start":
             headers = message.get("headers", [])
+            extra = []
             if not any(name.lower() == b"access-control-allow-origin" for name, _ in headers):
-                message = {**message, "headers": [*headers, *CORS_HEADERS]}
+                extra += CORS_HEADERS
+            if message["status"] >= 400 and not any(name.lower() == b"cache-control" for name, _ in headers):
+                extra.append(NO_STORE)
+            if extra:
+                message = {**message, "headers": [*headers, *extra]}
         await send(message)
 
-    return send_with_cors
+    return send_with_headers
 
 
 @hookimpl(tryfirst=True)
@@ -280,7 +291,7 @@ def asgi_wrapper(datasette):
                         await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
                         return
                 return await app(scope, receive, send)
-            send = with_cors(send)
+            send = with_api_headers(send)
             # a stream (CSV, ?_stream=on) stops when its client has gone; only for requests that
             # have no body, so that the watch never takes a message the page would read
             send, stop_watching = until_gone(receive, send) if method in ("GET", "HEAD") else (send, None)
