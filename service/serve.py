@@ -19,8 +19,10 @@ What the server is asked to keep (issue 13, section 3):
   cap is lowered to what the limit can hold (:func:`connections_per_worker`);
 - a worker close to its descriptor limit logs one line a minute (:class:`FdWatch`).
 
-The rate limiter decides which ``X-Forwarded-For`` entry to trust
-(``api.trusted_proxies``); granian applies no proxy headers of its own. There
+What trusted proxies forward (``api.trusted_proxies``) is read by qsite
+itself (:mod:`service.http.forwarded`): the client's address for the rate
+limiter, the scheme for absolute links; granian applies no proxy headers of
+its own. There
 is no access log. SIGTERM or Ctrl-C stops the workers gracefully and ends
 with status 0.
 """

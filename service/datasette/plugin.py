@@ -20,7 +20,8 @@ time (:mod:`service.http.sql_budget`); lets browser scripts anywhere read
 Datasette's JSON and CSV (CORS); and keeps caches from storing its errors
 (``no-store``). It is registered ``tryfirst`` so it sits innermost: middleware
 such as the rate limiter (``service/http/ratelimit.py``) wraps around it, so
-refused requests still count.
+refused requests still count, and the scheme a trusted proxy forwards
+(``service/http/forwarded.py``), outermost, is in the scope it sees.
 
 Datasette's errors are answered by :mod:`service.datasette.errors` (never a 5xx for
 what a client asked), and its introspection pages without local paths or

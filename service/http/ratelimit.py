@@ -43,6 +43,7 @@ from datasette import hookimpl
 from limits.aio.strategies import SlidingWindowCounterRateLimiter
 
 from config import parse_rate_limit
+from service.http.forwarded import forwarded_entry
 from service.http.problems import problem_response, send_response
 from service.http.settings import qsite_config
 from service.http.windows import window_counts
@@ -70,18 +71,11 @@ def client_address(scope: dict, trusted_proxies: int) -> str:
     made up by the client and are never used; with fewer entries than
     proxies the peer address is used.
     """
+    forwarded = forwarded_entry(scope, b"x-forwarded-for", trusted_proxies)
+    if forwarded is not None:
+        return forwarded
     peer = scope.get("client")
-    address = peer[0] if peer else "unknown"
-    if trusted_proxies > 0:
-        forwarded = [
-            part.strip()
-            for name, value in scope.get("headers", ())
-            if name == b"x-forwarded-for"
-            for part in value.decode("latin-1").split(",")
-        ]
-        if len(forwarded) >= trusted_proxies and forwarded[-trusted_proxies]:
-            address = forwarded[-trusted_proxies]
-    return address
+    return peer[0] if peer else "unknown"
 
 
 def is_limited(scope: dict) -> bool:

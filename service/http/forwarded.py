@@ -1,0 +1,109 @@
+"""What the proxies in front say of a request: ``X-Forwarded-For`` and ``X-Forwarded-Proto``.
+
+Only when ``api.trusted_proxies`` proxies stand in front, and only entries a
+trusted proxy wrote (:func:`forwarded_entry`); entries to their left may be
+made up by the client and are never used.
+
+- The client's address, whom the rate limit counts
+  (:func:`service.http.ratelimit.client_address`): the ``X-Forwarded-For``
+  entry ``trusted_proxies`` hops from the right, since each proxy appends the
+  address it saw.
+- The scheme the client used, which decides every absolute URL the instance
+  makes: the last ``X-Forwarded-Proto`` entry, the one the nearest proxy (a
+  trusted one) sent. That header is set once, by the proxy that ends TLS, and
+  handed on as it is by the others (as the shipped nginx, an ingress
+  controller and CDNs do), not appended to hop by hop.
+
+Behind a proxy that ends TLS (nginx with ``listen 443 ssl``) qsite hears
+plain http, and the OpenAPI document's ``termsOfService``, Datasette's
+``next_url``, ``Link`` and ``alternate`` links and the dashboard's chart
+requests all said ``http://``, which a browser refuses to fetch from an
+https page (mixed content). :class:`ForwardedScheme`, installed through
+Datasette's ``asgi_wrapper`` hook outside every other middleware, sets the
+ASGI scope's ``scheme`` to ``http`` or ``https`` as the proxy says (any other
+value is ignored) before anything of the instance reads it: Datasette's
+``request.url`` and ``absolute_url``, and the /api/v1 routes
+(:func:`service.datasette.plugin.client_scheme`).
+
+Not granian's ``granian.utils.proxies.wrap_asgi_with_proxy_headers``: it
+trusts proxies by their socket address (a list of addresses or networks qsite's
+configuration does not have) rather than by their number, and takes the first
+``X-Forwarded-Proto`` field, the client's own when a proxy adds another.
+Datasette's own ``force_https_urls`` setting is the alternative for an
+instance only ever reached over https.
+"""
+
+from __future__ import annotations
+
+from datasette import hookimpl
+
+from config import ConfigError
+
+from service.http.settings import qsite_config
+
+#: The schemes a proxy may say; anything else leaves the scope's own.
+SCHEMES = frozenset({"http", "https"})
+
+
+def forwarded_entry(scope: dict, header: bytes, hops: int) -> str | None:
+    """The entry of the ``header`` list (``x-forwarded-for``, ``x-forwarded-proto``) ``hops``
+    from the right (1: the last), stripped; None when there are fewer entries, when it is
+    empty, or when ``hops`` is 0 (no proxy trusted).
+
+    Every field of that name counts, in order, as one comma-separated list (RFC 9110 5.3).
+    """
+    if hops <= 0:
+        return None
+    entries = [
+        part.strip()
+        for name, value in scope.get("headers", ())
+        if name == header
+        for part in value.decode("latin-1").split(",")
+    ]
+    if len(entries) < hops:
+        return None
+    return entries[-hops] or None
+
+
+def forwarded_scheme(scope: dict, trusted_proxies: int) -> str | None:
+    """``http`` or ``https`` (any letter case) as the nearest proxy says the client asked, when
+    ``trusted_proxies`` trusts it; else None."""
+    said = forwarded_entry(scope, b"x-forwarded-proto", 1 if trusted_proxies > 0 else 0)
+    said = said.lower() if said is not None else None
+    return said if said in SCHEMES else None
+
+
+class ForwardedScheme:
+    """ASGI middleware: the scope's ``scheme`` from :func:`forwarded_scheme`, for HTTP requests."""
+
+    def __init__(self, app, trusted_proxies: int):
+        self.app = app
+        self.trusted_proxies = trusted_proxies
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            scheme = forwarded_scheme(scope, self.trusted_proxies)
+            if scheme is not None and scheme != scope.get("scheme"):
+                scope = {**scope, "scheme": scheme}
+        return await self.app(scope, receive, send)
+
+
+def trusted_proxies(datasette) -> int:
+    """``api.trusted_proxies`` of the instance; 0 when its configuration cannot be loaded
+    (the plugin says why at startup and serves nothing)."""
+    try:
+        return qsite_config(datasette).api.trusted_proxies
+    except ConfigError:
+        return 0
+
+
+@hookimpl(trylast=True)
+def asgi_wrapper(datasette):
+    """:class:`ForwardedScheme` around the whole instance (``trylast`` wraps it last: outermost),
+    when it trusts a proxy; without one, nothing is added to any request's path."""
+
+    def wrap(app):
+        proxies = trusted_proxies(datasette)
+        return ForwardedScheme(app, proxies) if proxies > 0 else app
+
+    return wrap
