@@ -6,7 +6,8 @@
   changed data is published;
 - two replicas: ``qsite serve --follow``, each with its own data folder;
 - ``redis-server``: the rate-limit counters the replicas share;
-- nginx: the load balancer, with ``proxy_cache`` in front (a CDN's stand-in).
+- nginx: the load balancer, with ``proxy_cache`` in front (a CDN's stand-in): the shipped
+  ``deploy/nginx.conf``, with only its addresses and cache folder set (:func:`nginx_site`).
 
 ``python deploy/cluster.py`` runs it in the foreground until Ctrl-C and stops
 everything; ``tests/test_cluster.py`` drives the same :class:`Cluster` (kills and
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -38,8 +40,11 @@ BUCKET = "qsite-snapshots"
 #: Credentials for the local SeaweedFS: weed mini accepts the ones in its environment.
 S3_ENV = {"AWS_ACCESS_KEY_ID": "qsite-local", "AWS_SECRET_ACCESS_KEY": "qsite-local-secret", "AWS_REGION": "us-east-1"}
 
+#: The load balancer's site: the same file docker-compose.yml mounts into its nginx.
+SHIPPED_NGINX = ROOT / "deploy" / "nginx.conf"
+
 NGINX_CONF = """\
-# Written by deploy/cluster.py: the load balancer with a cache in front of the replicas.
+# Written by deploy/cluster.py: nginx running the shipped deploy/nginx.conf (site.conf here) in front of the replicas.
 {user}
 worker_processes 1;
 pid {work}/nginx.pid;
@@ -52,46 +57,37 @@ http {{
     fastcgi_temp_path {work}/nginx-tmp/fastcgi;
     uwsgi_temp_path {work}/nginx-tmp/uwsgi;
     scgi_temp_path {work}/nginx-tmp/scgi;
-    proxy_cache_path {work}/nginx-cache keys_zone=qsite:10m max_size=100m inactive=10m;
-    # RateLimit only on answers no cache keeps (deploy/nginx.conf says why).
-    map $upstream_http_cache_control $qsite_cacheable {{ ~*no-store 0; ~*private 0; ~*max-age 1; default 0; }}
-    map $qsite_cacheable $qsite_ratelimit {{ 1 ""; default $upstream_http_ratelimit; }}
-    map $qsite_cacheable $qsite_ratelimit_policy {{ 1 ""; default $upstream_http_ratelimit_policy; }}
-
-    upstream qsite_replicas {{
-{servers}
-        keepalive 16;
-    }}
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{
-            proxy_pass http://qsite_replicas;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            # the public address, never the client's Host (deploy/nginx.conf says why)
-            proxy_set_header Host 127.0.0.1:{port};
-            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-            # A replica that is down, restarting, or has no snapshot yet (503): the next one answers.
-            proxy_next_upstream error timeout http_502 http_503 http_504;
-            proxy_next_upstream_tries 3;
-            proxy_connect_timeout 1s;
-            proxy_read_timeout 30s;
-            # The cache honours the replicas' Cache-Control and revalidates with their ETags.
-            proxy_cache qsite;
-            proxy_cache_key $scheme$proxy_host$request_uri;
-            proxy_cache_revalidate on;
-            proxy_cache_lock on;
-            proxy_cache_use_stale error timeout updating http_502 http_503 http_504;
-            # Cached answers are replayed to everyone: a client's own quota must not be.
-            proxy_hide_header RateLimit;
-            proxy_hide_header RateLimit-Policy;
-            add_header RateLimit $qsite_ratelimit always;
-            add_header RateLimit-Policy $qsite_ratelimit_policy always;
-            add_header X-Cache $upstream_cache_status always;
-        }}
-    }}
+    include {site};
 }}
 """
+
+
+def _replace_once(text: str, pattern: str, replacement: str) -> str:
+    """``text`` with the one match of the regular expression ``pattern`` replaced; an error when there is not exactly one."""
+    replaced, count = re.subn(pattern, replacement, text)
+    if count != 1:
+        raise ValueError(f"{SHIPPED_NGINX}: expected one match of {pattern!r}, found {count}")
+    return replaced
+
+
+def nginx_site(upstreams: list[int], listen: str, public_host: str, cache: Path, text: str | None = None) -> str:
+    """The shipped ``deploy/nginx.conf`` (or ``text``) with only what a deployment sets itself replaced.
+
+    Its upstream (``server api:8001 ...``: one line, with the same parameters, for each
+    loopback port in ``upstreams``), its ``listen`` (``listen`` is the rest of the
+    directive: ``127.0.0.1:8080``, ``127.0.0.1:8443 ssl``), its public host name
+    and its cache folder. ``make cluster`` and ``tests/test_nginx.py`` run this, so
+    what they test is the file docker-compose.yml mounts.
+    """
+    text = SHIPPED_NGINX.read_text(encoding="utf-8") if text is None else text
+    text = _replace_once(
+        text,
+        r"(?m)^(\s*)server api:8001\b([^;]*);",
+        lambda match: "\n".join(f"{match[1]}server 127.0.0.1:{port}{match[2]};" for port in upstreams),
+    )
+    text = _replace_once(text, r"(?m)^(\s*)listen 80;", lambda match: f"{match[1]}listen {listen};")
+    text = _replace_once(text, r'set \$qsite_public_host "localhost:8001";', f'set $qsite_public_host "{public_host}";')
+    return _replace_once(text, r"/var/cache/nginx/qsite\b", str(cache))
 
 
 def free_port() -> int:
@@ -243,10 +239,12 @@ class Cluster:
 
     def start_nginx(self) -> None:
         (self.work / "nginx-tmp").mkdir(exist_ok=True)
-        servers = "\n".join(f"        server 127.0.0.1:{port} max_fails=0;" for port in self.replica_ports)
+        site = self.work / "site.conf"
+        address = f"127.0.0.1:{self.lb_port}"
+        site.write_text(nginx_site(self.replica_ports, address, address, self.work / "nginx-cache"))
         user = "user root root;" if os.geteuid() == 0 else ""  # the workers read and write the cache under work/
         conf = self.work / "nginx.conf"
-        conf.write_text(NGINX_CONF.format(user=user, work=self.work, servers=servers, port=self.lb_port))
+        conf.write_text(NGINX_CONF.format(user=user, work=self.work, site=site))
         nginx = shutil.which("nginx") or "/usr/sbin/nginx"
         self._spawn("nginx", [nginx, "-p", str(self.work), "-c", str(conf), "-g", "daemon off;"])
         wait_for(lambda: port_open(self.lb_port), 10, "nginx")
