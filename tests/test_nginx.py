@@ -14,7 +14,8 @@ through nginx, answered 503 by every replica whose data is old, must reach the
 prober and never make nginx leave a replica out (it took them all out, and all
 traffic got nginx's 502 page); what nginx answers itself is a problem document
 a browser script can read; request targets qsite takes are not refused by nginx
-first; and behind TLS the absolute links say https.
+first; compressed answers keep their conditional requests; and behind TLS the
+absolute links say https.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import json
 import os
 import sqlite3
 import subprocess
+from email.utils import formatdate, parsedate_to_datetime
 from pathlib import Path
 from typing import Iterator
 
@@ -215,6 +217,41 @@ def test_nginx_passes_every_request_qsite_takes_and_refuses_the_rest_as_problems
             # every target's cache key fitted nginx's buffer (else: "proxy_buffer_size ... is not enough")
             logged = [line[:200] for line in (tmp_path / "nginx-error.log").read_text().splitlines() if "[error]" in line]
             assert not logged, logged
+        finally:
+            stop(process)
+
+
+def test_compressed_answers_keep_their_validators(tmp_path):
+    """gzip for the API's types, ETags weakened by nginx still matching, If-Modified-Since as qsite answers it."""
+    seeded_database(tmp_path / "site.db").close()
+    with replicas(tmp_path, 1, {"rate_limit": "off", "cache_max_age": 300}) as (served,):
+        process, base = nginx_in_front(tmp_path, served.port)
+        try:
+            with httpx.Client(base_url=base) as client:
+                plain = client.get("/api/v1/courses", headers={"Accept-Encoding": "identity"})
+                assert plain.status_code == 200 and "content-encoding" not in plain.headers
+                strong = plain.headers["etag"]
+                assert strong.startswith('"')
+                packed = client.get("/api/v1/courses", headers={"Accept-Encoding": "gzip"})
+                assert packed.headers["content-encoding"] == "gzip" and packed.json() == plain.json()
+                assert packed.headers["etag"] == "W/" + strong  # nginx weakens what it compresses
+                for response in (plain, packed):
+                    assert "Accept-Encoding" in response.headers.get_list("vary"), response.headers
+                for tag in (strong, packed.headers["etag"]):
+                    for encoding in ("gzip", "identity"):
+                        again = client.get("/api/v1/courses", headers={"If-None-Match": tag, "Accept-Encoding": encoding})
+                        assert again.status_code == 304, (tag, encoding)
+
+                # nginx's default answers only an exact If-Modified-Since with a 304; qsite, any time at or after the data's
+                modified = parsedate_to_datetime(plain.headers["last-modified"]).timestamp()
+                for since, status in ((0, 304), (3600, 304), (-3600, 200)):
+                    asked = client.get("/api/v1/courses", headers={"If-Modified-Since": formatdate(modified + since, usegmt=True)})
+                    assert asked.status_code == status, (since, asked.headers)
+
+                for path in ("/api/v1/news.atom", "/api/v1/news.json", "/api/v1/nope", "/api/v1/docs", "/site"):
+                    response = client.get(path, headers={"Accept-Encoding": "gzip"})
+                    assert response.headers.get("content-encoding") == "gzip", (path, response.headers)
+
         finally:
             stop(process)
 
