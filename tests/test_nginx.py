@@ -221,8 +221,9 @@ def test_nginx_passes_every_request_qsite_takes_and_refuses_the_rest_as_problems
             stop(process)
 
 
-def test_compressed_answers_keep_their_validators(tmp_path):
-    """gzip for the API's types, ETags weakened by nginx still matching, If-Modified-Since as qsite answers it."""
+def test_compressed_answers_keep_their_validators_and_dates(tmp_path):
+    """gzip for the API's types, ETags weakened by nginx still matching, If-Modified-Since as qsite answers it,
+    and a cached answer's Date its replica's (nginx sends no Age)."""
     seeded_database(tmp_path / "site.db").close()
     with replicas(tmp_path, 1, {"rate_limit": "off", "cache_max_age": 300}) as (served,):
         process, base = nginx_in_front(tmp_path, served.port)
@@ -252,6 +253,11 @@ def test_compressed_answers_keep_their_validators(tmp_path):
                     response = client.get(path, headers={"Accept-Encoding": "gzip"})
                     assert response.headers.get("content-encoding") == "gzip", (path, response.headers)
 
+                # the replica's Date, not nginx's clock: wait for nginx's clock to pass the second the answer was made
+                made = plain.headers["date"]
+                assert wait_until(lambda: client.get("/api/v1/nope").headers["date"] != made, 5)
+                hit = client.get("/api/v1/courses")
+                assert hit.headers["x-cache"] == "HIT" and hit.headers["date"] == made
         finally:
             stop(process)
 
