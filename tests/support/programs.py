@@ -50,7 +50,7 @@ PROGRAMS = {
     "nginx": Program(("nginx",), "apt-get install nginx (or run .ci/run)", (Path("/usr/sbin"),)),
     "chromium": Program(("chromium", "chromium-browser"), "apt-get install chromium (or run .ci/run)"),
     # a certificate for nginx ending TLS in tests/test_nginx.py
-    "openssl": Program(("openssl",), "apt-get install openssl"),
+    "openssl": Program(("openssl",), "apt-get install openssl (or run .ci/run)"),
     "redis-server": Program(("redis-server",), "apt-get install redis-server (or run .ci/run)"),
     "prlimit": Program(("prlimit",), "apt-get install util-linux (or run .ci/run)"),
     "fincore": Program(("fincore",), "apt-get install util-linux (or run .ci/run)"),
