@@ -36,8 +36,10 @@ LAYOUT = {
     "SOURCE_NAMES": "(select value from json_each(iif(:sources = '', '[]', :sources)))",
 }
 
-#: The MATCH expression of a search: q's words in the column of the tag asked (any tag: every
-#: column but facets), AND the sources' facet terms. A tag that is no column matches nothing.
+#: The MATCH expression of a search: q in the column of the tag asked (any tag: every column but
+#: facets), AND the sources' facet terms. A tag that is no column matches nothing. :q is already an
+#: FTS5 expression (service.api.bodies.fts_query: quoted words, OR and NOT); in parentheses, the
+#: column filter applies to all of it, the words it excludes too.
 SEARCH = """\
 select case when :tag = '' then '- facets: (' || :q || ')'
        when lower(:tag) in (${TAG_COLUMNS}) then '{' || lower(:tag) || '}: (' || :q || ')'

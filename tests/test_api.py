@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from pipeline.store import open_database
+from service.api.parameters import MISPLACED_OR, NOTHING_INCLUDED
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.config_files import write_config
 from tests.support.known_data import (
@@ -138,6 +139,13 @@ def test_glossary_ordered_by_term_ignoring_case(api):
         ("measured probability", []),
         ("  complex   number ", ["amplitude"]),
         ('"unbalanced AND (', []),  # FTS syntax is quoted away, never an error
+        ("qubit -sphere", ["entanglement", "qubit", "superposition"]),  # a word after - must not occur
+        ("qubit -superposition", ["bloch-sphere", "entanglement"]),
+        ('qubit -"bloch sphere"', ["entanglement", "qubit", "superposition"]),  # nor all the words of a quoted term
+        ("sphere OR amplitude", ["amplitude", "bloch-sphere"]),  # either
+        ("measured OR correlated qubit", ["entanglement", "superposition"]),  # OR binds first: (measured OR correlated) qubit
+        ("sphere NOT amplitude", []),  # NOT is the word not; or and and too
+        ("sphere or amplitude", []),
         ("!!!", []),  # no words: nothing matches
         ("\x00qubit*", ["bloch-sphere", "entanglement", "qubit", "superposition"]),
         ("", ["amplitude", "bloch-sphere", "entanglement", "qubit", "superposition"]),
@@ -342,6 +350,13 @@ def test_error_bodies_stay_small_whatever_is_sent(api):
 
 def test_glossary_search_too_long(api):
     assert_problem(api.get("/api/v1/glossary", params={"q": "x" * 201}), 400, "invalid-parameters", ["q"])
+
+
+@pytest.mark.parametrize("q", ["-qubit", "qubit OR", "OR qubit", "qubit OR -sphere"])
+def test_a_glossary_search_with_nothing_to_include_or_a_misplaced_or_is_a_400(shared_api, q):
+    body = assert_problem(shared_api.get("/api/v1/glossary", params={"q": q}), 400, "invalid-parameters", ["q"])
+    assert body["errors"][0]["detail"] in (MISPLACED_OR, NOTHING_INCLUDED)
+
 
 
 @pytest.mark.parametrize("path", ["/api/v1/nope", "/api/v1/news/", "/api/v1/courses.json", "/api/v1/glossary/a/b",

@@ -86,6 +86,11 @@ def test_cache_keys_tell_apart_what_differs_and_only_that():
     assert key("since=2026-11-20T10:00:00%2B01:00") == key("since=2026-11-20T09:00:00Z")
     distinct = ["", "tag=Science", "limit=5", "since=2026-11-20T09:00:00Z", "tag=Industry", "limit=6"]
     assert len({key(query) for query in distinct}) == len(distinct)
+    # a search: one key however it is written, another for every other meaning
+    assert key("q=funding%20-series") == key("q=-Series++Funding") == key("q=%22funding%22%20-series")
+    assert key("q=Wi-Fi") == key("q=wi%20fi") == key("q=%22WI%20fi%22")
+    searches = ["q=a%20b", "q=a%20-b", "q=a%20OR%20b", "q=a%20or%20b", "q=a-b%20OR%20c", "q=a%20b%20OR%20c", "q=a%20-b-c"]
+    assert len({key(query) for query in searches}) == len(searches)
     entry = ENDPOINTS["glossary_entry"]
     assert cache_key(entry, "a", {}) != cache_key(entry, "b", {})
 
@@ -98,6 +103,15 @@ def test_next_link_repeats_the_query_with_the_new_cursor():
     again, errors = parse_params(news.params, urlsplit(link).query.encode())
     assert not errors
     assert again == {**values, "cursor": Position("2026-11-20T08:00:00Z", "0f" * 16)}
+
+
+def test_next_link_keeps_a_search_as_its_canonical_text():
+    news = ENDPOINTS["news"]
+    values, errors = parse_params(news.params, b"q=quantum+Funding+OR+%22seed+round%22+-Series+-%22Wi-Fi+6%22")
+    assert not errors and values["q"] == "quantum funding OR seed-round -series -wi-fi-6"
+    link = news.next_link(values, ("2026-11-20T08:00:00Z", "0f" * 16))
+    again, errors = parse_params(news.params, urlsplit(link).query.encode())
+    assert not errors and again["q"] == values["q"]
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import pytest
 
 from pipeline.store import open_database
 from service.api.endpoints import SOURCE_MAX, SOURCES_MAX
+from service.api.parameters import MISPLACED_OR
 from tests.support.api_client import news_client
 from tests.support.known_data import NEWS_START, SOURCES, news_items, seed_news
 
@@ -122,8 +123,70 @@ def test_q_searches_title_and_summary(client):
     both = client.get("/api/v1/news?q=TRAPPED%20ions").json()  # every word must occur; stemmed, any case
     assert {row["id"] for row in both["results"]} == {r["id"] for r in all_rows if "trapped" in (r["title"] + r["summary"]).lower()}
     assert client.get("/api/v1/news?q=photonic%20nothing").json()["count"] == 0
-    assert client.get('/api/v1/news?q=%22%20OR%20*').json()["count"] == 0  # FTS syntax is text
+    assert client.get('/api/v1/news?q=%22%20AND%20(*%20NEAR').json()["count"] == 0  # FTS syntax is text (and, near: words)
     assert client.get("/api/v1/news?q=%20").json()["count"] == len(all_rows)  # blank: no filter
+
+
+def test_q_excludes_a_word_after_a_minus_and_takes_either_word_of_an_or(client):
+    """``-word`` must not occur, ``a OR b`` takes either, OR binding tighter than the words' AND; in every
+    listing of a search (pages, oldest first, the feeds) and its next links."""
+    all_rows = everything(client, "limit=100")
+
+    def having(*words: str) -> set[str]:
+        return {r["id"] for r in all_rows if all(word in (r["title"] + " " + r["summary"]).lower() for word in words)}
+
+    photonic, trapped = having("photonic"), having("trapped")
+    assert len(photonic) == 4 and len(trapped) == 4 and len(photonic & trapped) == 1  # the summary of item 7
+    excluded = everything(client, "q=photonic%20-trapped&limit=2")
+    assert set(ids(excluded)) == photonic - trapped and newest_first(excluded)
+    either = everything(client, "q=photonic%20OR%20trapped&limit=2")
+    assert set(ids(either)) == photonic | trapped and newest_first(either)
+    oldest = everything(client, "q=photonic%20OR%20trapped&sort=published_at&limit=3")
+    assert ids(oldest) == ids(either)[::-1]
+    # (record OR chip) AND NOT trapped: OR binds first, the exclusion applies to the whole
+    assert set(ids(everything(client, "q=record%20OR%20chip%20-trapped&limit=2"))) == photonic - trapped
+    # ions is stemmed as ion: item 7's summary and the three titles "Trapped ion record" are left out
+    assert set(ids(everything(client, "q=headline%20OR%20trapped%20-ions"))) == having("headline") - having("ion")
+    # a quoted phrase is its words, in any order; a hyphen inside a word separates two words, both needed
+    assert set(ids(everything(client, "q=%22chip%20photonic%22"))) == having("photonic", "chip") == photonic - trapped
+    assert set(ids(everything(client, "q=Photonic-chip"))) == having("photonic", "chip")
+    # an excluded term of several words excludes the items that have them all
+    assert set(ids(everything(client, "q=photonic%20-%22trapped%20ions%22"))) == photonic - trapped
+    assert set(ids(everything(client, "q=photonic%20-trapped-nowhere"))) == photonic
+    # lower-case or, and, not, and upper-case NOT, are words like any other
+    for words in ("photonic%20or%20trapped", "photonic%20NOT%20trapped", "photonic%20and%20trapped"):
+        assert client.get(f"/api/v1/news?q={words}").json()["count"] == 0, words
+    # one canonical text: in next links, and for the cache
+    first = client.get("/api/v1/news?q=-TRAPPED%20%20Photonic&limit=1").json()
+    assert dict(parse_qsl(first["next"].partition("?")[2]))["q"] == "photonic -trapped"
+    assert client.get("/api/v1/news?q=photonic%20-trapped").json()["count"] == first["count"] == 3
+    feed = client.get("/api/v1/news.json?q=photonic%20-trapped").json()
+    assert feed["title"] == "qsite news: \u201cphotonic -trapped\u201d"
+    assert [item["url"] for item in feed["items"]] == [r["url"] for r in excluded]
+    atom = client.get("/api/v1/news.atom?q=photonic%20OR%20trapped&limit=100")
+    assert atom.status_code == 200 and atom.text.count("<entry>") == len(either)
+
+
+@pytest.mark.parametrize(
+    ("q", "detail"),
+    [
+        ("-photonic", "needs at least one word to include: a word after - is only excluded"),
+        ("-photonic -trapped", "needs at least one word to include: a word after - is only excluded"),
+        ('-"photonic chip"', "needs at least one word to include: a word after - is only excluded"),
+        ("OR", MISPLACED_OR),
+        ("OR photonic", MISPLACED_OR),
+        ("photonic OR", MISPLACED_OR),
+        ("photonic OR OR trapped", MISPLACED_OR),
+        ("photonic OR -trapped", MISPLACED_OR),
+        ("-photonic OR trapped", MISPLACED_OR),
+        ('" OR *', MISPLACED_OR),  # no word on either side: punctuation is not a word
+    ],
+)
+def test_a_search_that_leaves_nothing_to_match_is_a_400_naming_q(client, q, detail):
+    for path in ("/api/v1/news", "/api/v1/news.atom", "/api/v1/news.json"):
+        response = client.get(path, params={"q": q})
+        assert response.status_code == 400, (path, q)
+        assert response.json()["errors"] == [{"parameter": "q", "detail": detail}]
 
 
 def test_every_filter_at_once_pages_without_gaps_or_repeats(client):

@@ -12,6 +12,7 @@ its ``count_limit`` against ``count(*)``. Then the API's ``count_exact``.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import sqlite3
@@ -27,6 +28,8 @@ from pipeline.store import bump_version, open_database, transaction
 from pipeline.store import news as news_store
 from pipeline.store import sources as sources_store
 from service.api.bodies import SEARCH_COUNT_MAX, fts_query
+from service.api.endpoints import Q_MAX
+from service.api.parameters import Words
 from service.datasette.metadata import configured_queries
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import database_before, seed_catalog
@@ -35,6 +38,10 @@ SQL = {name: q["sql"] for name, q in configured_queries().items()}
 SOURCES = ("Lab Notes", "Industry Wire", "Capital Brief", "Smith, Jones & Co")
 START = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 WORDS = ("qubit", "photon", "laser", "fridge", "anyon")
+#: The searches drawn, as a client writes them: words, a word excluded, OR (binding before the words' AND),
+#: a hyphenated term (both words) in an OR or excluded.
+SEARCHES = ("{a}", "{a} {b}", "{a} -{b}", "{a} OR {b}", "{a} OR {b} -{c}", "{a} -{b} -{c}", "{a} {b} OR {c}",
+            "{a}-{b} OR {c}", "{a} -{b}-{c}", "-{c} {a} OR {b} OR {c}")
 MATCHES = """FROM news_fts JOIN news ON news.rowid = news_fts.rowid
     WHERE news_fts MATCH :q AND (:tag = '' OR tag = :tag) AND published_at > :since
       AND (:until = '' OR published_at < :until)
@@ -74,6 +81,11 @@ def db(tmp_path):
     db.close()
 
 
+def fts(q: str) -> str:
+    """``q`` as the API reads it and runs it: canonical (:class:`Words`), then an FTS5 query."""
+    return fts_query(Words(Q_MAX).parse(q))
+
+
 def random_params(db, rng: random.Random) -> dict:
     times = [t for (t,) in db.execute("SELECT published_at FROM news")]
     positions = db.execute("SELECT published_at, id FROM news").fetchall()
@@ -85,7 +97,7 @@ def random_params(db, rng: random.Random) -> dict:
     before, before_id = rng.choice(positions) if rng.random() < 0.5 else ("", "")
     named = rng.sample(SOURCES + ("Nobody",), rng.choice((1, 2)))
     return {
-        "q": fts_query(" ".join(rng.sample(WORDS, rng.choice((1, 1, 2))))),
+        "q": fts(rng.choice(SEARCHES).format(**dict(zip("abc", rng.sample(WORDS, 3))))),
         "tag": rng.choice(("", *TAGS)),
         "since": moment() if rng.random() < 0.4 else "",
         "until": moment() if rng.random() < 0.3 else "",
@@ -306,8 +318,9 @@ def test_a_dated_search_count_and_a_page_not_full_read_their_terms_once(db):
         assert found == db.execute(f"SELECT count(*) {MATCHES}", params).fetchone()[0] > 0, params
         return found, sum("news_search_idx" in statement for statement in looked_up)
 
-    for tag, sources in (("", ""), ("Science", json.dumps(["Lab Notes", "Industry Wire"]))):
-        search = {"q": fts_query("qubit"), "tag": tag, "sources": sources}
+    searches = ("qubit", "qubit -photon", "qubit OR laser", "qubit OR laser -photon")
+    for q, (tag, sources) in itertools.product(searches, (("", ""), ("Science", json.dumps(["Lab Notes", "Industry Wire"])))):
+        search = {"q": fts_query(Words(Q_MAX).parse(q)), "tag": tag, "sources": sources}
         undated, once = count({**search, "since": "", "until": ""})
         dated, reads = count({**search, "since": times[20], "until": times[-20]})
         assert dated < undated and reads == once > 0

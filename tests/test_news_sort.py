@@ -55,6 +55,10 @@ FILTERS = [
     "since=2026-11-20T00:00:00Z",
     "until=2026-11-20T05:00:00Z&since=2026-11-19T23:00:00Z",
     "q=headline&since=2026-11-20T00:00:00Z&until=2026-11-20T07:00:00Z",
+    # a word excluded, either of two words: the same minute batches, over another FTS5 expression
+    "q=headline%20-photonic",
+    "q=photonic%20OR%20headline%20-qubit&since=2026-11-19T00:00:00Z",
+    "q=summary%20-headline&tag=Science",
 ]
 
 

@@ -6,6 +6,7 @@ Examples are bounded for ``make test``; ``make soak`` raises them through
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -14,17 +15,21 @@ from datetime import datetime, timedelta, timezone
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
+import sqlite_utils
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from db.migrations import migrations
 from pipeline.news.dates import DateReader
 from pipeline.news.normalise import FUTURE_TOLERANCE, SUMMARY_LIMIT, FeedContext, normalise_entry, published_at
 from pipeline.store.records import item_id
 from pipeline.text import html_to_text as plain_text
 from pipeline.text import shorten
 from pipeline.news.urls import canonical_url
+from service.api.bodies import fts_query
 from service.api.cursors import Position, decode_cursor, encode_cursor
-from service.api.parameters import parse_since
+from service.api.endpoints import Q_MAX
+from service.api.parameters import MISPLACED_OR, NOTHING_INCLUDED, Refused, Words, parse_since
 from service.api.responses import dumps
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
@@ -244,6 +249,58 @@ def test_cursor_round_trips_and_garbage_is_refused(moment, digest, item, garbage
     assert decode_cursor(encode_cursor(stamp, item)) is None or re.fullmatch("[0-9a-f]{32}", item)
     decoded = decode_cursor(garbage)
     assert decoded is None or (RFC3339_Z.match(decoded[0]) and encode_cursor(*decoded) == garbage)
+
+
+# -- searches (q) ----------------------------------------------------------------
+
+#: What a hostile or hurried search is made of: words, FTS5's syntax and operators in both cases,
+#: the index's column and facet names, letters lower() changes in length or not at all, other scripts.
+SEARCH_PIECES = ["qubit", "Photon", "OR", "or", "AND", "NOT", "NEAR", "-", "--", '"', "(", ")", "*", ":", "^", "+", "{", "}",
+                 "science", "facets", "s1", "t1science", "_", "'", "é", "Straße", "İstanbul", "日本語", "Wi-Fi", " ", " ", "  ", "\t"]
+search_pieces = st.lists(st.sampled_from(SEARCH_PIECES), max_size=60).map("".join).filter(lambda text: len(text) <= Q_MAX)
+
+
+@functools.cache
+def search_index():
+    """An empty database of the real schema: ``news_search`` (``detail=column``) and ``glossary_fts``."""
+    db = sqlite_utils.Database(memory=True)
+    migrations.apply(db)
+    return db.conn
+
+
+@bounded
+@given(st.one_of(st.text(max_size=Q_MAX), search_pieces))
+def test_a_search_reads_back_as_itself_and_never_longer(text):
+    """Its canonical text is what next links carry and the cache keys: read again, it is itself, within Q_MAX."""
+    words = Words(Q_MAX)
+    try:
+        canonical = words.parse(text)
+    except Refused as refused:
+        assert refused.detail in (MISPLACED_OR, NOTHING_INCLUDED)
+        return
+    assert (canonical is None) == (not text.strip())
+    # "": no words at all, which matches nothing, so it never reaches a next link
+    if canonical:
+        assert len(canonical) <= len(text) and words.parse(canonical) == canonical
+
+
+@bounded
+@given(search_pieces)
+@example('"qubit OR" NEAR(a b) -"x y" science: ^t1science* OR {facets}: -İstanbul')
+def test_a_search_runs_only_its_words_and_the_operators_written_for_it(text):
+    try:
+        canonical = Words(Q_MAX).parse(text)
+    except Refused:
+        return
+    if canonical is None:  # blank: no search, and no MATCH in the canned queries
+        return
+    expression = fts_query(canonical)
+    # every word quoted, and no operator but those fts_query writes
+    assert not re.sub(r'"[^\W_]+"|""|[()\s]|\b(?:AND|OR|NOT)\b', "", expression), expression
+    conn = search_index()
+    for match in ("- facets: (" + expression + ")", "{science}: (" + expression + ")"):
+        conn.execute("SELECT count(*) FROM news_search WHERE news_search MATCH ?", [match]).fetchone()
+    conn.execute("SELECT count(*) FROM glossary_fts WHERE glossary_fts MATCH ?", [expression]).fetchone()
 
 
 # -- response bodies -----------------------------------------------------------

@@ -66,7 +66,8 @@ VALUES = {
     ("before", "before_id"): [("", ""), (newer(days=5), "item-zzz"), (older(days=4), "item-zzz")],
     ("after", "after_id"): [("", ""), (newer(days=5), "item-zzz"), (older(days=4), "item-zzz")],
     ("limit",): [("",), (21,)],
-    ("q",): [("",), ('"qubit"',)],
+    # a word; either of two; either less a third (photon: every news item but the qubit ones), as fts_query writes them
+    ("q",): [("",), ('"qubit"',), ('("qubit" OR "laser")',), ('(("qubit" OR "about")) NOT ("photon")',)],
     # below the matches of "qubit" in both databases (300 and 1,200): a count that stops
     ("count_limit",): [(101,)],
     # a sync walk: every item changed at or after it (all are, in these databases), and its cursor

@@ -65,6 +65,19 @@ CASES = [
     ("zh", "godthink-blogsome.rss", "为了明天的考试，我去上自习。 我靠", "我去上自习", True),
     ("zh", "godthink-blogsome.rss", "为了明天的考试，我去上自习。 我靠", "考试", False),
     ("zh", "w3cn.rss", "alt属性和title属性", "alt", False),
+    # A word after - must not occur, by the same rules (stemmed, accents optional); OR takes either word.
+    ("en", "bbc-news.rss", "Most bus fares in England to be capped at £2 from January", "bus -train", True),
+    ("en", "bbc-news.rss", "Most bus fares in England to be capped at £2 from January", "bus -fare", False),
+    ("en", "bbc-news.rss", "Most bus fares in England to be capped at £2 from January", "train OR bus", True),
+    ("de", "heise-newsticker.atom", "Facebook schließt Parse-Plattform", "facebook -Parse-Plattform", False),
+    # an excluded hyphenated term leaves out only what has all its words
+    ("de", "heise-newsticker.atom", "Facebook schließt Parse-Plattform", "facebook -parse-nirgends", True),
+    ("fr", "canoe-aujourdhui.rss", "L'état de santé de Michael Schumacher s'est amélioré", "etat -sante", False),
+    ("es", "geektopia-es.rss", "Apple cambiaría el conector Lighthning por un USB tipo C en los iPhone de este año",
+     "android OR iphone -samsung", True),
+    ("ja", "misuzilla-diary.rdf", "Microsoft .NET Framework 2.0 日本語", "日本語 -Microsoft", False),
+    ("ja", "misuzilla-diary.rdf", "Microsoft .NET Framework 2.0 日本語", "東京 OR 日本語", True),
+    ("zh", "godthink-blogsome.rss", "为了明天的考试，我去上自习。 我靠", "我去上自习 -考试", True),  # 考试 is no word of it
 ]
 
 

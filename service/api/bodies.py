@@ -19,7 +19,7 @@ from db.urls import public_location
 
 from service.api.cursors import Position, count_seal, keyset
 from service.api.data_versions import Versions, updated_at
-from service.api.parameters import echo
+from service.api.parameters import echo, parse_search
 
 
 #: A search (``q``) of the news counts its matches up to here: past it, ``count``
@@ -108,18 +108,35 @@ class Build:
 
 
 def fts_query(q: str | None) -> str:
-    """A search (glossary, news) as an FTS5 query: every word quoted, so all must occur.
+    """A search (glossary, news), canonical as :class:`~service.api.parameters.Words` makes it, as an FTS5 query.
 
-    Quoting makes FTS syntax (``AND``, ``"``, ``*``) plain text; a search with no
-    words at all becomes an empty phrase that matches nothing, never a syntax
-    error. ``None`` is no search (the canned query's empty ``:q``).
+    Every word is quoted, so it is a word whatever it spells (``NEAR``, ``AND``, a column's
+    name), and the only operators are those written here: a group's terms joined by ``OR``,
+    the groups by ``AND``, and the excluded terms after one ``NOT`` (FTS5's ``NOT`` is binary:
+    ``(included) NOT (excluded OR ...)``). A search of words alone is written as it always was
+    (``"a" "b"``), so its SQL, plan and sealed counts are unchanged. A search with no words at
+    all becomes an empty phrase that matches nothing, never a syntax error. ``None`` is no
+    search (the canned query's empty ``:q``).
     """
     # Not sqlite-utils' Database.quote_fts: it quotes raw text's space-separated bits, and a
     # bit such as ``foo_bar`` is then a phrase against the index (tests/test_news_search.py);
     # Words has already split ``q`` into the index's own words, so quoting each is all that is left.
     if q is None:
         return ""
-    return " ".join(f'"{word}"' for word in q.split()) or '""'
+    search = parse_search(q)  # canonical already: it cannot be refused again
+    if not search.groups:
+        return '""'
+    if not search.excluded and all(len(group) == 1 for group in search.groups):
+        return " ".join(f'"{word}"' for ((word,),) in search.groups)
+
+    def term(words: tuple[str, ...]) -> str:  # a phrase of several words is what detail=column refuses
+        return f'"{words[0]}"' if len(words) == 1 else "(" + " AND ".join(f'"{word}"' for word in words) + ")"
+
+    included = " AND ".join(term(terms[0]) if len(terms) == 1 else "(" + " OR ".join(map(term, terms)) + ")"
+                            for terms in search.groups)
+    if not search.excluded:
+        return included
+    return f"({included}) NOT ({' OR '.join(map(term, search.excluded))})"
 
 
 def courses(build: Build):

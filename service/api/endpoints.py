@@ -40,6 +40,12 @@ FEEDS = ("news_atom", "news_json")
 SORTS = ("-published_at", "published_at")
 #: Longest search (glossary, news) accepted, in characters.
 Q_MAX = 200
+#: What a search does, said once for the news and the glossary (docs/api.md: what a search matches).
+Q_SYNTAX = (
+    "Every word must occur, matched as a word in any order; a word after - (-series) must not occur, and OR "
+    "between two words takes either: quantum funding OR investment -series. Quoted words are words, never a "
+    "phrase. Empty: no filter."
+)
 #: Longest publisher name accepted in ``source``, and how many publishers one request may name.
 SOURCE_MAX = 200
 SOURCES_MAX = 20
@@ -110,16 +116,14 @@ PARAMETERS = (
         Words(Q_MAX),
         on=("news", *FEEDS),
         component="newsQ",
-        description="Full-text search of title and summary; words are matched as words, "
-        "all of them must occur. Empty: no filter.",
+        description="Full-text search of title and summary. " + Q_SYNTAX,
         example="qubit",
     ),
     Param(
         "q",
         Words(Q_MAX),
         on=("glossary",),
-        description="Full-text search of term and definition; words are matched as words, "
-        "all of them must occur. Empty: no filter.",
+        description="Full-text search of term and definition. " + Q_SYNTAX,
         example="qubit",
     ),
     Param(

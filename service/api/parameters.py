@@ -36,6 +36,18 @@ _RFC3339 = re.compile(
 #: an underscore separates words there, so ``literal_error`` would be a phrase, which a
 #: ``detail=column`` index cannot search.
 _WORD = re.compile(r"[^\W_]+")
+#: A term of a search as written: a ``-`` that excludes it (only at the start or after a space, so
+#: ``Wi-Fi`` keeps its hyphen as a separator), then a run in double quotes or a run of anything but
+#: spaces and quotes. A quote left without its pair matches nothing here, and is passed over.
+_TERM = re.compile(r'(?:(?<!\S)(-))?(?:"([^"]*)"|([^\s"]+))')
+
+
+class Refused(ValueError):
+    """A value a kind refuses for a reason of its own: ``detail`` is the 400's, not the kind's general one."""
+
+    def __init__(self, detail: str):
+        super().__init__(detail)
+        self.detail = detail
 
 
 def echo(text: str) -> str:
@@ -192,10 +204,93 @@ class Cursor(Kind):
         return encode_cursor(*value)
 
 
+class Search(NamedTuple):
+    """A search as :class:`Words` reads it: every group must match, and no excluded term.
+
+    A term is a tuple of words, all of which must occur (a word, or words written as one:
+    ``Wi-Fi``, ``"quantum computing"``). A group is its terms joined by ``OR``, any one of which
+    must match; a group of one term is one word (a term of several words alone is as many
+    groups: all its words must occur either way).
+    """
+
+    groups: tuple[tuple[tuple[str, ...], ...], ...]
+    excluded: tuple[tuple[str, ...], ...]
+
+    def text(self) -> str:
+        """The canonical text: the groups, then the excluded terms; a term of several words in an
+        ``OR`` or excluded is written with hyphens (``-wi-fi``), which reads back as one term."""
+        groups = [" OR ".join("-".join(term) for term in group) for group in self.groups]
+        return " ".join(groups + ["-" + "-".join(term) for term in self.excluded])
+
+
+#: The 400s of a search whose operators leave it nothing to match.
+NOTHING_INCLUDED = "needs at least one word to include: a word after - is only excluded"
+MISPLACED_OR = "OR (in upper case) needs a word to include on each side; write or to search for the word"
+
+
+def _words(text: str) -> tuple[str, ...]:
+    """The words of ``text``, each lowercased where that keeps it one word.
+
+    The index's tokenizer folds letter case one letter to one letter, as lower() does, never as
+    casefold() does (``ß`` to ``ss``: ``Straße`` could not be found), and lower() can make a
+    combining mark (``İ`` is ``i`` and U+0307), which the tokenizer takes as a separator.
+    """
+    return tuple(lower if _WORD.fullmatch(lower := word.lower()) else word for word in _WORD.findall(text))
+
+
+def parse_search(text: str) -> Search:
+    """The :class:`Search` ``text`` asks for; :class:`Refused` when its operators leave it nothing to match.
+
+    Terms are split at spaces (and quoted runs), a term's words as the index splits them; a
+    term with no words (punctuation only) is passed over. A term that starts with ``-`` is
+    excluded; ``OR``, upper case and alone, joins the terms on each side into a group, which
+    binds tighter than the implicit AND between groups (as web search engines read it:
+    ``quantum funding OR investment -series`` is quantum AND (funding OR investment) NOT series).
+    Every other word is a word, lowercased: ``or``, ``and``, ``not``, ``NEAR`` and ``AND`` too.
+    """
+    groups: list[list[tuple[str, ...]] | None] = []
+    excluded: list[tuple[str, ...]] = []
+    # joining: an OR was read since the last term, and the next term to include joins the last group
+    joining = False
+    for minus, quoted, bare in _TERM.findall(text):
+        if bare == "OR" and not minus:
+            if joining or not groups or groups[-1] is None:
+                raise Refused(MISPLACED_OR)
+            joining = True
+            continue
+        words = _words(quoted or bare)
+        if not words:
+            continue
+        if minus:
+            if joining:
+                raise Refused(MISPLACED_OR)
+            excluded.append(words)
+            groups.append(None)  # an excluded term between two others: neither is an OR's neighbour
+        elif joining:
+            groups[-1].append(words)
+            joining = False
+        else:
+            groups.append([words])
+    if joining:
+        raise Refused(MISPLACED_OR)
+    included = [group for group in groups if group is not None]
+    if excluded and not included:
+        raise Refused(NOTHING_INCLUDED)
+    flat: list[tuple[tuple[str, ...], ...]] = []
+    for group in included:
+        if len(group) > 1:
+            flat.append(tuple(group))
+        else:  # a term of several words alone is as many groups of one word: the same search, one text
+            flat.extend(((word,),) for word in group[0])
+    return Search(tuple(flat), tuple(excluded))
+
+
 class Words(Kind):
-    """A full-text search of at most ``max_length`` characters; canonical: its words, lowercased.
+    """A full-text search of at most ``max_length`` characters; canonical: :meth:`Search.text` (:func:`parse_search`).
 
     Blank is no filter (``None``); only punctuation is no words, so nothing matches (``""``).
+    The canonical text is never longer than the text it was read from, so ``next`` links
+    keep within ``max_length``.
     """
 
     def __init__(self, max_length: int):
@@ -206,13 +301,9 @@ class Words(Kind):
     def parse(self, text: str) -> str | None:
         if len(text) > self.max_length:
             raise ValueError(text)
-        # Split as written, then each word lowercased where that keeps it one word: the index's
-        # tokenizer folds letter case one letter to one letter, as lower() does, never as casefold()
-        # does (``ß`` to ``ss``: ``Straße`` could not be found), and lower() can make a combining
-        # mark (``İ`` is ``i`` and U+0307), which the tokenizer takes as a separator.
         if not text.strip():
             return None
-        return " ".join(lower if _WORD.fullmatch(lower := word.lower()) else word for word in _WORD.findall(text))
+        return parse_search(text).text()
 
 
 class Name(Kind):
@@ -401,6 +492,9 @@ def parse_params(params: tuple[Param, ...], query: bytes) -> tuple[dict, list[di
             continue
         try:
             parsed = [param.kind.parse(text) for text in texts]
+        except Refused as refused:
+            errors.append({"parameter": name, "detail": refused.detail})
+            continue
         except ValueError:
             errors.append({"parameter": name, "detail": param.kind.detail})
             continue
