@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from pipeline.store import open_database
+from service.api.endpoints import ENDPOINTS
 from service.api.parameters import MISPLACED_OR, NOTHING_INCLUDED
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.config_files import write_config
@@ -357,6 +358,76 @@ def test_a_glossary_search_with_nothing_to_include_or_a_misplaced_or_is_a_400(sh
     body = assert_problem(shared_api.get("/api/v1/glossary", params={"q": q}), 400, "invalid-parameters", ["q"])
     assert body["errors"][0]["detail"] in (MISPLACED_OR, NOTHING_INCLUDED)
 
+
+SINCE_HINT = "unknown parameter; qsite calls this since (an RFC 3339 date-time)"
+UNTIL_HINT = "unknown parameter; qsite calls this until (an RFC 3339 date-time)"
+CURSOR_HINT = "unknown parameter; qsite pages by cursor: follow the next link or the Link header"
+LIMIT_HINT = "unknown parameter; qsite calls this limit (1\u2013100)"
+KEY_HINT = "unknown parameter; qsite needs no key: leave it out"
+
+
+@pytest.mark.parametrize(
+    ("path", "detail"),
+    [
+        ("/api/v1/news?from=2026-11-20T00:00:00Z", SINCE_HINT),
+        ("/api/v1/news.atom?from_date=2026-11-20", SINCE_HINT),
+        ("/api/v1/news?from-date=2026-11-20", SINCE_HINT),  # the Guardian's
+        ("/api/v1/news.json?start_date=2026-11-20", SINCE_HINT),
+        ("/api/v1/news?published_after=2026-11-20", SINCE_HINT),
+        ("/api/v1/news?to=2026-11-20T00:00:00Z", UNTIL_HINT),
+        ("/api/v1/news?end_date=2026-11-20", UNTIL_HINT),
+        ("/api/v1/news?published_before=2026-11-20", UNTIL_HINT),
+        ("/api/v1/news?page=2", CURSOR_HINT),
+        ("/api/v1/news/removed?offset=20", CURSOR_HINT),
+        ("/api/v1/news?pageSize=50", LIMIT_HINT),
+        ("/api/v1/news?page-size=50", LIMIT_HINT),
+        ("/api/v1/news.atom?max=10", LIMIT_HINT),
+        ("/api/v1/news/removed?per_page=10", LIMIT_HINT),
+        ("/api/v1/news?hitsPerPage=10", LIMIT_HINT),
+        ("/api/v1/news?size=10", LIMIT_HINT),
+        ("/api/v1/news?sortBy=publishedAt", "unknown parameter; qsite calls this sort"),
+        ("/api/v1/news?order-by=newest", "unknown parameter; qsite calls this sort"),
+        ("/api/v1/news?category=science", "unknown parameter; qsite calls this tag"),
+        ("/api/v1/news.json?topic=tech", "unknown parameter; qsite calls this tag"),
+        ("/api/v1/news?sources=bbc-news", "unknown parameter; qsite calls this source, repeated once per publisher"),
+        ("/api/v1/news?domains=bbc.co.uk", "unknown parameter; qsite calls this source, repeated once per publisher"),
+        ("/api/v1/news?keywords=qubit", "unknown parameter; qsite calls this q"),
+        ("/api/v1/glossary?query=qubit", "unknown parameter; qsite calls this q"),
+        ("/api/v1/glossary?search=qubit", "unknown parameter; qsite calls this q"),
+        ("/api/v1/news?apiKey=k", KEY_HINT),
+        ("/api/v1/news?apikey=k", KEY_HINT),
+        ("/api/v1/sources?access_key=k", KEY_HINT),  # no parameter at all, and still no key
+        ("/api/v1/stats?token=k", KEY_HINT),
+        ("/api/v1/glossary?api_key=k", KEY_HINT),
+        # only where the endpoint takes the parameter the name stands for
+        ("/api/v1/sources?from=2026-11-20T00:00:00Z", "unknown parameter; this endpoint takes none"),
+        ("/api/v1/news.atom?page=2", "unknown parameter; this endpoint takes tag, limit, since, until, source, q"),
+        ("/api/v1/news/removed?to=2026-11-20T00:00:00Z", "unknown parameter; this endpoint takes limit, since, cursor"),
+        ("/api/v1/glossary?category=x", "unknown parameter; this endpoint takes q"),
+        ("/api/v1/courses?page=2", "unknown parameter; this endpoint takes none"),
+    ],
+)
+def test_the_names_other_news_apis_give_a_parameter_say_what_qsite_calls_it(shared_api, path, detail):
+    name = urlsplit(path).query.partition("=")[0]
+    body = assert_problem(shared_api.get(path), 400, "invalid-parameters", [name])
+    assert body["errors"] == [{"parameter": name, "detail": detail}]
+
+
+@pytest.mark.parametrize("value", ["relevancy", "relevance", "Popularity"])
+def test_a_sort_by_relevance_says_only_date_order_exists(shared_api, value):
+    body = assert_problem(shared_api.get(f"/api/v1/news?sort={value}"), 400, "invalid-parameters", ["sort"])
+    assert body["errors"][0]["detail"] == (
+        "must be one of -published_at, published_at (any letter case); only date order exists"
+    )
+
+
+def test_every_name_of_other_apis_at_once_stays_a_small_error(shared_api):
+    from service.api.parameters import KEY_NAMES
+
+    names = [name for param in ENDPOINTS["news"].params for name in param.peers] + list(KEY_NAMES)
+    response = shared_api.get("/api/v1/news?" + "&".join(f"{name}=1" for name in names))
+    body = assert_problem(response, 400, "invalid-parameters")
+    assert len(body["errors"]) == 20 and len(names) > 20 and len(response.content) < 4096
 
 
 @pytest.mark.parametrize("path", ["/api/v1/nope", "/api/v1/news/", "/api/v1/courses.json", "/api/v1/glossary/a/b",

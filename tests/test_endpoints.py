@@ -114,6 +114,17 @@ def test_next_link_keeps_a_search_as_its_canonical_text():
     assert not errors and again["q"] == values["q"]
 
 
+def test_the_names_of_other_apis_are_no_parameter_of_the_endpoints_they_are_hints_on():
+    """A peer name is never a parameter of an endpoint its hint is given on, nor the peer of two parameters of one."""
+    from service.api.parameters import KEY_NAMES, peer_key
+
+    for endpoint in ENDPOINTS.values():
+        names = {peer_key(param.name) for param in endpoint.params}
+        peers = [peer_key(name) for param in endpoint.params for name in {peer_key(peer) for peer in param.peers}]
+        peers += {peer_key(name) for name in KEY_NAMES}
+        assert not names & set(peers) and len(peers) == len(set(peers)), endpoint.name
+
+
 @pytest.fixture(scope="module")
 def canned():
     """The canned queries of metadata.yml over an in-memory database with the real schema."""

@@ -26,7 +26,9 @@ from db.model import CATALOG, DATASETS, GLOSSARY, NEWS, TAGS, TOTALS, VERSION
 from service.api import bodies, feeds
 from service.i18n import DEFAULT_LANGUAGE, LANGUAGES
 from service.api.endpoint import BINARY, HTML, JSON, SQLITE, Endpoint
-from service.api.parameters import Cursor, DateTime, Integer, ItemId, Name, OneOf, Param, Segment, Words
+from service.api.parameters import (
+    CURSOR_HINT, CURSOR_PEERS, Cursor, DateTime, Integer, ItemId, Name, OneOf, Param, Segment, Words,
+)
 from service.api.sync import NEWS_REMOVED, REMOVED_PARAMETERS, UPDATED_SINCE
 
 #: Items per page of /news: when ``limit`` is not given, and its bounds. 100, not 500: an uncached
@@ -46,6 +48,8 @@ Q_SYNTAX = (
     "between two words takes either: quantum funding OR investment -series. Quoted words are words, never a "
     "phrase. Empty: no filter."
 )
+#: What other news APIs call a search (NewsAPI and GNews call it q, as qsite does).
+Q_PEERS = ("keywords", "query", "search")
 #: Longest publisher name accepted in ``source``, and how many publishers one request may name.
 SOURCE_MAX = 200
 SOURCES_MAX = 20
@@ -64,10 +68,13 @@ PARAMETERS = (
         on=("news", *FEEDS),
         description="Only items of this category, matched ignoring letter case. Omitted: all tags.",
         example="Science",
+        peers=("category", "categories", "topic"),
     ),
     Param(
         "limit", Integer(LIMIT_MIN, LIMIT_MAX), on=("news", "news_removed", *FEEDS), description="Items per page.",
-        default=LIMIT_DEFAULT
+        default=LIMIT_DEFAULT,
+        peers=("pageSize", "page_size", "page-size", "max", "size", "per_page", "hitsPerPage"),
+        hint=f"qsite calls this limit ({LIMIT_MIN}\u2013{LIMIT_MAX})",
     ),
     Param(
         "cursor",
@@ -75,15 +82,20 @@ PARAMETERS = (
         on=("news",),
         description="Opaque; only as given in next. Keyset on (published_at, id), so paging stays "
         "right while new items arrive.",
+        peers=CURSOR_PEERS,
+        hint=CURSOR_HINT,
     ),
     Param(
         "sort",
-        OneOf(SORTS, component="NewsSort"),
+        # the orders other news APIs rank by, which qsite has none of: said so, not only refused
+        OneOf(SORTS, component="NewsSort",
+              hints=dict.fromkeys(("relevancy", "relevance", "popularity"), "only date order exists")),
         on=("news",),
         default=SORTS[0],
         description="The order: -published_at, newest first (the default), or published_at, oldest first; ties "
         "by id the same way. A cursor belongs to the order it was given in: with the other sort it is a 400.",
         example="published_at",
+        peers=("sortBy", "sort_by", "order-by", "order_by"),
     ),
     Param(
         "since",
@@ -91,6 +103,8 @@ PARAMETERS = (
         on=("news", *FEEDS),
         description="Only items published after this RFC 3339 time (with a time zone).",
         example="2026-11-20T08:00:00Z",
+        peers=("from", "from_date", "from-date", "start_date", "published_after"),
+        hint="qsite calls this since (an RFC 3339 date-time)",
     ),
     Param(
         "until",
@@ -98,6 +112,8 @@ PARAMETERS = (
         on=("news", *FEEDS),
         description="Only items published before this RFC 3339 time (with a time zone).",
         example="2026-11-25T00:00:00Z",
+        peers=("to", "to_date", "to-date", "end_date", "published_before"),
+        hint="qsite calls this until (an RFC 3339 date-time)",
     ),
     # Repeated, not comma-separated: publishers' names may contain commas.
     Param(
@@ -109,6 +125,8 @@ PARAMETERS = (
         "Repeat the parameter for several publishers (source=A&source=B): names may contain commas, so one "
         "value is always one whole name. A name no publisher has matches nothing.",
         example=["Quantum Lab Notes"],
+        peers=("sources", "domains"),
+        hint="qsite calls this source, repeated once per publisher",
     ),
     UPDATED_SINCE,
     Param(
@@ -118,6 +136,7 @@ PARAMETERS = (
         component="newsQ",
         description="Full-text search of title and summary. " + Q_SYNTAX,
         example="qubit",
+        peers=Q_PEERS,
     ),
     Param(
         "q",
@@ -125,6 +144,7 @@ PARAMETERS = (
         on=("glossary",),
         description="Full-text search of term and definition. " + Q_SYNTAX,
         example="qubit",
+        peers=Q_PEERS,
     ),
     Param(
         "lang",

@@ -98,6 +98,8 @@ class OneOf(Kind):
     :param component: the name of its enum in the OpenAPI document's schemas, defined once there
         (:mod:`service.describe.schemas` defines it from :attr:`enum`) and referred to wherever the
         value appears, so generated clients get one type for it.
+    :param hints: values other APIs take here, each with what to say of it after :attr:`detail`
+        (matched ignoring letter case): a client written for another API learns why, not only what.
 
     Any letter case is accepted rather than redirected or refused: a hand-typed ``?tag=science``
     keeps working without a round trip, and the canonical value keys the response cache, so every
@@ -105,10 +107,11 @@ class OneOf(Kind):
     generated clients offer) or the same words in any letter case.
     """
 
-    def __init__(self, values: tuple[str, ...], component: str):
+    def __init__(self, values: tuple[str, ...], component: str, hints: dict[str, str] | None = None):
         self.values = {value.casefold(): value for value in values}
         self.component = component
         self.detail = "must be one of " + ", ".join(values) + " (any letter case)"
+        self.hints = {value.casefold(): f"{self.detail}; {hint}" for value, hint in (hints or {}).items()}
         self.enum = {"type": "string", "enum": list(values)}
         self.schema = {
             "anyOf": [{"$ref": f"#/components/schemas/{component}"}, {"type": "string", "pattern": any_case_pattern(values)}]
@@ -118,7 +121,8 @@ class OneOf(Kind):
         try:
             return self.values[text.casefold()]
         except KeyError:
-            raise ValueError(text) from None
+            hint = self.hints.get(text.casefold())
+            raise (ValueError(text) if hint is None else Refused(hint)) from None
 
 
 class Integer(Kind):
@@ -365,6 +369,10 @@ class Param:
         default its name; two parameters of one name (on different endpoints) need two.
     :param repeat: how many times it may be given (its values form a set); 0: once.
     :param excludes: the names of parameters it cannot be given with (a 400 names it).
+    :param peers: what other news APIs call it (NewsAPI, GNews, the Guardian, Mediastack,
+        NewsData): an endpoint that takes it answers a name of these with ``hint``.
+    :param hint: what the 400 of an unknown parameter named in ``peers`` says after
+        "unknown parameter; ". Left out: "qsite calls this" and its name.
     """
 
     name: str
@@ -377,6 +385,8 @@ class Param:
     component: str = ""
     repeat: int = 0
     excludes: tuple[str, ...] = ()
+    peers: tuple[str, ...] = ()
+    hint: str = ""
 
     @property
     def ref(self) -> str:
@@ -412,6 +422,22 @@ def split_query(query: bytes) -> list[tuple[bytes, bytes]]:
     return pairs
 
 
+#: What other news APIs call their key (NewsAPI, GNews, Mediastack, NewsData, the Guardian), and
+#: what every endpoint says of one: qsite has none to give.
+KEY_NAMES = ("apiKey", "apikey", "api_key", "access_key", "token")
+KEY_HINT = "qsite needs no key: leave it out"
+
+
+#: What other news APIs page by (a page number, an offset), and what an endpoint with a cursor says of them.
+CURSOR_PEERS = ("page", "offset")
+CURSOR_HINT = "qsite pages by cursor: follow the next link or the Link header"
+
+
+def peer_key(name: str) -> str:
+    """``name`` as peer names are compared: letter case, ``-`` and ``_`` aside (``page-size`` is ``pageSize``)."""
+    return name.casefold().replace("-", "").replace("_", "")
+
+
 class _Table(NamedTuple):
     """What :func:`parse_params` needs of one endpoint's parameters, worked out once."""
 
@@ -425,6 +451,8 @@ class _Table(NamedTuple):
     unknown: str
     #: The parameters that cannot be given with some others.
     excluding: tuple[Param, ...]
+    #: The 400's detail for the names other APIs give parameters (by :func:`peer_key`).
+    hints: dict[str, str]
 
 
 #: ``id(params) -> _Table``; each table holds its tuple, so the id cannot be another's while it is kept.
@@ -437,6 +465,9 @@ def _table(params: tuple[Param, ...]) -> _Table:
         return table
     by_name = {param.name: param for param in params}
     takes = ", ".join(by_name)
+    hints = {peer_key(name): KEY_HINT for name in KEY_NAMES}
+    for param in params:
+        hints.update(dict.fromkeys(map(peer_key, param.peers), param.hint or f"qsite calls this {param.name}"))
     table = _Table(
         params,
         by_name,
@@ -444,6 +475,7 @@ def _table(params: tuple[Param, ...]) -> _Table:
         {name: i for i, name in enumerate(by_name)},
         f"unknown parameter; this endpoint takes {takes}" if takes else "unknown parameter; this endpoint takes none",
         tuple(param for param in params if param.excludes),
+        {key: "unknown parameter; " + hint for key, hint in hints.items()},
     )
     if len(_TABLES) < 1024:  # the endpoint table's tuples, and a test's few
         _TABLES[id(params)] = table
@@ -478,7 +510,7 @@ def parse_params(params: tuple[Param, ...], query: bytes) -> tuple[dict, list[di
         if seen[name] > allowed:
             continue
         if param is None:
-            errors.append({"parameter": echo(name), "detail": table.unknown})
+            errors.append({"parameter": echo(name), "detail": table.hints.get(peer_key(name), table.unknown)})
             continue
         try:
             raw_values.setdefault(name, []).append(raw_value.decode("utf-8"))

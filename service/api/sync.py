@@ -14,7 +14,7 @@ from __future__ import annotations
 from db.model import NEWS
 
 from service.api import bodies
-from service.api.parameters import Cursor, DateTime, Param
+from service.api.parameters import CURSOR_HINT, CURSOR_PEERS, Cursor, DateTime, Param
 
 UPDATED_SINCE = Param(
     "updated_since",
@@ -45,6 +45,8 @@ REMOVED_PARAMETERS = (
         component="removedCursor",
         description="Opaque; only as given in next. Keyset on the order of removal, so paging stays right while "
         "more items are removed.",
+        peers=CURSOR_PEERS,
+        hint=CURSOR_HINT,
     ),
 )
 
