@@ -189,6 +189,32 @@ def test_a_search_that_leaves_nothing_to_match_is_a_400_naming_q(client, q, deta
         assert response.json()["errors"] == [{"parameter": "q", "detail": detail}]
 
 
+@pytest.mark.parametrize(
+    ("since", "until"),
+    [
+        ("2025-03-10T00:00:00Z", "2025-03-01T00:00:00Z"),  # swapped
+        ("2025-03-10T00:00:00Z", "2025-03-10T00:00:00Z"),  # equal: both ends exclusive, no item between
+        ("2025-03-10T02:00:00+02:00", "2025-03-10T00:00:00Z"),  # equal in UTC
+        ("2025-03-10T00:00:00.5Z", "2025-03-10T00:00:00.5Z"),  # equal to the fraction
+        ("2025-03-10T00:00:00.7Z", "2025-03-10T00:00:00.5Z"),  # since's second is before until's rounded up
+    ],
+)
+def test_since_at_or_after_until_is_a_400(client, since, until):
+    for path in ("/api/v1/news", "/api/v1/news.atom", "/api/v1/news.json"):
+        response = client.get(path, params={"since": since, "until": until})
+        assert response.status_code == 400, (path, since, until)
+        assert response.json()["errors"] == [{"parameter": "since", "detail": "must be before until"}]
+
+
+def test_since_before_until_by_less_than_a_second_is_an_empty_answer(client):
+    """Stored times are whole seconds: a range between two of them, or within one, holds no item, and is no error."""
+    for since, until in (("2026-11-20T08:00:00Z", "2026-11-20T08:00:01Z"), ("2026-11-20T08:00:00.5Z", "2026-11-20T08:00:00.6Z")):
+        body = client.get("/api/v1/news", params={"since": since, "until": until}).json()
+        assert (body["count"], body["results"]) == (0, [])
+    around = client.get("/api/v1/news", params={"since": "2026-11-20T07:59:59Z", "until": "2026-11-20T08:00:01Z"}).json()
+    assert [r["published_at"] for r in around["results"]] == ["2026-11-20T08:00:00Z"]
+
+
 def test_every_filter_at_once_pages_without_gaps_or_repeats(client):
     query = f"tag=Science&source={quote(COMMA)}&source={quote(SOURCES['Science'])}&since=2026-11-18T00:00:00Z" \
             f"&until={quote('2026-11-20T09:00:00+00:00')}&q=headline&limit=1"

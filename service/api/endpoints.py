@@ -103,6 +103,8 @@ PARAMETERS = (
         on=("news", *FEEDS),
         description="Only items published after this RFC 3339 time (with a time zone).",
         example="2026-11-20T08:00:00Z",
+        # both ends exclusive: since at or after until is a range no item can be in
+        before="until",
         peers=("from", "from_date", "from-date", "start_date", "published_after"),
         hint="qsite calls this since (an RFC 3339 date-time)",
     ),

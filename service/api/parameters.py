@@ -146,6 +146,11 @@ class Integer(Kind):
 _LAST_SECOND = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
 
 
+def _unspaced(value: str) -> str:
+    """``value`` with the ``+`` of its offset back where it arrived unencoded, as a space."""
+    return re.sub(r" (\d{2}:\d{2})$", r"+\1", value)
+
+
 def parse_since(value: str, round_up: bool = False) -> str | None:
     """An RFC 3339 time as the stored form (UTC, whole seconds, ``Z``), or None.
 
@@ -158,8 +163,7 @@ def parse_since(value: str, round_up: bool = False) -> str | None:
     """
     if is_stored_time(value):  # already canonical, as next links and most clients write it
         return value
-    value = re.sub(r" (\d{2}:\d{2})$", r"+\1", value)
-    match = _RFC3339.fullmatch(value)
+    match = _RFC3339.fullmatch(_unspaced(value))
     if not match:
         return None
     date, time_of_day, fraction, zulu, sign, hours, minutes = match.groups()
@@ -171,6 +175,20 @@ def parse_since(value: str, round_up: bool = False) -> str | None:
     if round_up and fraction and fraction.strip(".0") and moment < _LAST_SECOND:
         moment += timedelta(seconds=1)
     return format_time(moment)
+
+
+def exact_time(value: str) -> tuple[str, str] | None:
+    """The instant an RFC 3339 time names, to its last digit, as a pair that sorts as the instants do.
+
+    Its whole second in the stored form (:func:`parse_since`) and the nine digits of its
+    fraction: what the stored forms of two times cannot tell apart (``until`` counts a
+    fraction up, ``since`` drops it), this does. None when it is not such a time.
+    """
+    second = parse_since(value)
+    if second is None:
+        return None
+    fraction = "" if second == value else _RFC3339.fullmatch(_unspaced(value)).group(3) or ""
+    return second, fraction[1:].ljust(9, "0")
 
 
 class DateTime(Kind):
@@ -369,6 +387,9 @@ class Param:
         default its name; two parameters of one name (on different endpoints) need two.
     :param repeat: how many times it may be given (its values form a set); 0: once.
     :param excludes: the names of parameters it cannot be given with (a 400 names it).
+    :param before: the name of a date-time parameter this one (a date-time too) must be before
+        when both are given, else a 400 names it: both ends exclusive, so at or after it no item
+        is in the range, and a client that swapped them learns so instead of getting nothing.
     :param peers: what other news APIs call it (NewsAPI, GNews, the Guardian, Mediastack,
         NewsData): an endpoint that takes it answers a name of these with ``hint``.
     :param hint: what the 400 of an unknown parameter named in ``peers`` says after
@@ -385,6 +406,7 @@ class Param:
     component: str = ""
     repeat: int = 0
     excludes: tuple[str, ...] = ()
+    before: str = ""
     peers: tuple[str, ...] = ()
     hint: str = ""
 
@@ -451,6 +473,8 @@ class _Table(NamedTuple):
     unknown: str
     #: The parameters that cannot be given with some others.
     excluding: tuple[Param, ...]
+    #: The parameters that must be before another.
+    ordered: tuple[Param, ...]
     #: The 400's detail for the names other APIs give parameters (by :func:`peer_key`).
     hints: dict[str, str]
 
@@ -475,6 +499,7 @@ def _table(params: tuple[Param, ...]) -> _Table:
         {name: i for i, name in enumerate(by_name)},
         f"unknown parameter; this endpoint takes {takes}" if takes else "unknown parameter; this endpoint takes none",
         tuple(param for param in params if param.excludes),
+        tuple(param for param in params if param.before),
         {key: "unknown parameter; " + hint for key, hint in hints.items()},
     )
     if len(_TABLES) < 1024:  # the endpoint table's tuples, and a test's few
@@ -538,6 +563,11 @@ def parse_params(params: tuple[Param, ...], query: bytes) -> tuple[dict, list[di
                     if values[param.name] is not None and name in raw_values and values[name] not in (None, table.defaults[name])]
         if clashing:
             errors.append({"parameter": param.name, "detail": "cannot be combined with " + ", ".join(clashing)})
+    for param in table.ordered:
+        # Compared as written, to the last digit of a fraction: the stored forms round since down and until up.
+        if values[param.name] is not None and values.get(param.before) is not None:
+            if exact_time(raw_values[param.name][0]) >= exact_time(raw_values[param.before][0]):
+                errors.append({"parameter": param.name, "detail": f"must be before {param.before}"})
     if len(errors) > 1:
         order = table.order
         errors.sort(key=lambda error: order.get(error["parameter"], len(order)))
