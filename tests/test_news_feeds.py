@@ -105,6 +105,17 @@ def test_the_feed_title_says_the_filters(client):
     assert client.get("/api/v1/news.json?q=qubits").json()["title"] == "qsite news: “qubits”"
 
 
+def test_a_search_of_no_words_links_to_itself_not_to_every_item(client):
+    """Punctuation only is no words, which matches nothing: the feeds' links say so (``q=""``), and list nothing."""
+    feed = client.get("/api/v1/news.json?q=!!!").json()
+    assert feed["items"] == [] and feed["_qsite"]["api"].endswith("&q=%22%22")
+    assert client.get(feed["_qsite"]["api"]).json()["count"] == 0
+    atom = feedparser.parse(client.get("/api/v1/news.atom?q=%3F%21").content)
+    (self_link,) = [link.href for link in atom.feed.links if link.rel == "self"]
+    assert atom.entries == [] and self_link.endswith("&q=%22%22")
+    assert feedparser.parse(client.get(self_link).content).entries == []
+
+
 def test_an_empty_feed_is_still_valid(client):
     parsed = feedparser.parse(client.get("/api/v1/news.atom?q=nothingmatchesthis").content)
     assert not parsed.bozo and parsed.entries == [] and parsed.feed.title

@@ -240,7 +240,13 @@ class Search(NamedTuple):
 
     def text(self) -> str:
         """The canonical text: the groups, then the excluded terms; a term of several words in an
-        ``OR`` or excluded is written with hyphens (``-wi-fi``), which reads back as one term."""
+        ``OR`` or excluded is written with hyphens (``-wi-fi``), which reads back as one term.
+
+        No words at all is ``""``, two quotes: an empty text would read back as no search, and a
+        feed's self link of ``q=!!!`` was the unfiltered feed.
+        """
+        if not self.groups:
+            return '""'
         groups = [" OR ".join("-".join(term) for term in group) for group in self.groups]
         return " ".join(groups + ["-" + "-".join(term) for term in self.excluded])
 
@@ -310,9 +316,9 @@ def parse_search(text: str) -> Search:
 class Words(Kind):
     """A full-text search of at most ``max_length`` characters; canonical: :meth:`Search.text` (:func:`parse_search`).
 
-    Blank is no filter (``None``); only punctuation is no words, so nothing matches (``""``).
-    The canonical text is never longer than the text it was read from, so ``next`` links
-    keep within ``max_length``.
+    Blank is no filter (``None``); only punctuation is no words, so nothing matches (``'""'``).
+    The canonical text is never longer than the text it was read from (``'""'`` aside), so
+    links keep within ``max_length``.
     """
 
     def __init__(self, max_length: int):
