@@ -46,7 +46,7 @@ Q_MAX = 200
 Q_SYNTAX = (
     "Every word must occur, matched as a word in any order; a word after - (-series) must not occur, and OR "
     "between two words takes either: quantum funding OR investment -series. Quoted words are words, never a "
-    "phrase. Empty: no filter."
+    "phrase. Only excluded words, or an OR without a word on each side, is a 400. Empty: no filter."
 )
 #: What other news APIs call a search (NewsAPI and GNews call it q, as qsite does).
 Q_PEERS = ("keywords", "query", "search")
@@ -101,7 +101,8 @@ PARAMETERS = (
         "since",
         DateTime(),
         on=("news", *FEEDS),
-        description="Only items published after this RFC 3339 time (with a time zone).",
+        description="Only items published after this RFC 3339 time (with a time zone). With until, it must be "
+        "before until: both are exclusive.",
         example="2026-11-20T08:00:00Z",
         # both ends exclusive: since at or after until is a range no item can be in
         before="until",

@@ -24,18 +24,29 @@ _NOT_WITH_UPDATED_SINCE = ("since", "until", "q")
 def filter_query(ctx, query) -> bool:
     """Keep only queries the document's words allow, where its schemas cannot say it.
 
-    Two rules OpenAPI 3.1 has no keyword for, each stated in the parameter's description
-    and answered with a 400 naming the parameter: ``updated_since`` does not combine with
-    ``since``, ``until`` or ``q``; a ``cursor`` is only one given in a ``next`` link (an
-    opaque string of the pattern's letters, not any such string). A request breaking them
-    is no "schema-valid request rejected"; the tests of those 400s are in test_news_sync.py
-    and test_api.py.
+    Rules OpenAPI 3.1 has no keyword for, each stated in the parameter's description and
+    answered with a 400 naming the parameter: ``updated_since`` does not combine with
+    ``since``, ``until`` or ``q``; ``since`` must be before ``until``; a ``q`` of excluded words
+    only, or with an ``OR`` lacking a word on a side, is refused; a ``cursor`` is only one
+    given in a ``next`` link (an opaque string of the pattern's letters, not any such
+    string). A request breaking them is no "schema-valid request rejected"; the tests of
+    those 400s are in test_news_sync.py, test_news_filters.py and test_api.py.
     """
     from service.api.cursors import decode_cursor
+    from service.api.parameters import Refused, exact_time, parse_search
 
     if not query:
         return True
     if query.get("updated_since") is not None and any(query.get(name) is not None for name in _NOT_WITH_UPDATED_SINCE):
         return False
+    since, until = query.get("since"), query.get("until")
+    if isinstance(since, str) and isinstance(until, str) and None not in (exact_time(since), exact_time(until)):
+        if exact_time(since) >= exact_time(until):
+            return False
+    if isinstance(query.get("q"), str):
+        try:
+            parse_search(query["q"])
+        except Refused:
+            return False
     cursor = query.get("cursor")
     return cursor is None or not isinstance(cursor, str) or decode_cursor(cursor) is not None
