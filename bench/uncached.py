@@ -80,7 +80,10 @@ SQL_KIND_REQUESTS = 1000
 #: ``quant``: they are the kinds below. "a very common word" is one of the ten most frequent words in
 #: the sampled items' text ("the", "to", "quantum"), whose lists hold most of the index.
 SEARCH_KINDS = ("one word", "two words of one item", "two words", "a very common word",
-                "a very common word and a rare one", "a word in no item")
+                "a very common word and a rare one", "a word in no item",
+                # q's operators (service.api.parameters.parse_search): OR merges lists; an excluded
+                # word that nearly every match has walks the included word's whole list
+                "one word or another", "a word without a very common one")
 
 
 @dataclass(frozen=True)
@@ -209,6 +212,10 @@ class Sample:
             q = f"{rng.choice(self.common_words)} {rng.choice(self.news_words)}"
         elif kind == "a word in no item":  # no real word has a "q" then a "z"
             q = "qz" + "".join(rng.choice("bcdfghjklm") for _ in range(6))
+        elif kind == "one word or another":
+            q = " OR ".join(rng.sample(self.news_words, 2))
+        elif kind == "a word without a very common one":
+            q = f"{rng.choice(self.news_words)} -{rng.choice(self.common_words)}"
         else:
             raise ValueError(f"no search kind {kind!r}; the kinds are {', '.join(SEARCH_KINDS)}")
         return replace(self.news(rng, search=True), q=q)

@@ -172,6 +172,8 @@ def test_search_kinds_are_timed_apart_and_are_what_they_say(tmp_path):
     words = {kind: [parse_qs(urlsplit(line).query)["q"][0] for line in file.read_text().splitlines()] for kind, file in files.items()}
     assert all(len(q.split()) == 1 for kind in ("one word", "a very common word", "a word in no item") for q in words[kind])
     assert all(len(q.split()) == 2 for kind in ("two words", "a very common word and a rare one") for q in words[kind])
+    assert all(len(q.split()) == 3 and q.split()[1] == "OR" for q in words["one word or another"])
+    assert all(len(q.split()) == 2 and q.split()[1].startswith("-") for q in words["a word without a very common one"])
     with sqlite3.connect(tmp_path / "site.db") as conn:
         assert not [q for q in words["a word in no item"] if conn.execute("SELECT 1 FROM news_fts WHERE news_fts MATCH ?", [q]).fetchone()]
         assert all(conn.execute("SELECT 1 FROM news_fts WHERE news_fts MATCH ?", [q]).fetchone() for q in words["a very common word"])
