@@ -26,7 +26,7 @@ def filter_query(ctx, query) -> bool:
 
     Rules OpenAPI 3.1 has no keyword for, each stated in the parameter's description and
     answered with a 400 naming the parameter: ``updated_since`` does not combine with
-    ``since``, ``until`` or ``q``; ``since`` must be before ``until``; a ``q`` of excluded words
+    ``since``, ``until``, ``q`` or a ``sort`` but the default; ``since`` must be before ``until``; a ``q`` of excluded words
     only, or with an ``OR`` lacking a word on a side, is refused; a ``cursor`` is only one
     given in a ``next`` link (an opaque string of the pattern's letters, not any such
     string). A request breaking them is no "schema-valid request rejected"; the tests of
@@ -38,6 +38,9 @@ def filter_query(ctx, query) -> bool:
     if not query:
         return True
     if query.get("updated_since") is not None and any(query.get(name) is not None for name in _NOT_WITH_UPDATED_SINCE):
+        return False
+    # nor with a sort but the default (sent as generated clients send every default)
+    if query.get("updated_since") is not None and query.get("sort") not in (None, "-published_at"):
         return False
     since, until = query.get("since"), query.get("until")
     if isinstance(since, str) and isinstance(until, str) and None not in (exact_time(since), exact_time(until)):
