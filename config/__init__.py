@@ -177,6 +177,13 @@ class ApiConfig(_Strict):
     rate_limit: Annotated[str, BeforeValidator(_rate_limit_from_yaml), AfterValidator(_check_rate_limit)] = "120/minute"
     rate_limit_storage: Annotated[str, AfterValidator(_check_rate_limit_storage)] = "memory://"
     trusted_proxies: Annotated[int, Field(ge=0)] = 0
+    #: ``true``: the scheme of absolute links (https behind a proxy ending TLS) is the
+    #: ``X-Forwarded-Proto`` the nearest trusted proxy sent; needs ``trusted_proxies`` of 1 or more.
+    #: Only where every trusted proxy sets that header itself, as the shipped ``deploy/nginx.conf``
+    #: does: a proxy that appends to ``X-Forwarded-For`` may hand a client's ``X-Forwarded-Proto`` on
+    #: as it came (HAProxy's ``option forwardfor``, Varnish's built-in VCL), and any client could
+    #: then choose the links a shared cache gives everyone.
+    forwarded_proto: bool = False
     #: Worker processes of ``qsite serve``. Left ``null``: one per core the process may run on, or 1 with
     #: a rate limit on and ``rate_limit_storage: memory://`` (the bundled config), whose counts workers
     #: cannot share (more than 1 is then refused).
@@ -193,6 +200,13 @@ class ApiConfig(_Strict):
     #: changed. A day: an instance whose ingest has stopped for a day leaves the rotation, while a
     #: replica following snapshots published once a day stays in it.
     health_max_data_age: Duration = 86400
+
+    @field_validator("forwarded_proto")
+    @classmethod
+    def _proxy_in_front(cls, value: bool, info) -> bool:
+        if value and info.data.get("trusted_proxies", 0) < 1:
+            raise ValueError("needs api.trusted_proxies of 1 or more: with no proxy in front, the header is the client's own")
+        return value
 
     @property
     def counts_in_process_memory(self) -> bool:

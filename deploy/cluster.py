@@ -153,6 +153,7 @@ class Cluster:
                 "rate_limit": "100000/minute",
                 "rate_limit_storage": f"redis://127.0.0.1:{self.redis_port}/0",
                 "trusted_proxies": 1,
+                "forwarded_proto": True,  # the shipped nginx.conf sets X-Forwarded-Proto
             },
             "snapshots": snapshots,
             **(config or {}),

@@ -55,7 +55,7 @@ DESCRIPTIONS = {
     "(a bare `off`, which YAML reads as false, is off too).",
     "api.rate_limit_storage": "Where the fair-use counts live: `memory://` (one process) or a `redis://`, `rediss://`, "
     "`redis+unix://` URL shared by every worker and replica.",
-    "api.trusted_proxies": "Proxies in front that append to `X-Forwarded-For`: the client is the entry this many from the end; above 0, the scheme of absolute links is the `X-Forwarded-Proto` the nearest proxy sent (https behind TLS). 0 believes neither header.",
+    "api.trusted_proxies": "Proxies in front that append to `X-Forwarded-For`: the client is the entry this many from the end; 0 believes no such header.",
     "snapshots": "Published snapshots (see [snapshots and followers](deploy.md)).",
 }
 
@@ -167,6 +167,8 @@ def _default(field: FieldInfo) -> str:
         return "(its keys' defaults)"
     if value is None:
         return "`null`"
+    if isinstance(value, bool):  # as YAML writes it
+        return f"`{str(value).lower()}`"
     if value == []:
         return "`[]`"
     if "parse_duration" in _validator_names(field.metadata) and isinstance(value, int):

@@ -124,6 +124,8 @@ def test_not_a_mapping(tmp_path, text):
         (MINIMAL + "api:\n  cache_max_age: -1\n", "api.cache_max_age: Input should be greater than or equal to 0"),
         (MINIMAL + "news:\n  retention_days: 0\n", "news.retention_days: Input should be greater than 0"),
         (MINIMAL + "news: []\n", "news: Input should be a valid dictionary"),
+        # with no proxy in front, X-Forwarded-Proto is whatever the client wrote
+        (MINIMAL + "api:\n  forwarded_proto: true\n", "api.forwarded_proto: needs api.trusted_proxies of 1 or more"),
         ("site_export:\n  source: e.json\n  every: 1 fortnight\n", "site_export.every: must be a duration such as 30s, 15m, 1h or 1d"),
         ("site_export:\n  source: e.json\n  every: 0m\n", "site_export.every: must be a duration"),
         (MINIMAL + "news:\n  every: yes\n", "news.every: must be a duration"),

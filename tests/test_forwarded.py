@@ -63,10 +63,19 @@ def links(client: ApiClient, headers: dict) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize(("trusted", "said", "scheme"), [(1, "https", "https"), (0, "https", "http"), (1, "ftp", "http")])
-def test_absolute_links_take_the_scheme_the_trusted_proxy_says(make_config, tmp_path, trusted, said, scheme):
+@pytest.mark.parametrize(
+    ("trusted", "proto", "said", "scheme"),
+    [
+        (1, True, "https", "https"),
+        (0, False, "https", "http"),
+        (1, True, "ftp", "http"),
+        # a proxy trusted for X-Forwarded-For only: it may hand a client's X-Forwarded-Proto on
+        (1, False, "https", "http"),
+    ],
+)
+def test_absolute_links_take_the_scheme_the_trusted_proxy_says(make_config, tmp_path, trusted, proto, said, scheme):
     seeded_database(tmp_path / "site.db").close()
-    config = make_config(api={"rate_limit": "off", "trusted_proxies": trusted})
+    config = make_config(api={"rate_limit": "off", "trusted_proxies": trusted, "forwarded_proto": proto})
     with ApiClient(datasette_for_config(config)) as client:
         found = links(client, {"X-Forwarded-Proto": said, "X-Forwarded-For": "192.0.2.1"})
         assert all(link.startswith(f"{scheme}://localhost/") for link in found), found

@@ -264,10 +264,10 @@ def test_compressed_answers_keep_their_validators_and_dates(tmp_path):
 
 @pytest.mark.requires("openssl")
 def test_behind_tls_every_absolute_link_says_https(tmp_path):
-    """nginx ends TLS and says so in X-Forwarded-Proto; qsite, trusting one proxy, makes https links
+    """nginx ends TLS and says so in X-Forwarded-Proto; qsite, trusting one proxy to set it, makes https links
     (a browser refuses http requests from an https page: the dashboard's charts drew nothing)."""
     seeded_database(tmp_path / "site.db").close()
-    with replicas(tmp_path, 1, {"rate_limit": "off", "trusted_proxies": 1}) as (served,):
+    with replicas(tmp_path, 1, {"rate_limit": "off", "trusted_proxies": 1, "forwarded_proto": True}) as (served,):
         process, base = nginx_in_front(tmp_path, served.port, tls=True)
         try:
             assert base.startswith("https://")

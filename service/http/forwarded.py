@@ -1,6 +1,7 @@
 """What the proxies in front say of a request: ``X-Forwarded-For`` and ``X-Forwarded-Proto``.
 
-Only when ``api.trusted_proxies`` proxies stand in front, and only entries a
+Only when ``api.trusted_proxies`` proxies stand in front (and, for the scheme,
+``api.forwarded_proto`` says they set it themselves), and only entries a
 trusted proxy wrote (:func:`forwarded_entry`); entries to their left may be
 made up by the client and are never used.
 
@@ -67,7 +68,7 @@ def forwarded_entry(scope: dict, header: bytes, hops: int) -> str | None:
 
 def forwarded_scheme(scope: dict, trusted_proxies: int) -> str | None:
     """``http`` or ``https`` (any letter case) as the nearest proxy says the client asked, when
-    ``trusted_proxies`` trusts it; else None."""
+    ``trusted_proxies`` trusts it (and ``api.forwarded_proto`` is on: :func:`asgi_wrapper`); else None."""
     said = forwarded_entry(scope, b"x-forwarded-proto", 1 if trusted_proxies > 0 else 0)
     said = said.lower() if said is not None else None
     return said if said in SCHEMES else None
@@ -88,22 +89,23 @@ class ForwardedScheme:
         return await self.app(scope, receive, send)
 
 
-def trusted_proxies(datasette) -> int:
-    """``api.trusted_proxies`` of the instance; 0 when its configuration cannot be loaded
-    (the plugin says why at startup and serves nothing)."""
+def scheme_proxies(datasette) -> int:
+    """``api.trusted_proxies`` of the instance when ``api.forwarded_proto`` is on, else 0; 0 too
+    when its configuration cannot be loaded (the plugin says why at startup and serves nothing)."""
     try:
-        return qsite_config(datasette).api.trusted_proxies
+        api = qsite_config(datasette).api
     except ConfigError:
         return 0
+    return api.trusted_proxies if api.forwarded_proto else 0
 
 
 @hookimpl(trylast=True)
 def asgi_wrapper(datasette):
     """:class:`ForwardedScheme` around the whole instance (``trylast`` wraps it last: outermost),
-    when it trusts a proxy; without one, nothing is added to any request's path."""
+    when ``api.forwarded_proto`` is on; else nothing is added to any request's path."""
 
     def wrap(app):
-        proxies = trusted_proxies(datasette)
+        proxies = scheme_proxies(datasette)
         return ForwardedScheme(app, proxies) if proxies > 0 else app
 
     return wrap
