@@ -26,6 +26,16 @@ the text of a code sample, though: what HTML shows inside ``<pre>``,
 video) is an example of markup, which a second read deleted
 (:data:`LITERAL`). Escaped twice, a code sample is text at the first read
 and an element at the second, whose text then stays as written.
+
+That exception must not let markup through, so: the text around code
+samples is read again as one text, each sample in it an opaque placeholder
+(a tag that starts before a sample and ends after it is seen whole, and
+dropped with the sample); a code element the feed never closed is no code
+sample (``<code>`` at the start of a summary would otherwise keep all of it
+as written), nor is what an ``<xmp>`` or ``<textarea>`` inside one shows;
+and if markup still stands where a sample meets the text beside it
+(``&lt;<code>img src=x onerror=y&gt;</code>``), the whole value is read
+again with no exception.
 """
 
 from __future__ import annotations
@@ -53,9 +63,21 @@ BLOCKS = frozenset(
 )
 
 #: Code samples (preformatted text, code, keyboard input, program output): their text is code as written,
-#: markup-like text included, and is never read as HTML again (:func:`plain_text`). ``<xmp>`` and
-#: ``<textarea>`` are not among them: what they show is taken as markup all the same (tests/data/syntheticfeeds).
+#: markup-like text included, and is never read as HTML again (:func:`plain_text`), provided the feed closed
+#: the element (:func:`_read_html`). ``<xmp>`` and ``<textarea>`` are not among them: what they show is taken
+#: as markup all the same (tests/data/syntheticfeeds).
 LITERAL = frozenset({"pre", "code", "kbd", "samp"})
+#: Elements whose content libxml2 reads as raw text (tags in it are text) that is markup all the same: their
+#: text is never a code sample's, even inside one (``<code><xmp><b>x</b></xmp></code>`` is ``x``).
+RAW = frozenset({"xmp", "textarea", "plaintext"})
+
+#: Written after the markup, inside the wrapper, to learn which elements the markup left open: an element
+#: still open at the end of the markup holds it (lxml closes what is left open only at the wrapper's end).
+#: An unknown element, so that it closes nothing and is closed by nothing the feed wrote.
+_END_TAG = "qsite-end"
+_END = f"<{_END_TAG}></{_END_TAG}>"
+#: What a raw-text element (:data:`RAW`) left open swallows as its text: the mark and the wrapper's end.
+_SWALLOWED = _END + "</div>"
 
 _PARSER = lxml.html.HTMLParser(
     recover=True, no_network=True, remove_comments=True, remove_pis=True, default_doctype=False, encoding="utf-8"
@@ -92,6 +114,10 @@ def _read_html(markup: str | None) -> list[tuple[str, bool]]:
     """The text of ``markup`` read as HTML, in runs, each with whether it is shown as written (:data:`LITERAL`).
 
     Runs of one kind are joined; spaces stand where block elements end words.
+    Text is shown as written only inside a code element the markup closed
+    and outside any :data:`RAW` element; if the end of the markup was
+    swallowed (an unclosed comment, attribute or raw-text element) so that it
+    cannot be told which elements were closed, no text is.
     """
     if not markup:
         return []
@@ -100,19 +126,32 @@ def _read_html(markup: str | None) -> list[tuple[str, bool]]:
     # Bytes, not str: lxml refuses a str that carries an encoding declaration.
     body = markup.replace("\x00", "").encode("utf-8", "surrogatepass")
     try:
-        root = lxml.etree.fromstring(b"<div>" + body + b"</div>", _PARSER)
+        root = lxml.etree.fromstring(b"<div>" + body + _END.encode() + b"</div>", _PARSER)
     except (lxml.etree.LxmlError, ValueError):
         root = None
     if root is None:
         return [(markup, False)]
+    # The last element in document order is the end mark, unless something swallowed it; every element that
+    # holds it was left open by the feed. An unclosed <code> would otherwise make all that follows it a code
+    # sample, markup included, and so a way around plain_text's second read.
+    last = root
+    while len(last):
+        last = last[-1]
+    if last.tag == _END_TAG and last.text is None and last.tail is None:
+        left_open = set(last.iterancestors())
+        samples = {element for element in root.iter(*LITERAL) if element not in left_open}
+    else:
+        samples = set()
     runs: list[tuple[list[str], bool]] = []  # each run's pieces, joined once at the end
-    literal = 0  # how many literal elements the walk is inside
+    literal = 0  # how many code samples the walk is inside
+    raw = 0  # how many raw-text elements the walk is inside
 
     def add(text: str) -> None:
-        if runs and runs[-1][1] == (literal > 0):
+        shown_as_written = literal > 0 and not raw
+        if runs and runs[-1][1] == shown_as_written:
             runs[-1][0].append(text)
         else:
-            runs.append(([text], literal > 0))
+            runs.append(([text], shown_as_written))
 
     walker = lxml.etree.iterwalk(root, events=("start", "end"))
     for event, element in walker:
@@ -124,13 +163,18 @@ def _read_html(markup: str | None) -> list[tuple[str, bool]]:
                 continue
             if tag in BLOCKS:
                 add(" ")
-            literal += tag in LITERAL
+            literal += element in samples
+            raw += tag in RAW
             if element.text:
-                add(element.text)
+                text = element.text
+                if tag in RAW and text.endswith(_SWALLOWED):  # left open, it ran to the end of the input
+                    text = text[: -len(_SWALLOWED)]
+                add(text)
         else:
             if tag in BLOCKS:
                 add(" ")
-            literal -= tag in LITERAL
+            literal -= element in samples
+            raw -= tag in RAW
             if element.tail:
                 add(element.tail)
     return [("".join(pieces), shown_as_written) for pieces, shown_as_written in runs]
@@ -157,20 +201,92 @@ def has_markup(text: str) -> bool:
 def plain_text(text: str, kind: str | None = None) -> str:
     """A feed value as one line of plain text with no markup left in it, whatever the feed did.
 
-    ``text`` is read as HTML if ``kind`` is an HTML type (:func:`text_of`); then
-    any of it that still holds markup (:func:`has_markup`) is read as HTML
-    again, until none is left (at most :data:`_MAX_READS` times), except the
-    text of code samples (:data:`LITERAL`), which the HTML shows as written.
+    ``text`` is read as HTML if ``kind`` is an HTML type (:func:`text_of`); then,
+    while what is not a code sample (:data:`LITERAL`) still holds markup
+    (:func:`has_markup`), that text is read as HTML again, as one text with each
+    code sample in it a placeholder (at most :data:`_MAX_READS` times). The code
+    samples' text is put back as written. Markup left where a sample meets
+    the text beside it voids the exception: the whole value is read again.
     """
-    runs = _read_html(text) if _is_html(kind) else [(text, False)]
-    return one_line(_reread(runs, _MAX_READS))
+    samples: list[str] = []  # each code sample's text, as written, in the order met
+    put_back: set[int] = set()  # the samples already put back where their placeholder stood
+
+    def sample(found: re.Match) -> str:
+        """The code sample a placeholder stands for, at its first placeholder only; nothing for any other.
+
+        lxml never repeats text, so only a feed that wrote noncharacters can make a placeholder repeat, or
+        name no sample: each copy of a sample's text would otherwise be in the result.
+        """
+        index = int(found[1])
+        if index >= len(samples) or index in put_back:
+            return ""
+        put_back.add(index)
+        return samples[index]
+
+    def veil(runs: list[tuple[str, bool]]) -> str:
+        """The ``runs`` joined, each code sample's text replaced by a placeholder of its index in ``samples``."""
+        parts = []
+        for run, shown_as_written in runs:
+            if shown_as_written:
+                parts.append(f"{_OPEN}{len(samples)}{_CLOSE}")
+                # A code sample found at a later read may hold the placeholders of earlier ones.
+                samples.append(_PLACEHOLDER.sub(sample, run))
+            else:
+                parts.append(run)
+        return "".join(parts)
+
+    veiled = veil(_read_html(text) if _is_html(kind) else [(text, False)])
+    for _ in range(_MAX_READS):
+        if not has_markup(veiled):
+            break
+        veiled = veil(_read_html(veiled))
+    if not samples:
+        return one_line(veiled)
+    pieces: list[str] = []
+    spans: list[tuple[int, int]] = []  # where each code sample's text stands in the result
+    length = start = 0
+    for found in _PLACEHOLDER.finditer(veiled):
+        pieces.append(veiled[start : found.start()])
+        length += found.start() - start
+        written = sample(found)
+        pieces.append(written)
+        spans.append((length, length + len(written)))
+        length += len(written)
+        start = found.end()
+    pieces.append(veiled[start:])
+    result = "".join(pieces)
+    if _markup_across(result, spans):
+        # Markup made of a code sample and the text beside it (or of two samples) is no code sample:
+        # read it all again as HTML, as if there were none.
+        for _ in range(_MAX_READS):
+            if not has_markup(result):
+                break
+            result = html_to_text(result)
+    return one_line(result)
 
 
-def _reread(runs: list[tuple[str, bool]], reads: int) -> str:
-    """The ``runs`` of text joined, each not shown as written read as HTML while it holds markup (up to ``reads`` times)."""
-    return "".join(
-        _reread(_read_html(text), reads - 1) if reads and not literal and has_markup(text) else text for text, literal in runs
-    )
+#: A code sample's placeholder while the text around it is read again (:func:`plain_text`): its index between
+#: two Unicode noncharacters, which are for a program's internal use and mean nothing in a feed's text.
+#: libxml2 keeps them as text; inside a tag, an attribute or anything dropped, they go with it.
+_OPEN, _CLOSE = "\ufdd0", "\ufdd1"
+_PLACEHOLDER = re.compile(f"{_OPEN}([0-9]{{1,9}}){_CLOSE}")
+
+
+def _markup_across(text: str, spans: list[tuple[int, int]]) -> bool:
+    """Whether markup (:data:`_MARKUP`) in ``text`` runs across an edge of one of ``spans`` (in order, apart).
+
+    A match of :data:`_MARKUP` holds ``<`` only where it starts, so one across an edge starts at the
+    last ``<`` before it, after the edge before (one starting earlier runs across that one too):
+    each stretch of ``text`` is searched once, however many code samples there are.
+    """
+    previous = 0
+    for edges in spans:
+        for edge in edges:
+            start = text.rfind("<", previous, edge)
+            if start >= 0 and (match := _MARKUP.match(text, start)) is not None and match.end() > edge:
+                return True
+            previous = edge
+    return False
 
 
 def _is_html(kind: str | None) -> bool:

@@ -147,6 +147,31 @@ def test_plain_text_keeps_code_samples_as_written(value, kind, expected):
     assert plain_text(value, kind) == expected
 
 
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        # A tag that starts before a code sample and ends after it is one tag, dropped with the sample.
+        ('&lt;img src=x onerror="<code>alert(1)</code>"&gt; hi', "hi"),
+        ("&lt;!-- <code>x</code> --&gt; rest", "rest"),
+        # A code element the feed never closed is no code sample: it would keep all that follows as written.
+        ("<code>&lt;script&gt;alert(1)&lt;/script&gt; rest &lt;b&gt;bold&lt;/b&gt;", "rest bold"),
+        ("<code>&lt;b&gt;x&lt;/b&gt;</code><b class=\"", "x"),
+        # What <xmp> shows is markup all the same, inside a code sample too.
+        ("<code><xmp><b>raw</b></xmp></code>", "raw"),
+        # Markup made where a code sample meets the text beside it, or another sample, is no code sample.
+        ("&lt;<code>img src=x onerror=alert(1)&gt;</code> hi", "hi"),
+        ("<code>&lt;</code>img src=x onerror=alert(1)&gt; hi", "hi"),
+        ("<code>&lt;img</code>&lt;b&gt;&lt;/b&gt;<code> src=x onerror=y&gt;</code> hi", "hi"),
+        ("&lt;scr<code>ipt</code> src=x&gt;&lt;/script&gt;hi", "hi"),
+        # A feed cannot make a placeholder repeat a code sample (U+FDD0 and U+FDD1 are noncharacters).
+        ("<code>&lt;b&gt;</code>\ufdd00\ufdd1\ufdd00\ufdd1 x", "<b> x"),
+    ],
+)
+def test_a_code_sample_lets_no_markup_through(value, expected):
+    """Only a code sample's own text may look like markup (``<iframe ...>`` in dustri.org's ``<pre><code>``)."""
+    assert plain_text(value, "text/html") == expected
+
+
 def test_plain_text_values_are_never_decoded_again():
     assert text_of("Why std::vector<bool> is special", "text/plain") == "Why std::vector<bool> is special"
     assert text_of("AT&amp;T", "text/plain") == "AT&amp;T"

@@ -16,14 +16,16 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 import sqlite_utils
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from db.migrations import migrations
 from pipeline.news.dates import DateReader
 from pipeline.news.normalise import FUTURE_TOLERANCE, SUMMARY_LIMIT, FeedContext, normalise_entry, published_at
 from pipeline.store.records import item_id
+from pipeline.text import _MARKUP, one_line
 from pipeline.text import html_to_text as plain_text
+from pipeline.text import plain_text as summary_text
 from pipeline.text import shorten
 from pipeline.news.urls import canonical_url
 from service.api.bodies import fts_query
@@ -155,6 +157,39 @@ def test_plain_text_removes_every_tag_it_was_given(text):
     plain = plain_text(text)
     assert not re.search(r"<\s*/?\s*(p|div|b|i|a|script|style|img|br|li|span)\b", plain)
     assert "alert(1)" not in plain or "<script>" not in text
+
+
+#: Pieces of text around a code sample: tags, tags cut short, comments, quotes, markup escaped once or twice,
+#: <xmp> (raw text: a code element in it is text, an element again at the next read). None can make a code
+#: sample (code, pre, kbd, samp) of its own.
+around = st.lists(
+    st.sampled_from(
+        ["<", ">", "</", "/>", "&lt;", "&gt;", "&lt;/", "&amp;lt;", "&amp;gt;", "&amp;", "<!--", "&lt;!--", "-->", '"', "'", "=", " ",
+         "b", "i", "img", "div", "a", " src=x", " onerror=", "x", "<b>", "</b>", "<xmp>", "<div>", "</div>"]
+    ),
+    max_size=12,
+).map("".join)
+#: A code sample's text: the same pieces, escaped once as a feed writes a sample inside <code>.
+sample_text = st.lists(st.sampled_from(["<", ">", "</", "/>", "&lt;", "!--", "-->", '"', "=", " ", "b", "i", "img", " src=x", "x"]), max_size=12).map("".join)
+
+
+@bounded
+@given(around, sample_text, around)
+@example('&lt;img src=x onerror="', "alert(1)", '"&gt; hi')
+@example("&lt;", "img src=x onerror=y>", "")
+@example("<b>", "<b class=x>", "")
+def test_only_a_code_sample_looks_like_markup_in_a_summary(before, sample, after):
+    """Whatever surrounds a code sample, any markup left in a summary is the sample's own text.
+
+    A summary is plain text; a code sample's text is the one exception, shown as written. Markup
+    started around it, cut across it or pieced together at its edges is never let through.
+    """
+    # Plain text is read as HTML at most three times: markup escaped twice inside an <xmp> (raw text, one
+    # more level) is as deep as it goes.
+    assume(before.count("<xmp>") + after.count("<xmp>") <= 1)
+    escaped = sample.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    summary = summary_text(f"{before}<code>{escaped}</code>{after}", "text/html")
+    assert all(match.group() in one_line(sample) for match in _MARKUP.finditer(summary))
 
 
 @bounded
