@@ -227,6 +227,9 @@ def plain_text(text: str, kind: str | None = None) -> str:
         """The ``runs`` joined, each code sample's text replaced by a placeholder of its index in ``samples``."""
         parts = []
         for run, shown_as_written in runs:
+            # What one_line will drop is dropped before has_markup looks: <im\x01g onerror=...> would become a tag
+            # only after the last look (U+0001 written raw, or &#1; decoded by a read).
+            run = run.translate(_INVISIBLE)
             if shown_as_written:
                 parts.append(f"{_OPEN}{len(samples)}{_CLOSE}")
                 # A code sample found at a later read may hold the placeholders of earlier ones.

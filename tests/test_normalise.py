@@ -172,6 +172,19 @@ def test_a_code_sample_lets_no_markup_through(value, expected):
     assert plain_text(value, "text/html") == expected
 
 
+@pytest.mark.parametrize(
+    "value, kind",
+    [
+        ("&lt;im&#1;g src=x onerror=alert(1)&gt; hi", "text/html"),
+        ("<im\x01g src=x onerror=alert(1)> hi", "text/plain"),
+        ("&lt;b\ufeff class=x&gt;hi", "text/html"),
+    ],
+)
+def test_a_control_character_hides_no_tag(value, kind):
+    """A character plain text drops (U+0001, U+FEFF) is dropped before markup is looked for, not after."""
+    assert plain_text(value, kind) == "hi"
+
+
 def test_plain_text_values_are_never_decoded_again():
     assert text_of("Why std::vector<bool> is special", "text/plain") == "Why std::vector<bool> is special"
     assert text_of("AT&amp;T", "text/plain") == "AT&amp;T"
