@@ -19,6 +19,7 @@ import json
 import pytest
 
 from config import load_config
+from pipeline.news.feeds import FeedJob, read_feed
 from pipeline.news.ingest import ingest_news
 from pipeline.news.media import is_avatar
 from pipeline.news.people import clean_name
@@ -54,13 +55,48 @@ def test_feed_media_reads_as_its_golden(feed):
         ("(Jane Doe)", "Jane Doe"),
         ("[Jane Doe", "Jane Doe"),
         ("/u/jane_doe", "/u/jane_doe"),  # Reddit's: a name's own separators at its edge stay
-        ("-b-", "-b-"),
+        ("-b-", "-b"),  # a separator at a name's end always goes (ugyanmar-blogspot.atom's Blogger author)
         ("jane@x.org / Jane Doe", "Jane Doe"),  # where an address was cut, the separator it leaves goes
         ("/u/jane_doe (jane@x.org)", "/u/jane_doe"),
     ],
 )
 def test_author_names_never_keep_an_email_address(written, name):
     assert clean_name(written) == name
+
+
+@pytest.mark.parametrize(
+    ("written", "name"),
+    [
+        ("Jane Doe,", "Jane Doe"),
+        ("Jane Doe |", "Jane Doe"),
+        ("Jane Doe -", "Jane Doe"),
+        ("- Jane", "Jane"),
+        (", Jane Doe", "Jane Doe"),
+        ("/u/jane_doe,", "/u/jane_doe"),
+        ("/u/jane_doe", "/u/jane_doe"),
+        (":jane", ":jane"),
+    ],
+)
+def test_a_name_starts_with_a_separator_of_its_own_only_and_never_ends_with_one(written, name):
+    """A separator a letter or digit follows directly is the name's own (Reddit's ``/u/jane``); any other is punctuation."""
+    assert clean_name(written) == name
+
+
+def test_a_separator_after_a_name_makes_no_second_author():
+    """Authors are one when equal ignoring case: ``dc:creator`` "Jane Doe," beside "Jane Doe" is that one author."""
+    items = "".join(
+        f"<item><title>Item {n}</title><link>http://pub.example/{n}</link>{authors}</item>"
+        for n, authors in enumerate([
+            "<author>jane@x.org (Jane Doe)</author><dc:creator>Jane Doe,</dc:creator>",
+            "<dc:creator>- Jane Doe</dc:creator><dc:creator>jane doe |</dc:creator>",
+        ])
+    )
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?><rss version="2.0" xmlns:dc="http://purl.org/dc/elements/1.1/">'
+        f"<channel><title>T</title><link>http://pub.example/</link>{items}</channel></rss>"
+    )
+    job = FeedJob(source="T", tag="Science", rules=(), body=body.encode(), headers={}, location="http://pub.example/feed", seen_at="2030-01-01T00:00:00Z")
+    assert [list(item.authors) for item in read_feed(job).items] == [["Jane Doe"], ["Jane Doe"]]
 
 
 @pytest.mark.parametrize(

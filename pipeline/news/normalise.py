@@ -55,7 +55,8 @@ FUTURE_TOLERANCE = timedelta(days=1)
 #: 6: an author's name keeps the separators at its edges (``/u/jane``) unless an address was cut from there; an avatar is no image; a code sample's text is never read as HTML again;
 #:    Google News's news/url redirector followed, AddThis's #.xxxxxxxxxxx sharing fragment dropped.
 #: 7: the code-sample exception lets no markup through (text around samples read as one, unclosed code is none);
-#:    a control character inside a tag no longer hides it from the second read.
+#:    a control character inside a tag no longer hides it from the second read; a name never ends with a separator
+#:    and starts with one only when a letter or digit follows it (``/u/jane``; ``Jane Doe,`` is ``Jane Doe``).
 RULES_VERSION = 7
 
 #: :func:`canonical_url`, remembered: an entry's ``link`` is usually also its first ``alternate`` link.

@@ -15,11 +15,13 @@ Only names are kept, and cleaned: an email address anywhere in a name is
 removed with what encloses it (``Jane Doe <jane@x.org>`` is ``Jane Doe``), and
 with the separators it leaves at the name's edge (``jane@x.org / Jane`` is
 ``Jane``); what is left with no letter or digit (a bare address) is dropped.
+A name never ends with a separator (``Jane Doe,`` is ``Jane Doe``, so it is
+one author beside ``Jane Doe``) and starts with one only when a letter or
+digit follows it directly (Reddit's ``/u/jane``; ``- Jane`` is ``Jane``).
 Names are kept as written otherwise (``Doe, Jane`` is one name: no list is
-split on commas; ``Jane (Editor)`` keeps its brackets, Reddit's
-``/u/jane`` its slash), once each (ignoring letter case), at most
-:data:`~db.model.AUTHORS_MAX` of them and :data:`~db.model.AUTHOR_CHARS`
-characters each.
+split on commas; ``Jane (Editor)`` keeps its brackets), once each (ignoring
+letter case), at most :data:`~db.model.AUTHORS_MAX` of them and
+:data:`~db.model.AUTHOR_CHARS` characters each.
 """
 
 from __future__ import annotations
@@ -37,10 +39,12 @@ _EMAIL = re.compile(r"[(<\[]?\s*(?:mailto:)?[^\s()<>\[\]@,;:\"']+@[^\s()<>\[\]@,
 _LOOSE_SEPARATOR = re.compile(r"\s+([,;])")
 #: A web address alone is no one's name (some feeds put the site's URL in ``dc:creator``).
 _BARE_LINK = re.compile(r"https?://\S*", re.IGNORECASE)
-#: What a name may not start or end with where an address was cut from that edge. Elsewhere only
-#: spaces go: a name may start with a separator of its own (Reddit's ``/u/jane``).
+#: What a name may not end with, nor start with where an address was cut from its start.
 _EDGES = " \t,;:-/|"
-_SPACE = " "
+#: What a name's start loses where no address was cut from it: spaces, and each separator but one a letter
+#: or digit follows directly. That one is the name's own (Reddit's ``/u/jane``); ``- Jane`` and ``, Jane``
+#: start with a list's punctuation.
+_LOOSE_START = re.compile(r"(?:\s|[,;:\-/|](?![^\W_]))*")
 #: Brackets: each opening one's closer, and each closing one's opener. A name loses a pair that
 #: encloses it whole, or one an address left unpaired at its edge, and keeps a pair of its own
 #: (``Jane (Editor)``).
@@ -54,18 +58,21 @@ def clean_name(name: object) -> str | None:
         return None
     pieces = _EMAIL.split(name)  # the text between addresses
     text = _LOOSE_SEPARATOR.sub(r"\1", one_line(" ".join(pieces)))
-    # An edge an address was cut from is one that nothing of a name stood before (or after).
+    # The start an address was cut from is one that nothing of a name stood before.
     cut_start = len(pieces) > 1 and not any(char.isalnum() for char in pieces[0])
-    cut_end = len(pieces) > 1 and not any(char.isalnum() for char in pieces[-1])
-    text = _unbracketed(text, _EDGES if cut_start else _SPACE, _EDGES if cut_end else _SPACE)
+    text = _unbracketed(text, cut_start)
     if not any(char.isalnum() for char in text) or _BARE_LINK.fullmatch(text):
         return None
     return shorten(text, AUTHOR_CHARS)
 
 
-def _unbracketed(text: str, start: str = _SPACE, end: str = _SPACE) -> str:
-    """``text`` without the characters ``start`` and ``end`` at its edges, and without brackets enclosing it whole or left unpaired there."""
-    while text := text.lstrip(start).rstrip(end):
+def _unbracketed(text: str, cut_start: bool = False) -> str:
+    """``text`` without separators at its edges, and without brackets enclosing it whole or left unpaired there.
+
+    :param cut_start: an address was cut from the start of ``text``: every separator goes from there too,
+        else one a letter or digit follows directly stays (:data:`_LOOSE_START`).
+    """
+    while text := (text.lstrip(_EDGES) if cut_start else text[_LOOSE_START.match(text).end() :]).rstrip(_EDGES):
         first, last = text[0], text[-1]
         if _CLOSER.get(first) == last and first not in text[1:-1] and last not in text[1:-1]:
             text = text[1:-1]  # (Jane Doe), from "jane@x.org (Jane Doe)"
