@@ -480,6 +480,45 @@ def test_empty_entries_are_no_stories_and_not_skipped_ones(news):
     assert json.loads(audit[0])["empty"] == 10
 
 
+#: A blog's Atom feed as its software writes it, with what feedparser reads as entries of empty content
+#: (``type`` and ``base`` filled in all the same), an RSS feed with an item of empty elements (an enclosure
+#: with no URL, a ``<link>`` with none: feedparser keeps ``rel``, ``type`` and ``length``), and one entry with
+#: a story but no link of its own (its content is elsewhere, ``src``), which is skipped, not empty.
+EMPTY_CONTENT_FEEDS = {
+    "blog.atom": """<?xml version="1.0" encoding="utf-8"?>
+<feed xmlns="http://www.w3.org/2005/Atom" xml:base="https://blog.example/">
+  <title>Blog</title><id>tag:blog.example,2026:feed</id><updated>2026-11-20T08:00:00Z</updated>
+  <link rel="self" href="https://blog.example/feed.atom"/><link rel="alternate" href="https://blog.example/"/>
+  <entry>
+    <title>A post</title><id>tag:blog.example,2026:1</id><link rel="alternate" type="text/html" href="/posts/1"/>
+    <updated>2026-11-20T08:00:00Z</updated><content type="html">&lt;p&gt;Its text.&lt;/p&gt;</content>
+  </entry>
+  <entry><content type="html"></content></entry>
+  <entry><title type="html"></title><summary type="xhtml"><div xmlns="http://www.w3.org/1999/xhtml"></div></summary></entry>
+  <entry><link rel="alternate" type="text/html" title="No address" length="1024"/></entry>
+  <entry><title>Elsewhere</title><content type="text/html" src="https://cdn.example/elsewhere.html"/></entry>
+</feed>""",
+    "podcast.rss": """<?xml version="1.0" encoding="utf-8"?>
+<rss version="2.0"><channel><title>Podcast</title><link>https://pod.example/</link><description>Episodes</description>
+  <item><title>Episode 1</title><link>https://pod.example/1</link><enclosure url="https://pod.example/1.mp3" length="5" type="audio/mpeg"/></item>
+  <item><title></title><link></link><description></description><enclosure url="" length="0" type="audio/mpeg"/><pubDate>Fri, 20 Nov 2026 08:00:00 GMT</pubDate></item>
+</channel></rss>""",
+}
+
+
+def test_entries_whose_elements_are_empty_are_empty_whatever_feedparser_describes_them_with(news, tmp_path):
+    """Only what holds a story counts (a content's value or ``src``, a link's address), not ``type``, ``base``, ``rel``."""
+    sources = []
+    for name, body in EMPTY_CONTENT_FEEDS.items():
+        (tmp_path / name).write_text(body, encoding="utf-8")
+        sources.append({"name": name, "url": str(tmp_path / name), "tag": "Science"})
+    reports, _ = news(sources)
+    counts = {name: reports[name].counts for name in EMPTY_CONTENT_FEEDS}
+    assert (counts["blog.atom"]["new"], counts["blog.atom"]["skipped"], counts["blog.atom"]["empty"]) == (1, 1, 3)
+    assert counts["blog.atom"]["skipped_no_link"] == 1
+    assert (counts["podcast.rss"]["new"], counts["podcast.rss"]["skipped"], counts["podcast.rss"]["empty"]) == (1, 0, 1)
+
+
 def test_process_pool_and_in_process_parsing_store_the_same(http_server, news):
     for name in ("lab-notes.xml", "industry-wire.atom", "capital-brief.rdf"):
         http_server.routes[f"/{name}"] = Reply(200, (FEEDS / name).read_bytes())

@@ -14,6 +14,7 @@ from pipeline.news.normalise import (
     classify,
     entry_key,
     entry_link,
+    is_empty,
     normalise_entry,
     published_at,
     shared_links,
@@ -313,6 +314,23 @@ def test_entry_without_title_takes_its_summary_and_without_any_link_is_none():
     assert normalise_entry({"title": "No link", "summary": "x"}, context()) is None
     # Never the feed's site link: a homepage is not a news item.
     assert normalise_entry({"title": "No link", "summary": "x", "id": "urn:x:1"}, context("https://site.example/feed")) is None
+
+
+@pytest.mark.parametrize(
+    "entry, empty",
+    [
+        # feedparser's reading of <entry><content type="html"></content></entry> in a feed with an xml:base
+        ({"content": [{"type": "text/html", "language": None, "base": "https://x.example/", "value": ""}], "summary": ""}, True),
+        ({"links": [{"rel": "alternate", "type": "text/html", "title": "No address"}], "link": ""}, True),
+        ({"links": [{"url": "", "length": "0", "type": "audio/mpeg", "rel": "enclosure"}]}, True),  # <enclosure url="">
+        ({}, True),
+        ({"content": [{"type": "text/html", "base": "https://x.example/", "src": "https://x.example/c", "value": ""}]}, False),
+        ({"links": [{"rel": "enclosure", "href": "https://x.example/a.mp3", "type": "audio/mpeg"}]}, False),
+        ({"title": "A title"}, False),
+    ],
+)
+def test_an_entry_is_empty_when_nothing_holds_a_story_whatever_describes_it(entry, empty):
+    assert is_empty(entry) is empty
 
 
 def test_the_vendored_clearurls_rules_are_the_commit_their_source_names():

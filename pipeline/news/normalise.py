@@ -225,6 +225,12 @@ def entry_text(entry: Mapping) -> str:
 
 #: What an entry holds of a story: a title, a link, an id, text, links (enclosures among them).
 _STORY_KEYS = ("title", "link", "id", "summary", "content", "links", "enclosures")
+#: What holds the story in each of feedparser's mappings under those keys: a content's ``value`` (or the
+#: ``src`` of Atom content kept elsewhere), a link's ``href`` (feedparser's name for an enclosure's ``url``
+#: once it holds an address; an empty one stays ``url``). The rest only describes it (``type``, ``base``,
+#: ``language``, ``rel``, ``length``, ``title``), and feedparser fills ``type`` and ``base`` in even for an
+#: empty ``<content type="html"></content>``, which must not make an entry with nothing in it a story.
+_STORY_PARTS = frozenset({"value", "src", "href", "url"})
 
 
 def is_empty(entry: Mapping) -> bool:
@@ -241,7 +247,7 @@ def _holds_something(value: object) -> bool:
     if isinstance(value, str):
         return bool(value.strip())
     if isinstance(value, Mapping):
-        return any(_holds_something(part) for part in value.values())
+        return any(_holds_something(part) for key, part in value.items() if key in _STORY_PARTS)
     if isinstance(value, (list, tuple)):
         return any(_holds_something(part) for part in value)
     return False
