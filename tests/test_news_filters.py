@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import sqlite3
 from urllib.parse import parse_qsl, quote
 
 import pytest
 
 from pipeline.store import open_database
-from service.api.endpoints import SOURCE_MAX, SOURCES_MAX
-from service.api.parameters import MISPLACED_OR
+from service.api.bodies import Build, Invalid
+from service.api.data_versions import read_versions
+from service.api.endpoints import ENDPOINTS, SOURCE_MAX, SOURCES_MAX
+from service.api.parameters import MISPLACED_OR, parse_params
+from service.datasette.metadata import configured_queries, query_sql
 from tests.support.api_client import news_client
+from tests.support.problems import assert_problem
 from tests.support.known_data import NEWS_START, SOURCES, news_items, seed_news
 
 COMMA = "Smith, Jones & Co"
@@ -21,6 +26,8 @@ def items() -> list[dict]:
         item["source"] = COMMA  # a publisher whose name has a comma in it
         item["title"] = f"Trapped ion record {i}" if i % 2 else f"Photonic chip {i}"
     found[7]["summary"] = "Photonic interconnects for trapped ions"
+    for item in found:  # as the pipeline stores them: a sync walk (updated_since) finds them
+        item["change_key"] = item["updated_at"] + "#000000000"
     return found
 
 
@@ -81,11 +88,110 @@ def test_source_takes_exact_names_repeated(client):
     # a name is never split at its comma, and a comma-separated list is one (unknown) name
     smith = client.get(f"/api/v1/news?source={quote(COMMA)}").json()
     assert smith["count"] == 6
-    assert client.get("/api/v1/news?source=Smith").json()["count"] == 0
+    assert client.get("/api/v1/news?source=Smith").status_code == 400
     listed = quote(f"{SOURCES['Science']},{SOURCES['Industry']}")
-    assert client.get(f"/api/v1/news?source={listed}").json()["count"] == 0
-    # exact: letter case matters, unknown names match nothing
-    assert client.get(f"/api/v1/news?source={quote(SOURCES['Science'].upper())}").json()["count"] == 0
+    assert client.get(f"/api/v1/news?source={listed}").status_code == 400
+    # exact: letter case matters (the name meant is only suggested: below)
+    assert client.get(f"/api/v1/news?source={quote(SOURCES['Science'].upper())}").status_code == 400
+
+
+def no_publisher(name: str, *meant: str) -> str:
+    """The detail of a ``source`` no publisher is named, suggesting ``meant``."""
+    guess = " (did you mean " + " or ".join(repr(one) for one in meant) + "?)" if meant else ""
+    return f"no publisher is named {name!r}{guess}; /api/v1/sources lists them"
+
+
+#: A sync walk from before every item: it takes source as /news does.
+WALK = "updated_since=2020-01-01T00:00:00Z&"
+NEWS_PATHS = ("/api/v1/news?", f"/api/v1/news?{WALK}", "/api/v1/news.atom?", "/api/v1/news.json?")
+
+
+@pytest.mark.parametrize(
+    ("query", "details"),
+    [
+        # letter case is part of a name: the one meant is suggested, never taken
+        ("source=lab%20notes", [no_publisher("lab notes", SOURCES["Science"])]),
+        (f"source={quote(SOURCES['Science'].upper())}", [no_publisher(SOURCES["Science"].upper(), SOURCES["Science"])]),
+        # a slug, as other APIs' source ids are; words in another order; a part of a name
+        ("source=lab-notes", [no_publisher("lab-notes", SOURCES["Science"])]),
+        ("source=Brief%20Capital", [no_publisher("Brief Capital", SOURCES["Investing"])]),
+        ("source=Smith", [no_publisher("Smith", COMMA)]),
+        ("source=Wire%20RSS", [no_publisher("Wire RSS")]),
+        ("source=Industry%20Wire%20RSS", [no_publisher("Industry Wire RSS", SOURCES["Industry"])]),
+        ("source=nobody", [no_publisher("nobody")]),
+        # a comma-separated list (NewsAPI's sources=) of publishers' names
+        (
+            f"source={quote(SOURCES['Science'] + ',' + SOURCES['Industry'])}",
+            [f"no publisher is named {SOURCES['Science'] + ',' + SOURCES['Industry']!r}, though each name between its "
+             "commas is one; write source= once per publisher"],
+        ),
+        (f"source={quote(SOURCES['Science'] + ', ' + COMMA)}", [
+            f"no publisher is named {SOURCES['Science'] + ', ' + COMMA!r}, though each name between its commas is one; "
+            "write source= once per publisher"]),
+        # one error for each name no publisher has (in their canonical order), none for the others
+        ("source=zz&source=lab%20notes&source=Lab%20Notes&tag=Industry",
+         [no_publisher("lab notes", SOURCES["Science"]), no_publisher("zz")]),
+        # several publishers meant
+        ("source=Notes%20Wire", [no_publisher("Notes Wire")]),
+    ],
+)
+def test_a_source_no_publisher_has_is_a_400_suggesting_the_one_meant(client, query, details):
+    """A name no publisher has can match nothing, now or later (publishers are only ever added): not an empty 200."""
+    for path in NEWS_PATHS:
+        body = assert_problem(client.get(path + query), 400, "invalid-parameters")
+        assert body["detail"] == "invalid query parameters: source"
+        assert body["errors"] == [{"parameter": "source", "detail": detail} for detail in details], path
+
+
+def test_publishers_that_match_nothing_are_an_empty_200(client):
+    """Only a name no publisher has is refused: a publisher with no item in the range, tag or search is an empty answer."""
+    for query in (f"source={quote(SOURCES['Science'])}&tag=Industry", f"source={quote(COMMA)}&q=nowhere",
+                  f"source={quote(COMMA)}&source={quote(SOURCES['Science'])}&since=2030-01-01T00:00:00Z"):
+        assert client.get(f"/api/v1/news?{query}").json()["count"] == 0, query
+        assert client.get(f"/api/v1/news.json?{query}").json()["items"] == [], query
+        assert client.get(f"/api/v1/news.atom?{query}").status_code == 200, query
+    walk = client.get(f"/api/v1/news?updated_since=2030-01-01T00:00:00Z&source={quote(COMMA)}").json()
+    assert walk["count"] == 0 and walk["results"] == []
+
+
+def test_the_publishers_are_looked_up_only_for_an_empty_answer(client, tmp_path):
+    """An answer with items runs no query but its own: only an empty one asks which names are publishers'."""
+    sql = query_sql(configured_queries())
+    conn = sqlite3.connect(f"file:{tmp_path / 'site.db'}?mode=ro", uri=True)
+
+    def looked_up(endpoint: str, query: str) -> bool:
+        values, errors = parse_params(ENDPOINTS[endpoint].params, query.encode())
+        assert not errors, errors
+        ran: list[str] = []
+        conn.set_trace_callback(ran.append)
+        try:
+            ENDPOINTS[endpoint].build(Build(ENDPOINTS[endpoint], values, None, conn, sql, read_versions(conn)))
+        except Invalid:
+            pass
+        finally:
+            conn.set_trace_callback(None)
+        # the statements as run, parameters filled in: the query's text up to its first one
+        return any(statement.startswith(sql["source_names"].partition(":")[0]) for statement in ran)
+
+    lab = quote(SOURCES["Science"])
+    for endpoint in ("news", "news_atom", "news_json"):
+        assert not looked_up(endpoint, f"source={lab}&limit=1")
+        assert not looked_up(endpoint, f"source={lab}&source=nobody")  # items: the unknown name is not looked at
+        assert not looked_up(endpoint, "tag=Industry&q=nowhere")  # empty, but no source asked
+        assert looked_up(endpoint, f"source={lab}&tag=Industry")
+    assert not looked_up("news", f"{WALK}source={lab}")
+    assert looked_up("news", f"updated_since=2030-01-01T00:00:00Z&source={lab}")
+    conn.close()
+
+
+def test_the_errors_of_unknown_sources_stay_small(client):
+    """At most 20 names, each quoted cut to 64 characters, as are the publishers meant."""
+    names = [f"{n:02d}{',' * 60}lab notes {'x' * 120}" for n in range(SOURCES_MAX)]
+    response = client.get("/api/v1/news", params={"source": names})
+    body = assert_problem(response, 400, "invalid-parameters", ["source"] * SOURCES_MAX)
+    for name, error in zip(names, body["errors"]):
+        assert error["detail"] == no_publisher(name[:64] + "\u2026", SOURCES["Science"])
+    assert len(response.content) < 4096
 
 
 def test_equivalent_source_lists_are_one_answer(client):

@@ -10,6 +10,7 @@ in ``metadata.yml``.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ from db.urls import public_location
 from service.api.cursors import Position, count_seal, keyset
 from service.api.data_versions import Versions, updated_at
 from service.api.parameters import echo, parse_search
+from service.http.problems import API_PREFIX
 
 
 #: A search (``q``) of the news counts its matches up to here: past it, ``count``
@@ -40,11 +42,14 @@ class Missing(Exception):
 
 
 class Invalid(Exception):
-    """A parameter is well-formed but does not go with the others (400 naming ``parameter``)."""
+    """A parameter is well-formed but does not go with the others, or with the data (400 naming ``parameter``).
 
-    def __init__(self, parameter: str, detail: str):
-        super().__init__(detail)
-        self.parameter, self.detail = parameter, detail
+    :param details: what is wrong, one error of the 400 each (a ``source`` of several unknown names).
+    """
+
+    def __init__(self, parameter: str, *details: str):
+        super().__init__(details[0])
+        self.parameter, self.details = parameter, details
 
 
 @dataclass(frozen=True)
@@ -181,9 +186,122 @@ def news_filters(values: dict) -> dict:
         "tag": values["tag"] or "",
         "since": values["since"] or "",
         "until": values["until"] or "",
-        "sources": json.dumps(list(values["source"]), ensure_ascii=False) if values["source"] else "",
+        "sources": sources_param(values),
         "q": fts_query(values["q"]),
     }
+
+
+def sources_param(values: dict) -> str:
+    """The names ``source`` asks for as the canned queries take them: a JSON array, ``''`` for none."""
+    return json.dumps(list(values["source"]), ensure_ascii=False) if values["source"] else ""
+
+
+#: What a 400 on an unknown ``source`` points to: where every publisher's exact name is.
+SOURCES_LIST = f"{API_PREFIX}/sources"
+#: At most this many names are suggested for one unknown name; more is no longer a suggestion.
+SUGGESTIONS_MAX = 3
+
+
+#: A word of a publisher's name, as suggestions compare them: letters and digits.
+_NAME_WORD = re.compile(r"[^\W_]+")
+
+
+def _name_words(name: str) -> tuple[str, ...]:
+    """A publisher's name as words, letter case aside: ``lab-notes`` and ``Lab Notes`` are both ``lab notes``."""
+    return tuple(_NAME_WORD.findall(name.casefold()))
+
+
+def _spaced(words: tuple[str, ...]) -> str:
+    """``words`` written so that one run of words stands in another's text only as whole words: `` lab notes ``."""
+    return " " + " ".join(words) + " "
+
+
+class Publishers:
+    """Every publisher's name, as a ``source`` no publisher has is compared with them: read once per 400.
+
+    :param names: the publishers' names, exact.
+    """
+
+    def __init__(self, names: list[str]):
+        self.known = set(names)
+        #: Each name, in the forms :meth:`meant` compares: letter case folded, its words in order, its words sorted.
+        self.compared = [
+            (name, name.casefold(), _spaced(words), sorted(words)) for name in names for words in [_name_words(name)]
+        ]
+        #: The most pieces between commas one name has: a longer run of pieces is no name.
+        self.pieces = 1 + max((name.count(",") for name in names), default=0)
+
+    def meant(self, name: str) -> list[str]:
+        """The publishers ``name`` probably meant, at most :data:`SUGGESTIONS_MAX` of them.
+
+        Closest first, the first rule that finds any deciding: the same name in another letter case;
+        the same words with other separators or in another order (``quantum-lab-notes``, a slug as
+        other APIs' source ids are; ``Notes Quantum Lab``); the name's words side by side within a
+        publisher's, or a publisher's within the name's (``lab-notes``; ``Quantum Lab Notes RSS``).
+        No edit distance: a 200-character name against every publisher would cost the event loop
+        milliseconds, and these rules find the misses the 400 is for (letter case, slugs, part of a name).
+        """
+        words = _name_words(name)
+        folded, spaced, ordered = name.casefold(), _spaced(words), sorted(words)
+        for rule in (
+            lambda their_folded, _, __: their_folded == folded,
+            lambda _, __, their_ordered: bool(words) and their_ordered == ordered,
+            # a run of whole words within the other's (substring search of the spaced forms: C speed)
+            lambda _, their_spaced, __: bool(words) and their_spaced.strip() != "" and (spaced in their_spaced or their_spaced in spaced),
+        ):
+            found = [publisher for publisher, *forms in self.compared if rule(*forms)]
+            if found:
+                return found if len(found) <= SUGGESTIONS_MAX else []
+        return []
+
+    def listed(self, name: str) -> bool:
+        """Whether ``name`` is several publishers' names joined by commas (spaces around them aside).
+
+        A name may hold commas itself (``Smith, Jones & Co``), so runs of the pieces between
+        commas are tried as names, each no longer than :attr:`pieces`: linear in the pieces.
+        """
+        pieces = name.split(",")
+        # whole[i]: the first i pieces are whole names
+        whole = [True] + [False] * len(pieces)
+        for end in range(1, len(pieces) + 1):
+            whole[end] = any(
+                whole[start] and ",".join(pieces[start:end]).strip() in self.known
+                for start in range(max(0, end - self.pieces), end)
+            )
+        return len(pieces) > 1 and whole[-1]
+
+    def unknown(self, name: str) -> str:
+        """The 400's detail for ``name``, no publisher's: what was probably meant, and where the names are."""
+        said = f"no publisher is named {echo(name)!r}"
+        if self.listed(name):
+            # a comma-separated list, as NewsAPI's sources= takes: names are never split (they may hold commas)
+            return f"{said}, though each name between its commas is one; write source= once per publisher"
+        guesses = self.meant(name)
+        if guesses:
+            said += " (did you mean " + " or ".join(repr(echo(guess)) for guess in guesses) + "?)"
+        return f"{said}; {SOURCES_LIST} lists them"
+
+
+def check_sources(build: Build) -> None:
+    """:class:`Invalid` on ``source`` when a name asked is no publisher's: one error per such name.
+
+    Called only when an answer with sources came out empty (a count of 0, a feed of no
+    items), so an answer with items pays nothing for it, and an empty one one small query
+    (``api_source_names``). A name no publisher has matches nothing, now or later (rows of
+    ``sources`` are never deleted), so an empty 200 would hide the client's mistake.
+    Names stay exact (letter case is part of one): a near miss is only suggested.
+    """
+    asked = build.values["source"]
+    if not asked:
+        return
+    names = [row["name"] for row in build.rows("source_names", {"sources": sources_param(build.values)})]
+    # Compared here, not by the query's asked: SQLite's text ends at a NUL, which Python's does not,
+    # and a name it cannot tell apart is no name to call unknown (nor to suggest as itself).
+    known = set(names)
+    unknown = [name for name in asked if name not in known]
+    if unknown:
+        publishers = Publishers(names)
+        raise Invalid("source", *map(publishers.unknown, unknown))
 
 
 def with_count_limit(filters: dict) -> dict:
@@ -231,6 +349,8 @@ def _news_changes(build: Build):
     filters = news_filters(values)
     params = {"updated_since": values["updated_since"], "tag": filters["tag"], "sources": filters["sources"]}
     page, link, count, exact = _page(build, "news_changes", params, lambda row: (row["change_key"], row["id"]))
+    if count == 0:
+        check_sources(build)
     payload = {
         "count": count,
         "count_exact": exact,
@@ -292,6 +412,8 @@ def news(build: Build):
             count = len(page)
         else:
             count = build.count("news_count", count_params)
+    if count == 0:
+        check_sources(build)
     exact = values["q"] is None or count <= SEARCH_COUNT_MAX
     link = None
     if len(page) > limit:

@@ -124,9 +124,10 @@ PARAMETERS = (
         Name(SOURCE_MAX),
         on=("news", *FEEDS),
         repeat=SOURCES_MAX,
-        description="Only items of this publisher, by its exact name (as in source, or as /api/v1/sources lists it). "
-        "Repeat the parameter for several publishers (source=A&source=B): names may contain commas, so one "
-        "value is always one whole name. A name no publisher has matches nothing.",
+        description="Only items of this publisher, by its exact name, letter case included (as in source, or as "
+        "/api/v1/sources lists it). Repeat the parameter for several publishers (source=A&source=B): names may "
+        "contain commas, so one value is always one whole name. When nothing matches and a name is no "
+        "publisher's, the answer is a 400 that names it and suggests the publisher meant.",
         example=["Quantum Lab Notes"],
         peers=("sources", "domains"),
         hint="qsite calls this source, repeated once per publisher",
@@ -271,7 +272,7 @@ _TABLE = (
         "One page of items.",
         tag="news",
         build=bodies.news,
-        queries=("news", "news_count", "news_oldest", "news_changes", "news_changes_count"),
+        queries=("news", "news_count", "news_oldest", "news_changes", "news_changes_count", "source_names"),
         datasets=(NEWS,),
         description="One page of news items, newest first; follow next (or the Link header) for the page after it. "
         "tag, source, since, until and q combine, and next keeps them, so every page applies the same filters.",
@@ -301,7 +302,7 @@ _TABLE = (
         "reader can follow. Each entry credits its publisher: its name as the entry's author and in its source, and "
         "the original article as its link. No cursor: a feed shows the newest items.",
         build=feeds.atom,
-        queries=("news",),
+        queries=("news", "source_names"),
         datasets=(NEWS,),
         media_type=feeds.ATOM,
     ),
@@ -315,7 +316,7 @@ _TABLE = (
         description="The same as /api/v1/news.atom, as a JSON Feed 1.1: each item credits its publisher as its author, "
         "with the original article as its url.",
         build=feeds.json_feed,
-        queries=("news",),
+        queries=("news", "source_names"),
         datasets=(NEWS,),
         media_type=feeds.JSON_FEED,
     ),

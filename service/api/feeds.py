@@ -19,7 +19,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from feedgen.feed import FeedGenerator
 
-from service.api.bodies import Build, news_filters
+from service.api.bodies import Build, check_sources, news_filters
 from service.api.responses import parse_stored_time
 from service.http.problems import API_PREFIX
 
@@ -42,8 +42,14 @@ def xml_text(text: str) -> str:
 
 
 def items(build: Build) -> list[dict]:
-    """The newest ``limit`` items matching the filters, as /api/v1/news's first page lists them."""
-    return build.rows("news", {**news_filters(build.values), "before": "", "before_id": "", "limit": build.values["limit"]})
+    """The newest ``limit`` items matching the filters, as /api/v1/news's first page lists them.
+
+    None, with a ``source`` no publisher has: a 400 (:func:`~service.api.bodies.check_sources`), as on /news.
+    """
+    found = build.rows("news", {**news_filters(build.values), "before": "", "before_id": "", "limit": build.values["limit"]})
+    if not found:
+        check_sources(build)
+    return found
 
 
 def query_text(build: Build) -> str:

@@ -250,7 +250,7 @@ class Api:
         except Missing as exc:
             return problem_response("not-found", str(exc))
         except Invalid as exc:
-            return invalid_parameters([{"parameter": exc.parameter, "detail": exc.detail}])
+            return invalid_parameters([{"parameter": exc.parameter, "detail": detail} for detail in exc.details])
         except sqlite3.Error as exc:
             if values.get("q") and str(exc).startswith("fts5:"):
                 # The words of q are split as the index's tokenizer splits them (service.api.parameters.Words),
