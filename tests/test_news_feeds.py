@@ -166,3 +166,56 @@ def test_text_xml_cannot_hold_is_left_out_not_a_500(make_config, tmp_path):
         parsed = feedparser.parse(response.content)
         assert parsed.feed.title == "qsite news: Odd Lab · “headline”"
         assert [entry.author for entry in parsed.entries] == ["Odd Lab"]
+
+
+def test_the_json_feed_says_its_own_address_and_the_page_to_open(client):
+    """JSON Feed 1.1's feed_url (the feed as asked, canonical, as Atom's self link) and home_page_url
+    (the documentation page): absolute, at the address the request was made to, as JSON Feed has no base."""
+    science = quote(SOURCES["Science"])
+    feed = client.get(f"/api/v1/news.json?source={science}&tag=science&limit=5").json()
+    assert feed["feed_url"] == f"http://localhost/api/v1/news.json?tag=Science&limit=5&source={science}"
+    assert feed["home_page_url"] == "http://localhost/api/v1/docs"
+    atom = feedparser.parse(client.get(f"/api/v1/news.atom?source={science}&tag=science&limit=5").content)
+    (self_link,) = [link.href for link in atom.feed.links if link.rel == "self"]
+    assert feed["feed_url"] == "http://localhost" + self_link.replace(".atom", ".json")
+    assert client.get(feed["feed_url"].removeprefix("http://localhost")).json() == feed
+    # another address, another body and ETag; the same address, the same (and a 304)
+    elsewhere = client.get("/api/v1/news.json", headers={"host": "news.example:8443"})
+    assert elsewhere.json()["feed_url"] == "http://news.example:8443/api/v1/news.json?limit=20"
+    assert elsewhere.json()["home_page_url"] == "http://news.example:8443/api/v1/docs"
+    here = client.get("/api/v1/news.json")
+    assert here.json()["feed_url"] == "http://localhost/api/v1/news.json?limit=20"
+    assert here.headers["etag"] != elsewhere.headers["etag"] and len(here.content) == int(here.headers["content-length"])
+    again = client.get("/api/v1/news.json", headers={"host": "news.example:8443", "if-none-match": elsewhere.headers["etag"]})
+    assert again.status_code == 304
+    assert client.get("/api/v1/news.json", headers={"if-none-match": elsewhere.headers["etag"]}).status_code == 200
+    # a Host that is no host name: the same stand-in as the OpenAPI document's
+    assert client.get("/api/v1/news.json", headers={"host": "bad host/"}).json()["feed_url"].startswith("http://localhost/")
+
+
+def test_a_publishers_text_never_becomes_the_address(make_config, tmp_path):
+    """Only the feed's own two links are given the address: an item holding the stand-in's text keeps it."""
+    from service.api.responses import BASE_URL_PLACEHOLDER
+
+    found = news_items(2)
+    found[0]["title"] = f"See {BASE_URL_PLACEHOLDER}/api/v1/docs"
+    with news_client(make_config, tmp_path / "site.db", found) as client:
+        feed = client.get("/api/v1/news.json", headers={"host": "news.example"}).json()
+    assert feed["home_page_url"] == "http://news.example/api/v1/docs"
+    assert feed["items"][0]["title"] == f"See {BASE_URL_PLACEHOLDER}/api/v1/docs"
+
+
+def test_the_atom_feed_id_is_the_same_at_every_limit(client):
+    """The id names the feed (RFC 4287 4.2.6: permanent), whatever number of its items is shown: written with
+    limit at its default, as ids were written before it was left out of them, so a reader at the default keeps its id."""
+    def feed_id(query: str) -> str:
+        return feedparser.parse(client.get(f"/api/v1/news.atom?{query}").content).feed.id
+
+    science = quote(SOURCES["Science"])
+    assert feed_id("") == feed_id("limit=20") == feed_id("limit=3") == feed_id("limit=100") == "tag:qsite,2026:/api/v1/news.atom?limit=20"
+    filtered = feed_id(f"tag=science&source={science}&limit=7")
+    assert filtered == feed_id(f"source={science}&tag=Science") == f"tag:qsite,2026:/api/v1/news.atom?tag=Science&limit=20&source={science}"
+    assert feed_id("tag=Industry") != feed_id("") != feed_id("q=qubits")  # other filters, another feed
+    # the self link is still the feed as asked
+    parsed = feedparser.parse(client.get("/api/v1/news.atom?limit=3").content)
+    assert [link.href for link in parsed.feed.links if link.rel == "self"] == ["/api/v1/news.atom?limit=3"]

@@ -71,6 +71,11 @@ class Endpoint:
         ``data_versions`` bump (a feed's last successful fetch). ETag and 304 work as for all.
     :param following: only a ``qsite serve --follow`` replica answers it (:mod:`service.replica.follow`);
         elsewhere it is a 404 and the index leaves it out.
+    :param absolute_links: how many absolute links to this instance its body holds, first, before any
+        data (the JSON Feed's ``home_page_url`` and ``feed_url``): built with
+        :data:`~service.api.responses.BASE_URL_PLACEHOLDER` and kept so, each answer with the address it
+        was asked at put there (:meth:`~service.api.responses.Entry.at_base_url`), as the OpenAPI
+        document is; never answered from the fast path, whose key has no address. 0: none.
     """
 
     name: str
@@ -88,6 +93,7 @@ class Endpoint:
     media_type: str = JSON
     fresh: bool = False
     following: bool = False
+    absolute_links: int = 0
     #: Filled from :data:`PARAMETERS`: the query parameters it takes, and its path parameter.
     params: tuple[Param, ...] = field(default=(), compare=False)
     path_param: Param | None = field(default=None, compare=False)

@@ -319,6 +319,7 @@ _TABLE = (
         queries=("news", "source_names"),
         datasets=(NEWS,),
         media_type=feeds.JSON_FEED,
+        absolute_links=feeds.JSON_FEED_LINKS,
     ),
     Endpoint(
         "sources",

@@ -6,6 +6,10 @@ poll its newest items). Every entry credits its publisher: the publisher's
 name as the entry's author and the original article as its link (Atom also
 names it in ``atom:source``, JSON Feed in ``_qsite.source``).
 
+Links to qsite itself are relative in Atom, whose reader resolves them against the
+feed's own address, and absolute in JSON Feed, which has nothing to resolve them
+against: made for the address each request was made to (:data:`JSON_FEED_LINKS`).
+
 Atom is written by feedgen (lxml underneath), a kept library, rather than by
 hand. JSON Feed 1.1 is a JSON document with a handful of keys: no library is
 needed to write it (feedgen has none for it), only the spec's field names.
@@ -20,12 +24,14 @@ from urllib.parse import quote, urlencode, urlsplit
 from feedgen.feed import FeedGenerator
 
 from service.api.bodies import Build, check_sources, news_filters
-from service.api.responses import parse_stored_time
+from service.api.responses import BASE_URL_PLACEHOLDER, parse_stored_time
 from service.http.problems import API_PREFIX
 
 ATOM = "application/atom+xml"
 JSON_FEED = "application/feed+json"
 JSON_FEED_VERSION = "https://jsonfeed.org/version/1.1"
+#: The absolute links to this instance a JSON Feed starts with: home_page_url and feed_url (:func:`json_feed`).
+JSON_FEED_LINKS = 2
 #: The tagging entity of every feed and entry id (RFC 4151 ``tag:`` URIs): ids must be
 #: absolute and permanent, and qsite does not know the address it is served at.
 TAG_AUTHORITY = "tag:qsite,2026:"
@@ -52,10 +58,28 @@ def items(build: Build) -> list[dict]:
     return found
 
 
-def query_text(build: Build) -> str:
-    """The canonical query string of the request (every parameter with a value, in table order)."""
-    pairs = [pair for param in build.endpoint.params if build.values[param.name] is not None for pair in param.link_pairs(build.values[param.name])]
+def query_text(build: Build, values: dict | None = None) -> str:
+    """The canonical query string of the request (every parameter with a value, in table order).
+
+    :param values: the canonical values to write instead of the request's.
+    """
+    values = build.values if values is None else values
+    pairs = [pair for param in build.endpoint.params if values[param.name] is not None for pair in param.link_pairs(values[param.name])]
     return urlencode(pairs, quote_via=quote)
+
+
+def feed_id(build: Build) -> str:
+    """The Atom feed's id: its path and canonical query, the same whatever ``limit`` is (feeds have no cursor).
+
+    An id names a feed for good (RFC 4287 4.2.6), and ``limit`` only says how many of its
+    newest items to show: with it, the same feed at another limit read as another feed.
+    Written with ``limit`` at its default rather than without it: ids were made from the
+    whole query before, which every reader that gave no ``limit`` (or the default) holds
+    with the default in it, so their ids do not change; only readers of another limit see
+    a new id, once, the same as everyone else's.
+    """
+    limit = next(param for param in build.endpoint.params if param.name == "limit")
+    return f"{TAG_AUTHORITY}{build.endpoint.url}?{query_text(build, {**build.values, 'limit': limit.default})}"
 
 
 def title(build: Build) -> str:
@@ -84,7 +108,7 @@ def atom(build: Build):
     query = query_text(build)
     feed = FeedGenerator()
     feed.load_extension("media")
-    feed.id(f"{TAG_AUTHORITY}{build.endpoint.url}?{query}")  # percent-encoded: plain ASCII
+    feed.id(feed_id(build))  # percent-encoded: plain ASCII
     feed.title(xml_text(title(build)))
     feed.updated(parse_stored_time(build.updated_at))
     feed.author({"name": "qsite"})
@@ -137,6 +161,15 @@ def json_feed(build: Build):
     ]
     document = {
         "version": JSON_FEED_VERSION,
+        # Absolute, as JSON Feed has no base to resolve a relative one against: written with the
+        # placeholder, each answer has the address it was asked at put there (Endpoint.absolute_links):
+        # in these two only, first in the body after the constant version, before any publisher's text.
+        # The documentation page, not the site root: it says what the feed is, its filters and the
+        # terms of use, reads no data (public under any permissions) and has no script; the root is
+        # Datasette's view of the tables, for researchers.
+        "home_page_url": f"{BASE_URL_PLACEHOLDER}{API_PREFIX}/docs",
+        # the feed as asked, canonical, as the Atom feed's self link
+        "feed_url": f"{BASE_URL_PLACEHOLDER}{build.endpoint.url}?{query_text(build)}",
         "title": title(build),
         "description": "News items qsite follows; each belongs to its publisher, credited as the item's author "
         "with the original article as its url.",

@@ -29,6 +29,11 @@ ENTRY_OVERHEAD = 1024
 #: Bytes Python spends on a str, bytes or number besides its characters.
 OBJECT_OVERHEAD = 64
 
+#: Stands for this instance's address in a built body, qsite not knowing its own: each answer has
+#: the address the request was made to put in its place (the OpenAPI document's terms, the JSON
+#: Feed's feed_url and home_page_url: :meth:`Entry.at_base_url`).
+BASE_URL_PLACEHOLDER = "https://base-url.invalid"
+
 #: How stored and served times are written (RFC 3339, UTC, whole seconds).
 _STORED_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -202,6 +207,25 @@ class Entry:
         # RFC 9110 15.4.5: a 304 carries the validators and caching headers, no body.
         self.not_modified_headers = [cache_control, etag, *CORS_HEADERS, VARY]
         self.size = len(body) + size_of(key) + headers_size(self.headers) + ENTRY_OVERHEAD
+
+    def at_base_url(self, base_url: str, count: int) -> "Entry":
+        """This entry with the first ``count`` :data:`BASE_URL_PLACEHOLDER` of its body made ``base_url``.
+
+        A new entry, with the ETag and length of its own body, never kept: the one kept (with the
+        placeholder) serves every address. Only the first ``count``: a body's own links come
+        before its data (:attr:`~service.api.endpoint.Endpoint.absolute_links`), which could
+        hold the placeholder's text.
+        """
+        other = Entry.__new__(Entry)
+        other.key, other.datasets, other.last_modified = self.key, self.datasets, self.last_modified
+        other.body = self.body.replace(BASE_URL_PLACEHOLDER.encode(), base_url.encode(), count)
+        other.etag = etag_for(other.body)
+        etag, length = (b"etag", other.etag.encode()), (b"content-length", str(len(other.body)).encode())
+        changed = {b"etag": etag, b"content-length": length}
+        other.headers = [changed.get(header[0], header) for header in self.headers]
+        other.not_modified_headers = [changed.get(header[0], header) for header in self.not_modified_headers]
+        other.size = self.size + len(other.body) - len(self.body)
+        return other
 
     def answer(self, conditions: Conditions):
         """``(status, headers, body)`` for a GET of this entry under those conditions.

@@ -100,7 +100,7 @@ class Api:
     :param sql: ``{name: sql}`` of the canned queries (:func:`service.datasette.metadata.canned_sql`).
     :param documents: ``{"index": dict, "openapi": {language code: dict}}`` and, on a
         following replica, ``"snapshot"`` (:func:`service.replica.follow.describe`); the OpenAPI
-        documents carry :data:`service.describe.openapi.BASE_URL_PLACEHOLDER`.
+        documents carry :data:`service.api.responses.BASE_URL_PLACEHOLDER`.
     :param docs_page: renders the documentation page (it needs Datasette's templates).
     :param broken: a reason the API cannot serve data (logged, never sent).
     :param reader: the :class:`~service.api.reader.Reader` behind ``execute_fn``, closed by :meth:`close`.
@@ -241,6 +241,8 @@ class Api:
                 entry, keep = self._openapi(endpoint, values, base_url(headers, scheme)), False
             else:
                 entry, keep = await self._entry(endpoint, arg, values), not endpoint.fresh
+                if endpoint.absolute_links:  # kept with the placeholder; answered for the address asked, so never aliased
+                    entry, keep = entry.at_base_url(base_url(headers, scheme), endpoint.absolute_links), False
         except NoData:
             return problem_response(
                 "no-data",

@@ -17,6 +17,7 @@ from service.api.feeds import ATOM, JSON_FEED
 from service.api.endpoints import ENDPOINTS, HTML, JSON, PARAMETERS, TAGS_DOCUMENTED, USAGE_TERMS, Endpoint
 from service.i18n import LANGUAGES, Catalogs, translate_document
 from service.api.parameters import MAX_ERRORS
+from service.api.responses import BASE_URL_PLACEHOLDER
 from service.http.problems import ALLOWED_METHODS, EXPOSE_HEADERS, PROBLEM_CONTENT_TYPE
 from service.describe.schemas import ref, schemas
 
@@ -297,11 +298,6 @@ def _path(endpoint: Endpoint) -> dict:
 def _paths() -> dict:
     """A path item per endpoint of the table, in table order (``/api/v1/`` is said in the index's description)."""
     return {endpoint.url: _path(endpoint) for endpoint in ENDPOINTS.values()}
-
-
-#: Stands for this instance's address in the built document; the service puts the
-#: address the request was made to in its place (:func:`for_base_url`).
-BASE_URL_PLACEHOLDER = "https://base-url.invalid"
 
 
 def build_document(max_age: int) -> dict:

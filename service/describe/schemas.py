@@ -109,9 +109,11 @@ def _json_feed() -> dict:
     return {
         "type": "object",
         "description": "JSON Feed 1.1 (https://www.jsonfeed.org/version/1.1/); keys starting with _ are qsite's extensions.",
-        "required": ["version", "title", "items"],
+        "required": ["version", "home_page_url", "feed_url", "title", "items"],
         "properties": {
             "version": {"const": JSON_FEED_VERSION},
+            "home_page_url": {**_URL, "description": "The documentation page of this interface, at the address asked."},
+            "feed_url": {**_URL, "description": "This feed at the address asked, its query in canonical form."},
             "title": {"type": "string"},
             "items": {"type": "array", "maxItems": LIMIT_MAX, "items": item},
         },
