@@ -189,8 +189,29 @@ def test_the_errors_of_unknown_sources_stay_small(client):
     names = [f"{n:02d}{',' * 60}lab notes {'x' * 120}" for n in range(SOURCES_MAX)]
     response = client.get("/api/v1/news", params={"source": names})
     body = assert_problem(response, 400, "invalid-parameters", ["source"] * SOURCES_MAX)
-    for name, error in zip(names, body["errors"]):
-        assert error["detail"] == no_publisher(name[:64] + "\u2026", SOURCES["Science"])
+    for n, (name, error) in enumerate(zip(names, body["errors"])):
+        meant = [SOURCES["Science"]] if n < 3 else []  # suggestions for the first three only
+        assert error["detail"] == no_publisher(name[:64] + "\u2026", *meant)
+    assert len(response.content) < 4096
+
+
+def test_unknown_sources_with_long_suggestions_stay_small(make_config, tmp_path):
+    """20 near misses of publishers with long names: only three of the names get suggestions."""
+    long_names = [f"Quokka Digest {letter * 70}" for letter in "xyz"]
+
+    def long_publishers(db):
+        for name in [COMMA, *long_names]:
+            db["sources"].insert({"name": name, "url": f"https://{name[-1]}.example/feed", "tag": "Science"})
+
+    asked = ["quokka" + "-" * n + "digest" for n in range(1, SOURCES_MAX + 1)]  # each one's words are in all three
+    with news_client(make_config, tmp_path / "site.db", items(), prepare=long_publishers) as client:
+        response = client.get("/api/v1/news", params={"source": asked})
+    body = assert_problem(response, 400, "invalid-parameters", ["source"] * SOURCES_MAX)
+    meant = [name[:64] + "\u2026" for name in long_names]
+    suggested = {no_publisher(name, *meant) for name in asked}
+    plain = {no_publisher(name) for name in asked}
+    details = [error["detail"] for error in body["errors"]]
+    assert len([d for d in details if d in suggested]) == 3 and len([d for d in details if d in plain]) == SOURCES_MAX - 3
     assert len(response.content) < 4096
 
 
