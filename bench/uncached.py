@@ -84,6 +84,11 @@ SEARCH_KINDS = ("one word", "two words of one item", "two words", "a very common
                 # q's operators (service.api.parameters.parse_search): OR merges lists; an excluded
                 # word that nearly every match has walks the included word's whole list
                 "one word or another", "a word without a very common one")
+#: Kinds held to a request's bound, not to issue 27's 5 ms for any q (its list: words, phrases,
+#: prefixes, common words, a word in no item): excluding a word that nearly every match has makes
+#: FTS5 walk the included word's whole list, a seek into the excluded one's for each entry; only
+#: terms for the absence of words in the index would make it cheaper (docs/performance.md).
+EXCLUDING_KINDS = ("a word without a very common one",)
 
 
 @dataclass(frozen=True)
