@@ -10,7 +10,6 @@ in ``metadata.yml``.
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 from dataclasses import dataclass
 
@@ -20,7 +19,7 @@ from db.urls import public_location
 
 from service.api.cursors import Position, count_seal, keyset
 from service.api.data_versions import Versions, updated_at
-from service.api.parameters import echo, parse_search
+from service.api.parameters import WORD, echo, parse_search
 from service.http.problems import API_PREFIX
 
 
@@ -205,13 +204,9 @@ SUGGESTIONS_MAX = 3
 SUGGESTED_NAMES_MAX = 3
 
 
-#: A word of a publisher's name, as suggestions compare them: letters and digits.
-_NAME_WORD = re.compile(r"[^\W_]+")
-
-
 def _name_words(name: str) -> tuple[str, ...]:
     """A publisher's name as words, letter case aside: ``lab-notes`` and ``Lab Notes`` are both ``lab notes``."""
-    return tuple(_NAME_WORD.findall(name.casefold()))
+    return tuple(WORD.findall(name.casefold()))  # words as a search reads them: letters and digits
 
 
 def _spaced(words: tuple[str, ...]) -> str:

@@ -35,7 +35,7 @@ _RFC3339 = re.compile(
 #: A word as the full-text index's tokenizer (unicode61) reads one: letters and digits. Not ``\w``:
 #: an underscore separates words there, so ``literal_error`` would be a phrase, which a
 #: ``detail=column`` index cannot search.
-_WORD = re.compile(r"[^\W_]+")
+WORD = re.compile(r"[^\W_]+")
 #: A term of a search as written: a ``-`` that excludes it (only at the start or after a space, so
 #: ``Wi-Fi`` keeps its hyphen as a separator), then a run in double quotes or a run of anything but
 #: spaces and quotes. A quote left without its pair matches nothing here, and is passed over.
@@ -263,7 +263,7 @@ def _words(text: str) -> tuple[str, ...]:
     casefold() does (``ß`` to ``ss``: ``Straße`` could not be found), and lower() can make a
     combining mark (``İ`` is ``i`` and U+0307), which the tokenizer takes as a separator.
     """
-    return tuple(lower if _WORD.fullmatch(lower := word.lower()) else word for word in _WORD.findall(text))
+    return tuple(lower if WORD.fullmatch(lower := word.lower()) else word for word in WORD.findall(text))
 
 
 def parse_search(text: str) -> Search:
