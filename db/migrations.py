@@ -393,3 +393,9 @@ def m011_news_totals(db):
     """
     db.executescript(TOTAL_SCHEMA + "DROP INDEX news_counts_tag;")
     db.execute(TOTAL_COUNTS)
+
+
+@migrations()
+def m012_news_removed_by_view(db):
+    """Tombstones with their item's tag and source, and ``news_left``: mirrors of a tag or source (:data:`db.news_sync.VIEW_LOG`)."""
+    db.executescript(news_sync.VIEW_LOG)

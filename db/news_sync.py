@@ -82,3 +82,32 @@ FILTER_INDEXES = """
     CREATE INDEX news_source_updated ON news(source, change_key, id);
     CREATE INDEX news_source_tag_updated ON news(source, tag, change_key, id);
 """
+
+#: m012: what a mirror of one view (a tag, sources) needs to learn an item left it. A tombstone
+#: keeps the tag and source its item had (null in tombstones written before: listed under every
+#: view); ``news_left`` holds, per item, each tag and source it had before a change of either, with
+#: that change's time and key, written by trigger ``news_left_view`` whenever an item's tag or source
+#: changes (the pipeline's update gives the item a new ``change_key`` in the same statement). An id
+#: left a view when a row of it matches the view and the item is not in the view now
+#: (``api_news_removed_filtered`` in ``datasette.yaml``).
+VIEW_LOG = """
+    ALTER TABLE news_removed ADD COLUMN tag TEXT;
+    ALTER TABLE news_removed ADD COLUMN source TEXT;
+
+    CREATE TABLE news_left (
+        id TEXT NOT NULL,
+        tag TEXT NOT NULL,
+        source TEXT NOT NULL,
+        left_at TEXT NOT NULL,
+        change_key TEXT NOT NULL,
+        PRIMARY KEY (id, tag, source)
+    ) WITHOUT ROWID;
+    CREATE INDEX news_left_at ON news_left(change_key, id);
+
+    CREATE TRIGGER news_left_view AFTER UPDATE OF tag, source ON news
+    WHEN old.tag IS NOT new.tag OR old.source IS NOT new.source BEGIN
+        INSERT INTO news_left (id, tag, source, left_at, change_key)
+        VALUES (old.id, old.tag, old.source, new.updated_at, new.change_key)
+        ON CONFLICT (id, tag, source) DO UPDATE SET left_at = excluded.left_at, change_key = excluded.change_key;
+    END;
+"""

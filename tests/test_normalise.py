@@ -34,7 +34,13 @@ def context(base=None, **fields) -> FeedContext:
     "link, base, expected",
     [
         # The fragment is the publisher's: a post on a page of many posts.
-        ("https://Example.COM/a/b?id=3#comments", None, "https://example.com/a/b?id=3#comments"),
+        ("https://Example.COM/a/b?id=3#p2", None, "https://example.com/a/b?id=3#p2"),
+        # a fragment that only navigates or tracks names no post: it goes (the rest stays)
+        ("https://Example.COM/a/b?id=3#comments", None, "https://example.com/a/b?id=3"),
+        ("https://example.com/a#intro:~:text=qubit", None, "https://example.com/a#intro"),
+        ("https://example.com/a#xtor=RSS-3208-[titre]", None, "https://example.com/a"),
+        ("https://example.com/a#more-1234", None, "https://example.com/a"),
+        ("https://example.com/a#more", None, "https://example.com/a#more"),
         ("/news/1?utm_source=rss&utm_medium=feed&page=2", "https://site.example.org/feed.xml", "https://site.example.org/news/1?page=2"),
         ("story.html", "https://site.example.org/stories/feed.atom", "https://site.example.org/stories/story.html"),
         ("https://x.example/p?fbclid=AB&gclid=CD&mc_cid=1&mc_eid=2&keep=yes", None, "https://x.example/p?keep=yes"),

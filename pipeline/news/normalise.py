@@ -57,7 +57,9 @@ FUTURE_TOLERANCE = timedelta(days=1)
 #: 7: the code-sample exception lets no markup through (text around samples read as one, unclosed code is none);
 #:    a control character inside a tag no longer hides it from the second read; a name never ends with a separator
 #:    and starts with one only when a letter or digit follows it (``/u/jane``; ``Jane Doe,`` is ``Jane Doe``).
-RULES_VERSION = 7
+#: 8: a fragment that only navigates or tracks is no part of a URL (``#respond``, ``#comments``, ``#more-1234``, ``#top``,
+#:    ``#xtor=...``, a text fragment); an entry whose guid changed is the item at its URL with its title.
+RULES_VERSION = 8
 
 #: :func:`canonical_url`, remembered: an entry's ``link`` is usually also its first ``alternate`` link.
 _canonical = functools.lru_cache(maxsize=2048)(canonical_url)

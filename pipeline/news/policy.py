@@ -215,6 +215,13 @@ def merge_items(
     Its stored item is then found at its URL, among this source's items there
     that no entry of the feed claims: the one with its title, if exactly one
     has it; else, when it is the only entry at its URL, the only such item.
+    An entry keyed by its guid or enclosure whose key is unknown (the publisher
+    re-issued its ids) is the item at its URL with its title, when exactly one
+    unclaimed item of this source has both and no other entry of the document
+    shares the URL (entries sharing a link stay apart).
+    A new entry without a date of its own whose item retention removed (a
+    tombstone in ``news_removed`` under the id it had, :attr:`Known.removed`)
+    is skipped: only a date inside the window brings it back.
 
     :param first_read: nothing of ``source`` is stored yet: its undated entries are a backlog,
         dated by their neighbours (:func:`backdate_undated`).
@@ -257,11 +264,20 @@ def merge_items(
                 old = others[0]
             if old is not None:
                 claimed.add(old.id)
+        if old is None and not item.key_from_text and per_url[item.url] == 1:
+            # its guid changed: the one unclaimed item at its URL with its title is this entry
+            titled = [row for row in known.at_url.get(item.url, ())
+                      if row.title == item.title and row.entry_key not in keys and row.id not in claimed]
+            if len(titled) == 1:
+                old = titled[0]
+                claimed.add(old.id)
         if old is None:
             if known.url_sources.get(item.url, source) != source:
                 counts["duplicates"] += 1
             elif cutoff and item.published_at < cutoff:
                 counts["skipped"] += 1
+            elif not item.dated and _was_removed(item, known, per_url):
+                counts["skipped"] += 1  # retention removed it: only a date of the publisher's can bring it back
             else:
                 new_id = item_id(item.url)
                 if new_id in known.by_id or new_id in taken:
@@ -280,6 +296,15 @@ def merge_items(
         changes.new = keep_feed_order(changes.new, seen_at)
     counts["new"], counts["updated"] = len(changes.new), len(changes.updated)
     return changes
+
+
+def _was_removed(item: Item, known: Known, per_url: Counter) -> bool:
+    """Whether retention removed ``item``'s stored item: a tombstone under the id it was stored with.
+
+    That id is its URL's (:func:`item_id`), or its URL's and key's when the URL was taken; the URL's
+    alone is this entry's only when no other entry of the document shares the URL.
+    """
+    return item_id(item.url, item.key) in known.removed or (per_url[item.url] == 1 and item_id(item.url) in known.removed)
 
 
 def next_fetch(source: Mapping, every: int) -> str | None:

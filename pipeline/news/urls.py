@@ -6,8 +6,9 @@ case, unreserved characters decoded, dot segments removed) and 6.2.3
 (scheme-based: the default port dropped, an empty path made ``/``), once
 the tracking parameters of :mod:`pipeline.news.tracking` are gone. Everything else
 is kept as the publisher wrote it: the other parameters and their order, the
-fragment (a post on a page of many posts is that page plus its fragment),
-and empty path segments. Characters a URI cannot hold as they are (spaces,
+fragment (a post on a page of many posts is that page plus its fragment,
+``#p1``, ``#p2``), and empty path segments. A fragment that only navigates
+within the page or tracks (:func:`kept_fragment`) names no post: it goes. Characters a URI cannot hold as they are (spaces,
 non-ASCII letters) are percent-encoded as UTF-8, so one link has one spelling
 whether the feed wrote it as an IRI or already encoded.
 """
@@ -63,6 +64,23 @@ def remove_dot_segments(path: str) -> str:
     return ("/" if path.startswith("/") else "") + "/".join(output)
 
 
+#: Fragments that never tell posts apart: WordPress's comment form and comment list (``#respond``,
+#: ``#comments``), its "read more" anchor (``#more-1234``), the top of the page, and AT Internet's
+#: ``xtor=`` campaign marker (``#xtor=RSS-3208``), which many European publishers' feeds add.
+_NAVIGATION = re.compile(r"respond|comments|top|more-[0-9]+|xtor=.*", re.IGNORECASE | re.DOTALL)
+
+
+def kept_fragment(fragment: str) -> str:
+    """``fragment`` without what only navigates or tracks; ``""`` when nothing is left.
+
+    A fragment directive (``:~:``, text fragments: ``#:~:text=...``, ``#intro:~:text=...``) is the
+    reader's highlight, not the page's: it and what follows go. ``utm_`` parameters after ``#``
+    go with the tracking rules (:mod:`pipeline.news.tracking`).
+    """
+    fragment = fragment.partition(":~:")[0]
+    return "" if _NAVIGATION.fullmatch(fragment) else fragment
+
+
 def is_web_link(link: str | None) -> bool:
     """Whether ``link`` is an absolute http(s) URL as written (before any resolving)."""
     return bool(link) and link.strip().lower().startswith(("http://", "https://"))
@@ -99,7 +117,8 @@ def canonical_url(link: str | None, base: str | None = None, *, redirected: bool
     url = origin + (remove_dot_segments(normal_component(parts.path)) or "/")
     if parts.query:
         url += "?" + normal_component(parts.query)
-    if parts.fragment:
-        url += "#" + normal_component(parts.fragment)
+    fragment = kept_fragment(parts.fragment)
+    if fragment:
+        url += "#" + normal_component(fragment)
     cleaned, target = remove_tracking(url, origin, follow=not redirected)
     return canonical_url(target, redirected=True) if target else cleaned

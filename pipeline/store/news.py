@@ -69,7 +69,11 @@ def known_items(db: sqlite_utils.Database, source: str, items: Sequence[Item]) -
             at_url.setdefault(row[0], []).append(stored)
         else:
             url_sources[row[0]] = stored.source
-    return Known(by_key, by_id, url_sources, at_url)
+    candidates = json.dumps([item_id(item.url) for item in items] + [item_id(item.url, item.key) for item in items])
+    removed = frozenset(
+        row[0] for row in db.execute("SELECT id FROM news_removed WHERE id IN (SELECT value FROM json_each(?))", [candidates])
+    )
+    return Known(by_key, by_id, url_sources, at_url, removed)
 
 
 def holds_items(db: sqlite_utils.Database, source: str) -> bool:
@@ -125,13 +129,15 @@ def claim_items(db: sqlite_utils.Database, claims: list[tuple[str, str]]) -> Non
 def delete_published_before(db: sqlite_utils.Database, cutoff: str) -> int:
     """Delete the items published before ``cutoff``; return how many went.
 
-    Each leaves a tombstone in ``news_removed`` (:mod:`db.news_sync`), so that mirrors drop it too.
+    Each leaves a tombstone in ``news_removed`` (:mod:`db.news_sync`), with the tag and source it
+    had, so that mirrors drop it too, those of one tag or source included.
     """
     removed_at, change_key = change_time(db)
     db.execute(
-        """INSERT INTO news_removed (id, removed_at, change_key)
-           SELECT id, ?, ? FROM news WHERE published_at < ?
-           ON CONFLICT (id) DO UPDATE SET removed_at = excluded.removed_at, change_key = excluded.change_key""",
+        """INSERT INTO news_removed (id, removed_at, change_key, tag, source)
+           SELECT id, ?, ?, tag, source FROM news WHERE published_at < ?
+           ON CONFLICT (id) DO UPDATE SET removed_at = excluded.removed_at, change_key = excluded.change_key,
+                                          tag = excluded.tag, source = excluded.source""",
         [removed_at, change_key, cutoff],
     )
     return db.execute("DELETE FROM news WHERE published_at < ?", [cutoff]).rowcount

@@ -71,6 +71,8 @@ class Known:
     url_sources: Mapping[str, str]
     #: This source's items at each of the feed's URLs.
     at_url: Mapping[str, Sequence[StoredItem]] = field(default_factory=dict)
+    #: The ids the feed's items have or would have that retention removed (tombstones in ``news_removed``).
+    removed: frozenset[str] = frozenset()
 
 
 def item_id(url: str, key: str | None = None) -> str:

@@ -362,9 +362,21 @@ def _news_changes(build: Build):
 
 
 def news_removed(build: Build):
-    """/news/removed: tombstones, oldest first, so a mirror drops what qsite dropped."""
-    since = build.values["since"] or ""
-    page, link, count, exact = _page(build, "news_removed", {"since": since}, lambda row: (row["change_key"], row["id"]))
+    """/news/removed: what left the view asked, oldest first, so a mirror of that view drops what left it.
+
+    Without ``tag`` or ``source``, the tombstones (``api_news_removed``); with them, the tombstones of
+    that view and the items that left it by a change of tag or source (``api_news_removed_filtered``).
+    """
+    values = build.values
+    since = values["since"] or ""
+    tag, sources = values["tag"] or "", sources_param(values)
+    if tag or sources:
+        params = {"since": since, "tag": tag, "sources": sources}
+        page, link, count, exact = _page(build, "news_removed_filtered", params, lambda row: (row["change_key"], row["id"]))
+        if count == 0:
+            check_sources(build)
+    else:
+        page, link, count, exact = _page(build, "news_removed", {"since": since}, lambda row: (row["change_key"], row["id"]))
     payload = {
         "count": count,
         "count_exact": exact,

@@ -65,7 +65,7 @@ PARAMETERS = (
     Param(
         "tag",
         OneOf(TAGS, component="Tag"),
-        on=("news", *FEEDS),
+        on=("news", "news_removed", *FEEDS),
         description="Only items of this category, matched ignoring letter case. Omitted: all tags.",
         example="Science",
         peers=("category", "categories", "topic"),
@@ -122,7 +122,7 @@ PARAMETERS = (
     Param(
         "source",
         Name(SOURCE_MAX),
-        on=("news", *FEEDS),
+        on=("news", "news_removed", *FEEDS),
         repeat=SOURCES_MAX,
         description="Only items of this publisher, by its exact name, letter case included (as in source, or as "
         "/api/v1/sources lists it). Repeat the parameter for several publishers (source=A&source=B): names may "

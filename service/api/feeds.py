@@ -122,9 +122,8 @@ def atom(build: Build):
         entry.title(xml_text(item["title"]))
         entry.link(href=xml_text(item["url"]), rel="alternate", type="text/html")
         entry.summary(xml_text(item["summary"]))
-        published = parse_stored_time(item["published_at"])
-        entry.published(published)
-        entry.updated(published)
+        entry.published(parse_stored_time(item["published_at"]))
+        entry.updated(parse_stored_time(item["updated_at"]))  # when qsite last changed what it serves of it
         entry.author({"name": xml_text(item["source"])})
         entry.category(term=item["tag"], label=item["tag"])
         if item.get("image_url"):
@@ -152,6 +151,7 @@ def json_feed(build: Build):
             "summary": item["summary"],
             "content_text": item["summary"],
             "date_published": item["published_at"],
+            "date_modified": item["updated_at"],
             "authors": [{"name": item["source"], "url": item["url"]}],
             "tags": [item["tag"]],
             **({"image": item["image_url"]} if item.get("image_url") else {}),

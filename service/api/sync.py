@@ -2,7 +2,7 @@
 
 A mirror asks ``/api/v1/news?updated_since=`` for what was added or changed
 since its last call and ``/api/v1/news/removed?since=`` for what was removed
-(retention), each from the newest time it received (both bounds inclusive),
+(retention) or, with the same ``tag`` and ``source``, left that view, each from the newest time it received (both bounds inclusive),
 and follows ``next`` to the end. Both walks are in the order changes were
 committed (``change_key``, :mod:`db.news_sync`), so nothing changed while one
 pages is missed. Listed in :data:`service.api.endpoints.PARAMETERS` and
@@ -25,8 +25,8 @@ UPDATED_SINCE = Param(
     "a copy in sync. The page is then in the order the changes were made, oldest first (updated_at never "
     "decreases along it), and the cursor keeps that order: an item changed while you page comes again at the end, "
     "so a walk misses nothing. Give the newest updated_at you received as updated_since next time (an item at "
-    "that time comes again); /api/v1/news/removed lists the items removed. Combines with tag and source, not "
-    "with since, until, q or sort.",
+    "that time comes again); /api/v1/news/removed with the same tag and source lists the items removed or gone "
+    "out of that view. Combines with tag and source, not with since, until, q or sort.",
 )
 
 REMOVED_PARAMETERS = (
@@ -35,7 +35,7 @@ REMOVED_PARAMETERS = (
         DateTime(),
         on=("news_removed",),
         component="removedSince",
-        description="Only items removed at or after this RFC 3339 time (with a time zone): the newest removed_at you "
+        description="Only items removed (or gone out of the view of tag and source) at or after this RFC 3339 time (with a time zone): the newest removed_at you "
         "received last time (an item at that time comes again). Omitted: every removal qsite has recorded.",
     ),
     Param(
@@ -58,12 +58,14 @@ NEWS_REMOVED = dict(
     schema="RemovedPage",
     returns="One page of removed items.",
     tag="news",
-    description="The ids of the news items qsite no longer holds (published before the retention window), with "
-    "when each was removed, oldest removal first; follow next for the page after it. A copy kept in sync with "
-    "updated_since on /api/v1/news deletes these. An item that comes back is listed by /api/v1/news again, and "
-    "no longer here.",
+    description="The ids of the news items that left the view asked, with when each left, oldest first; follow "
+    "next for the page after it. Without tag or source: the items qsite no longer holds (published before the "
+    "retention window). With tag and source, the same filters as /api/v1/news: also the items that left that "
+    "view because their tag or source changed and are not in it now. A copy kept in sync with updated_since on "
+    "/api/v1/news with the same tag and source deletes these, and so ends identical to that listing. An item "
+    "that comes back is listed by /api/v1/news again, and no longer here.",
     build=bodies.news_removed,
-    queries=("news_removed", "news_removed_count"),
+    queries=("news_removed", "news_removed_count", "news_removed_filtered", "news_removed_filtered_count", "source_names"),
     datasets=(NEWS,),
     required=NEWS,
 )
