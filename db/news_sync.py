@@ -111,3 +111,28 @@ VIEW_LOG = """
         ON CONFLICT (id, tag, source) DO UPDATE SET left_at = excluded.left_at, change_key = excluded.change_key;
     END;
 """
+
+#: m013: the items of one source a changed guid stored twice (same URL, title, and summary or date:
+#: one story), each but the first stored (earliest first seen, then the lowest rowid), as
+#: ``(id, tag, source)``. The first keeps its id, so mirrors and links keep theirs.
+GUID_DUPLICATES = """
+    SELECT id, tag, source FROM (
+        SELECT news.id, news.tag, news.source, EXISTS (
+            SELECT 1 FROM news AS first
+            WHERE first.source = news.source AND first.url = news.url AND first.title = news.title
+              AND (first.summary = news.summary OR first.published_at = news.published_at)
+              AND (first.first_seen_at, first.rowid) < (news.first_seen_at, news.rowid)
+        ) AS later
+        FROM news
+        WHERE (source, url, title) IN (
+            SELECT source, url, title FROM news GROUP BY source, url, title HAVING count(*) > 1)
+    ) WHERE later
+"""
+
+#: m013: remove one of :data:`GUID_DUPLICATES`, ``(removed_at, change_key, tag, source, id)``, leaving its tombstone.
+REMOVE_DUPLICATE = (
+    """INSERT INTO news_removed (id, removed_at, change_key, tag, source) VALUES (:id, :at, :key, :tag, :source)
+       ON CONFLICT (id) DO UPDATE SET removed_at = excluded.removed_at, change_key = excluded.change_key,
+                                      tag = excluded.tag, source = excluded.source""",
+    "DELETE FROM news WHERE id = :id",
+)

@@ -123,3 +123,36 @@ def test_writers_refuse_a_database_a_newer_qsite_migrated(qsite, make_config, tm
     assert sqlite3.connect(database).execute(runs).fetchone() == before  # no ingest ran
     assert not (tmp_path / "store" / "latest.json").exists()
     assert qsite("status", "--config", str(config)).returncode == 0  # reading it is still allowed
+
+
+GUID_CHANGES = ROOT / "tests" / "data" / "legacy" / "guid-changes.sql"
+ALL_COLUMNS = COLUMNS + ", entry_key, image_url, authors, change_key"
+
+
+def test_migration_13_removes_what_changed_guids_stored_twice_and_nothing_else(qsite, make_config, tmp_path):
+    """On rows the pipeline before stored: each story a changed guid stored twice is one item again, with a tombstone."""
+    path = tmp_path / "site.db"
+    db = sqlite_utils.Database(path)
+    migrations.apply(db, stop_before="m012_news_removed_by_view")
+    db.executescript(GUID_CHANGES.read_text(encoding="utf-8"))
+    before = {row[1]: row for row in db.execute(f"SELECT {ALL_COLUMNS} FROM news")}
+    db.close()
+    assert len(before) == 10
+
+    result = qsite("migrate", "--config", str(make_config()))
+    assert result.returncode == 0, result.stderr
+    assert "m013: removed 2 news items a changed guid had stored twice" in result.stderr
+
+    after = sqlite3.connect(path)
+    kept = {row[1]: row for row in after.execute(f"SELECT {ALL_COLUMNS} FROM news")}
+    gone = set(before) - set(kept)
+    # the second copies (stored later) of wp.rss's two posts went; every other row is as it was
+    assert {(before[id_][5], before[id_][3]) for id_ in gone} == {("wp.rss", "Moving to HTTPS"), ("wp.rss", "Second post")}
+    assert all(before[id_][8] > min(row[8] for row in before.values() if row[2] == before[id_][2]) for id_ in gone)
+    assert kept == {id_: row for id_, row in before.items() if id_ not in gone}
+    assert Counter(row[3] for row in kept.values() if row[5] == "pod.rss") == {"Bonus": 2, "Episode 1": 1, "Episode 2": 1}
+    tombstones = after.execute("SELECT id, tag, source FROM news_removed").fetchall()
+    assert sorted(tombstones) == sorted((id_, "Science", "wp.rss") for id_ in gone)
+    # the counts derived from news followed
+    assert after.execute("SELECT sum(items) FROM news_totals WHERE tag = '' AND span = 'month'").fetchone()[0] == 8
+    assert qsite("migrate", "--config", str(make_config())).stdout.splitlines() == [f"{path}: schema up to date"]

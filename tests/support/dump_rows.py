@@ -1,4 +1,4 @@
-"""Write the ``sources`` and ``news`` rows of a database as SQL inserts with their column names.
+"""Write the ``sources``, ``news`` and (when there) ``news_removed`` rows of a database as SQL inserts with their column names.
 
 Used once, with the code of the commit named in the file it writes, to keep
 the rows an older pipeline stored (``tests/data/legacy/*.sql``): named columns
@@ -18,7 +18,10 @@ from tests.support.goldens import REAL
 def dump(path: str, header: str) -> str:
     db = sqlite3.connect(path)
     lines = [f"-- {line}" for line in header.splitlines()]
-    for table, order in (("sources", "name"), ("news", "source, url, title, id")):
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for table, order in (("sources", "name"), ("news", "source, url, title, id"), ("news_removed", "id")):
+        if table not in tables:
+            continue
         columns = [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
         quoted = ", ".join(f"quote({column})" for column in columns)
         for values in db.execute(f"SELECT {quoted} FROM {table} ORDER BY {order}"):
