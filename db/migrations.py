@@ -427,4 +427,5 @@ def m013_news_guid_duplicates(db):
                ON CONFLICT (dataset) DO UPDATE SET version = version + 1, changed_at = max(changed_at, excluded.changed_at)""",
             [NEWS, at],
         )
-    log.warning("m013: removed %d news items a changed guid had stored twice", len(duplicates))
+    # a count of none only at info: every new database applies this migration
+    log.log(logging.WARNING if duplicates else logging.INFO, "m013: removed %d news items a changed guid had stored twice", len(duplicates))

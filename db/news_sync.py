@@ -83,32 +83,47 @@ FILTER_INDEXES = """
     CREATE INDEX news_source_tag_updated ON news(source, tag, change_key, id);
 """
 
-#: m012: what a mirror of one view (a tag, sources) needs to learn an item left it. A tombstone
-#: keeps the tag and source its item had (null in tombstones written before: listed under every
-#: view); ``news_left`` holds, per item, each tag and source it had before a change of either, with
-#: that change's time and key, written by trigger ``news_left_view`` whenever an item's tag or source
-#: changes (the pipeline's update gives the item a new ``change_key`` in the same statement). An id
-#: left a view when a row of it matches the view and the item is not in the view now
-#: (``api_news_removed_filtered`` in ``datasette.yaml``).
+#: m012: what a mirror of one view (a tag, sources) needs to learn an item left it. ``news_left``
+#: holds, per item, each tag and source it had before it left them, with when and the change's key:
+#: trigger ``news_left_view`` writes a row whenever an item's tag or source changes (the pipeline's
+#: update gives the item a new ``change_key`` in the same statement), and ``news_left_removed`` one
+#: when an item is deleted, from the tombstone written just before (:func:`pipeline.store.news.delete_published_before`).
+#: Tombstones already there are copied with tag and source ``''``: unknown, so listed under every view.
+#: An id left a view when its latest row that matches the view is there and the item is not in the view
+#: now (``api_news_removed_filtered`` in ``datasette.yaml``, through ``news_left_tag``,
+#: ``news_left_source`` (the rows that left a source: ``tag_only`` 0) and ``news_left_source_tag``
+#: in change order).
 VIEW_LOG = """
-    ALTER TABLE news_removed ADD COLUMN tag TEXT;
-    ALTER TABLE news_removed ADD COLUMN source TEXT;
-
     CREATE TABLE news_left (
         id TEXT NOT NULL,
         tag TEXT NOT NULL,
         source TEXT NOT NULL,
         left_at TEXT NOT NULL,
         change_key TEXT NOT NULL,
-        PRIMARY KEY (id, tag, source)
-    ) WITHOUT ROWID;
+        -- 1: only its tag changed (it is still in its source's views)
+        tag_only INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE UNIQUE INDEX news_left_item ON news_left(id, tag, source);
     CREATE INDEX news_left_at ON news_left(change_key, id);
+    CREATE INDEX news_left_tag ON news_left(tag, change_key, id);
+    CREATE INDEX news_left_source ON news_left(source, tag_only, change_key, id);
+    CREATE INDEX news_left_source_tag ON news_left(source, tag, change_key, id);
+    INSERT INTO news_left (id, tag, source, left_at, change_key)
+        SELECT id, '', '', removed_at, change_key FROM news_removed;
 
     CREATE TRIGGER news_left_view AFTER UPDATE OF tag, source ON news
     WHEN old.tag IS NOT new.tag OR old.source IS NOT new.source BEGIN
+        INSERT INTO news_left (id, tag, source, left_at, change_key, tag_only)
+        VALUES (old.id, old.tag, old.source, new.updated_at, new.change_key, old.source IS new.source)
+        ON CONFLICT (id, tag, source) DO UPDATE
+        SET left_at = excluded.left_at, change_key = excluded.change_key, tag_only = excluded.tag_only;
+    END;
+
+    CREATE TRIGGER news_left_removed AFTER DELETE ON news BEGIN
         INSERT INTO news_left (id, tag, source, left_at, change_key)
-        VALUES (old.id, old.tag, old.source, new.updated_at, new.change_key)
-        ON CONFLICT (id, tag, source) DO UPDATE SET left_at = excluded.left_at, change_key = excluded.change_key;
+        SELECT old.id, old.tag, old.source, removed_at, change_key FROM news_removed WHERE id = old.id
+        ON CONFLICT (id, tag, source) DO UPDATE
+        SET left_at = excluded.left_at, change_key = excluded.change_key, tag_only = 0;
     END;
 """
 
@@ -129,10 +144,9 @@ GUID_DUPLICATES = """
     ) WHERE later
 """
 
-#: m013: remove one of :data:`GUID_DUPLICATES`, ``(removed_at, change_key, tag, source, id)``, leaving its tombstone.
+#: m013: remove one of :data:`GUID_DUPLICATES` (``id``, ``at``, ``key``), leaving its tombstone (and so its ``news_left`` row).
 REMOVE_DUPLICATE = (
-    """INSERT INTO news_removed (id, removed_at, change_key, tag, source) VALUES (:id, :at, :key, :tag, :source)
-       ON CONFLICT (id) DO UPDATE SET removed_at = excluded.removed_at, change_key = excluded.change_key,
-                                      tag = excluded.tag, source = excluded.source""",
+    """INSERT INTO news_removed (id, removed_at, change_key) VALUES (:id, :at, :key)
+       ON CONFLICT (id) DO UPDATE SET removed_at = excluded.removed_at, change_key = excluded.change_key""",
     "DELETE FROM news WHERE id = :id",
 )

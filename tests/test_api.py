@@ -402,7 +402,7 @@ KEY_HINT = "unknown parameter; qsite needs no key: leave it out"
         # only where the endpoint takes the parameter the name stands for
         ("/api/v1/sources?from=2026-11-20T00:00:00Z", "unknown parameter; this endpoint takes none"),
         ("/api/v1/news.atom?page=2", "unknown parameter; this endpoint takes tag, limit, since, until, source, q"),
-        ("/api/v1/news/removed?to=2026-11-20T00:00:00Z", "unknown parameter; this endpoint takes limit, since, cursor"),
+        ("/api/v1/news/removed?to=2026-11-20T00:00:00Z", "unknown parameter; this endpoint takes tag, limit, source, since, cursor"),
         ("/api/v1/glossary?category=x", "unknown parameter; this endpoint takes q"),
         ("/api/v1/courses?page=2", "unknown parameter; this endpoint takes none"),
     ],

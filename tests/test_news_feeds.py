@@ -57,7 +57,8 @@ def test_atom_round_trips_through_feedparser_with_every_field(client, query):
         assert entry.title == item["title"]
         assert entry.link == item["url"]
         assert entry.get("summary", "") == item["summary"]
-        assert stamp(entry.published_parsed) == item["published_at"] == stamp(entry.updated_parsed)
+        assert stamp(entry.published_parsed) == item["published_at"]
+        assert stamp(entry.updated_parsed) == item["updated_at"]  # when qsite last changed it: edits reach readers
         assert entry.author == item["source"]  # the publisher, credited
         assert entry.source.title == item["source"]
         assert entry.tags[0].term == item["tag"]
@@ -84,6 +85,7 @@ def test_json_feed_is_valid_json_feed_1_1_and_round_trips(client, query):
         assert item["title"] == listed_item["title"] and item["url"] == listed_item["url"]
         assert item["summary"] == item["content_text"] == listed_item["summary"]
         assert item["date_published"] == listed_item["published_at"]
+        assert item["date_modified"] == listed_item["updated_at"]
         assert item["authors"] == [{"name": listed_item["source"], "url": listed_item["url"]}]
         assert item["_qsite"]["source"] == listed_item["source"]
         assert item["tags"] == [listed_item["tag"]]

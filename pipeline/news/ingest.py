@@ -95,6 +95,7 @@ def ingest_news(
     parse_workers: int | None = None,
     parse_deadline: float = PARSE_DEADLINE,
     parse_memory: int = PARSE_MEMORY,
+    now: datetime | None = None,
 ) -> list[RunReport]:
     """Fetch every due news source, store what changed and return one report per configured source.
 
@@ -105,8 +106,10 @@ def ingest_news(
         by the amount of work, 0 parses in-process all but the biggest bodies.
     :param parse_deadline: seconds a pooled parse may take before its source fails.
     :param parse_memory: bytes of memory a pool worker may add to what it inherits before its parse fails.
+    :param now: the run's time (UTC), by default the clock's: what is due, the time undated entries are
+        first seen at and the retention cutoff go by it. The times of changes (``updated_at``) are always the clock's.
     """
-    started = datetime.now(timezone.utc).replace(microsecond=0)
+    started = (now or datetime.now(timezone.utc)).replace(microsecond=0)
     rows = sync_sources(db, config)
     due = [source for source in config.news.sources if policy.is_due(rows[source.name], format_time(started))]
     sweep = _Sweep(db, config, rows, started, _start_runs(db, due, format_time(started)), news_store.sources_with_unclaimed_items(db))

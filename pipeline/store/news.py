@@ -129,15 +129,15 @@ def claim_items(db: sqlite_utils.Database, claims: list[tuple[str, str]]) -> Non
 def delete_published_before(db: sqlite_utils.Database, cutoff: str) -> int:
     """Delete the items published before ``cutoff``; return how many went.
 
-    Each leaves a tombstone in ``news_removed`` (:mod:`db.news_sync`), with the tag and source it
-    had, so that mirrors drop it too, those of one tag or source included.
+    Each leaves a tombstone in ``news_removed`` (:mod:`db.news_sync`), and (trigger
+    ``news_left_removed``) a row in ``news_left`` with the tag and source it had, so that
+    mirrors drop it too, those of one tag or source included.
     """
     removed_at, change_key = change_time(db)
     db.execute(
-        """INSERT INTO news_removed (id, removed_at, change_key, tag, source)
-           SELECT id, ?, ?, tag, source FROM news WHERE published_at < ?
-           ON CONFLICT (id) DO UPDATE SET removed_at = excluded.removed_at, change_key = excluded.change_key,
-                                          tag = excluded.tag, source = excluded.source""",
+        """INSERT INTO news_removed (id, removed_at, change_key)
+           SELECT id, ?, ? FROM news WHERE published_at < ?
+           ON CONFLICT (id) DO UPDATE SET removed_at = excluded.removed_at, change_key = excluded.change_key""",
         [removed_at, change_key, cutoff],
     )
     return db.execute("DELETE FROM news WHERE published_at < ?", [cutoff]).rowcount
