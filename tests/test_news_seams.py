@@ -8,35 +8,19 @@ sequences).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from datetime import datetime, timedelta, timezone
-from xml.sax.saxutils import escape
 
 import feedparser
 import pytest
+import yaml
 
 from tests.support.api_client import ApiClient, datasette_for_config
+from tests.support.feeds import rss_items as rss
 from tests.support.local_server import Reply
 
 RSS = {"Content-Type": "application/rss+xml"}
-
-
-def rss(*entries: dict) -> bytes:
-    """An RSS 2.0 document; each entry: ``link``, ``title``, and optionally ``guid``, ``date`` (datetime), ``category``."""
-    items = []
-    for entry in entries:
-        parts = [f"<title>{escape(entry['title'])}</title>", f"<link>{escape(entry['link'])}</link>"]
-        if entry.get("guid"):
-            parts.append(f'<guid isPermaLink="false">{escape(entry["guid"])}</guid>')
-        if entry.get("date"):
-            parts.append(f"<pubDate>{entry['date'].strftime('%a, %d %b %Y %H:%M:%S +0000')}</pubDate>")
-        if entry.get("category"):
-            parts.append(f"<category>{escape(entry['category'])}</category>")
-        items.append("<item>" + "".join(parts) + "</item>")
-    return (
-        '<?xml version="1.0" encoding="UTF-8"?><rss version="2.0"><channel><title>T</title>'
-        "<link>https://site.example/</link><description>T</description>" + "".join(items) + "</channel></rss>"
-    ).encode()
 
 
 @pytest.fixture
@@ -103,8 +87,6 @@ def test_entries_sharing_a_link_in_one_document_stay_apart_when_their_guids_chan
 
 def age_items(config_path, days: int) -> None:
     """Time passing: every stored item's dates moved ``days`` back, as if it had been stored that long ago."""
-    import yaml
-
     database = yaml.safe_load(open(config_path, encoding="utf-8"))["database"]
     with sqlite3.connect(database) as db:
         db.execute(
@@ -182,8 +164,6 @@ def test_a_filtered_mirror_learns_that_items_left_its_filter(news):
 
 
 def test_the_feeds_out_carry_when_an_item_was_last_changed(news):
-    import json
-
     story = {"link": "https://site.example/story", "title": "A story", "date": NOW - timedelta(days=3), "guid": "s"}
     with news({"/f.rss": rss(story)}):
         pass

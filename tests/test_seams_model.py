@@ -36,7 +36,7 @@ from pipeline.store import open_database
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.config_files import write_config
 from tests.support.local_server import LocalServer, Reply
-from tests.test_news_seams import rss
+from tests.support.feeds import rss_items as rss
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 RSS = {"Content-Type": "application/rss+xml"}

@@ -118,3 +118,21 @@ def growing_feed(name: str, step: int, window: int | None = None):
         return Reply(200, rss(entries, title=name, link="https://feeds.example/"), RSS_TYPE)
 
     return reply
+
+
+def rss_items(*entries: dict) -> bytes:
+    """An RSS 2.0 document; each entry: ``link``, ``title``, and optionally ``guid``, ``date`` (datetime), ``category``."""
+    items = []
+    for entry in entries:
+        parts = [f"<title>{escape(entry['title'])}</title>", f"<link>{escape(entry['link'])}</link>"]
+        if entry.get("guid"):
+            parts.append(f'<guid isPermaLink="false">{escape(entry["guid"])}</guid>')
+        if entry.get("date"):
+            parts.append(f"<pubDate>{entry['date'].strftime('%a, %d %b %Y %H:%M:%S +0000')}</pubDate>")
+        if entry.get("category"):
+            parts.append(f"<category>{escape(entry['category'])}</category>")
+        items.append("<item>" + "".join(parts) + "</item>")
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?><rss version="2.0"><channel><title>T</title>'
+        "<link>https://site.example/</link><description>T</description>" + "".join(items) + "</channel></rss>"
+    ).encode()
