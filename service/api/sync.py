@@ -25,8 +25,8 @@ UPDATED_SINCE = Param(
     "a copy in sync. The page is then in the order the changes were made, oldest first (updated_at never "
     "decreases along it), and the cursor keeps that order: an item changed while you page comes again at the end, "
     "so a walk misses nothing. Give the newest updated_at you received as updated_since next time (an item at "
-    "that time comes again); /api/v1/news/removed with the same tag and source lists the items removed or gone "
-    "out of that view. Combines with tag and source, not with since, until, q or sort.",
+    "that time comes again); /api/v1/news/removed lists the items removed. Combines with tag and source, not "
+    "with since, until, q or sort.",
 )
 
 REMOVED_PARAMETERS = (
@@ -35,7 +35,7 @@ REMOVED_PARAMETERS = (
         DateTime(),
         on=("news_removed",),
         component="removedSince",
-        description="Only items removed (or gone out of the view of tag and source) at or after this RFC 3339 time (with a time zone): the newest removed_at you "
+        description="Only items removed at or after this RFC 3339 time (with a time zone): the newest removed_at you "
         "received last time (an item at that time comes again). Omitted: every removal qsite has recorded.",
     ),
     Param(
