@@ -10,8 +10,6 @@ answers or explanations, and no user data. Datasette shows every table to
 researchers, so the only safe place for such data is nowhere.
 """
 
-import logging
-
 from sqlite_utils.migrations import Migrations
 
 from db.news_derived import (
@@ -28,12 +26,10 @@ from db.news_derived import (
     search_triggers,
 )
 from db import news_sync
-from db.model import NEWS, utc_now
 from db.redact import redact_text
 from db.urls import public_location
 
 migrations = Migrations("qsite")
-log = logging.getLogger("qsite.migrations")
 
 TAG_CHECK = "tag IN ('Science', 'Industry', 'Investing')"
 
@@ -407,25 +403,5 @@ def m012_news_removed_by_view(db):
 
 @migrations()
 def m013_news_guid_duplicates(db):
-    """One item per story again where a publisher's changed guids stored it twice (:data:`db.news_sync.GUID_DUPLICATES`).
-
-    The ingest now takes an entry whose guid changed for the item at its URL with its title. What
-    the rules before stored twice goes: each later copy is removed as retention removes an item,
-    with a tombstone, so mirrors drop it too (``/api/v1/news/removed``); the first keeps its id.
-    Nothing else changes. An undated item that retention removed and the rules before stored again
-    left no trace (its tombstone went when it came back): the next prune removes it for good.
-    """
-    duplicates = db.execute(news_sync.GUID_DUPLICATES).fetchall()
-    if duplicates:
-        at, key = news_sync.next_change(db.execute(news_sync.LATEST_CHANGE).fetchone()[0], utc_now())
-        insert, delete = news_sync.REMOVE_DUPLICATE
-        rows = [{"id": id_, "tag": tag, "source": source, "at": at, "key": key} for id_, tag, source in duplicates]
-        db.conn.executemany(insert, rows)
-        db.conn.executemany(delete, rows)
-        db.execute(
-            """INSERT INTO data_versions (dataset, version, changed_at) VALUES (?, 1, ?)
-               ON CONFLICT (dataset) DO UPDATE SET version = version + 1, changed_at = max(changed_at, excluded.changed_at)""",
-            [NEWS, at],
-        )
-    # a count of none only at info: every new database applies this migration
-    log.log(logging.WARNING if duplicates else logging.INFO, "m013: removed %d news items a changed guid had stored twice", len(duplicates))
+    """One item per story where changed guids stored it twice (:func:`db.news_sync.remove_guid_duplicates`)."""
+    news_sync.remove_guid_duplicates(db)

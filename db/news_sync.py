@@ -33,6 +33,12 @@ Existing rows keep their ``updated_at`` and get ``updated_at#000000000``.
 
 from __future__ import annotations
 
+import logging
+
+from db.model import NEWS, utc_now
+
+log = logging.getLogger("qsite.migrations")
+
 #: Digits of a change key's counter: more commits in one second than this would need is not possible.
 COUNTER_DIGITS = 9
 
@@ -150,3 +156,30 @@ REMOVE_DUPLICATE = (
        ON CONFLICT (id) DO UPDATE SET removed_at = excluded.removed_at, change_key = excluded.change_key""",
     "DELETE FROM news WHERE id = :id",
 )
+
+
+def remove_guid_duplicates(db) -> int:
+    """Migration 13: remove what changed guids stored twice (:data:`GUID_DUPLICATES`); log and return how many.
+
+    The ingest now takes an entry whose guid changed for the item at its URL with its title. What
+    the rules before stored twice goes: each later copy is removed as retention removes an item,
+    with a tombstone, so mirrors drop it too (``/api/v1/news/removed``, with or without filters);
+    the first keeps its id. Nothing else changes. An undated item that retention removed and the
+    rules before stored again left no trace (its tombstone went when it came back): the next prune
+    removes it for good.
+    """
+    duplicates = db.execute(GUID_DUPLICATES).fetchall()
+    if duplicates:
+        at, key = next_change(db.execute(LATEST_CHANGE).fetchone()[0], utc_now())
+        insert, delete = REMOVE_DUPLICATE
+        rows = [{"id": id_, "at": at, "key": key} for id_, _, _ in duplicates]
+        db.conn.executemany(insert, rows)
+        db.conn.executemany(delete, rows)
+        db.execute(
+            """INSERT INTO data_versions (dataset, version, changed_at) VALUES (?, 1, ?)
+               ON CONFLICT (dataset) DO UPDATE SET version = version + 1, changed_at = max(changed_at, excluded.changed_at)""",
+            [NEWS, at],
+        )
+    # a count of none only at info: every new database applies this migration
+    log.log(logging.WARNING if duplicates else logging.INFO, "m013: removed %d news items a changed guid had stored twice", len(duplicates))
+    return len(duplicates)
