@@ -247,3 +247,36 @@ def test_a_new_image_or_author_is_an_update_and_the_same_ones_are_not():
     for changed in (item(1, image_url="https://lab.example/2.jpg", authors=authors), item(1, image_url=None, authors=authors),
                     item(1, image_url=image, authors=("Jane Doe", "John Roe")), item(1, image_url=image)):
         assert [row[0] for row in policy.merge_items([changed], known(same), "Lab", None).updated] == ["id1"]
+
+
+def test_an_entry_whose_guid_changed_is_the_item_at_its_url_with_its_title():
+    old = stored(1, key="http-guid")  # stored under the guid before (http://site/?p=1)
+    moved = item(1)  # keyed by its new guid (key1), same URL and title
+    at_url = {"https://lab.example/1": [old]}
+    changes = policy.merge_items([moved], policy.Known({}, {}, {}, at_url), "Lab", None)
+    assert not changes.new and not changes.updated and changes.claimed == [("id1", "key1")]
+    # edited at once as well: a new title is no proof it is the same story
+    changes = policy.merge_items([item(1, title="Other")], policy.Known({}, {}, {}, at_url), "Lab", None)
+    assert len(changes.new) == 1
+    # the old guid still in the document: that entry is the stored item, this one is new
+    still = item(9, url="https://lab.example/1")._replace(key="http-guid", title="Title 1")
+    changes = policy.merge_items([moved, still], policy.Known({"http-guid": old}, {}, {}, at_url), "Lab", None)
+    assert [item.key for _, item in changes.new] == ["key1"] and not changes.claimed
+    # two entries sharing the link in one document (podcast episodes) stay apart: neither takes it
+    twin = item(2, url="https://lab.example/1")._replace(title="Title 1")
+    changes = policy.merge_items([moved, twin], policy.Known({}, {}, {}, at_url), "Lab", None)
+    assert len(changes.new) == 2 and not changes.claimed
+
+
+def test_an_undated_entry_retention_removed_stays_removed_unless_dated_inside_the_window():
+    cutoff = "2025-03-01T00:00:00Z"
+    removed = frozenset({item_id("https://lab.example/1")})
+    undated = item(1, published="2025-03-09T08:00:00Z", dated=False)  # stamped with the time seen: inside the window
+    changes = policy.merge_items([undated], policy.Known({}, {}, {}, {}, removed), "Lab", cutoff)
+    assert not changes.new and changes.counts["skipped"] == 1
+    dated = item(1, published="2025-03-09T08:00:00Z")
+    changes = policy.merge_items([dated], policy.Known({}, {}, {}, {}, removed), "Lab", cutoff)
+    assert [id_ for id_, _ in changes.new] == [item_id("https://lab.example/1")]
+    # no retention now: still only a date of the publisher's brings it back
+    changes = policy.merge_items([undated], policy.Known({}, {}, {}, {}, removed), "Lab", None)
+    assert not changes.new
