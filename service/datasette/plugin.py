@@ -44,6 +44,7 @@ from config import ConfigError
 from service.api.endpoints import ENDPOINTS
 from service.compat import config_not_applied, datasette_1, queries_not_configured
 from service.datasette import connections, public
+from service.datasette.answer_budget import count_answers
 from service.datasette.csv_errors import guarded_csv, is_csv
 from service.datasette.errors import handle_exception  # noqa: F401  (a hook: registered with this module)
 from service.datasette.handler import Api
@@ -203,9 +204,16 @@ def check_config_applied(datasette) -> None:
 
 
 @hookimpl
-def prepare_connection(conn):
-    """Every connection Datasette opens is bounded for the SQL anyone may send (:mod:`service.datasette.connections`)."""
+def prepare_connection(conn, database, datasette):
+    """Every connection Datasette opens is bounded for the SQL anyone may send (:mod:`service.datasette.connections`);
+    those of qsite's database also count the bytes of each answer (:mod:`service.datasette.answer_budget`)."""
     connections.bound(conn)
+    try:
+        config = qsite_config(datasette)
+    except ConfigError:
+        return  # the API answers that itself (service.datasette.state)
+    if database == config.database_path.stem:
+        count_answers(conn, config.api.sql_answer_max_bytes)
 
 
 @hookimpl
