@@ -55,6 +55,7 @@ from service.http.disconnects import ClientGone, until_gone
 from service.http.problems import API_PREFIX, CORS_HEADERS, NO_STORE, problem_response, send_response
 from service.replica.snapshot_api import is_snapshot_file, send_snapshot_file
 from service.http.settings import DATASETTE_CONFIG_ENV, PLUGIN_NAME, qsite_config
+from service.http.page_loop import PageLoop, database_page
 from service.http.sql_budget import runs_arbitrary_sql
 from service.http.targets import check_target, raw_target
 
@@ -239,6 +240,28 @@ def api_scope(scope, path: bytes) -> dict:
     return {**scope, "raw_path": path, "path": unquote_to_bytes(path).decode("utf-8", "replace")}
 
 
+#: The event loop that makes the served database's pages, one per process.
+PAGES = PageLoop()
+
+
+def served_page(datasette, path: bytes) -> bool:
+    """Whether ``path`` is a page of the database qsite serves (:func:`service.http.page_loop.database_page`)."""
+    try:
+        name = qsite_config(datasette).database_path.stem
+    except ConfigError:
+        return False
+    return database_page(path, name)
+
+
+def on_page_loop(app):
+    """``app`` run on :data:`PAGES`."""
+
+    async def run(scope, receive, send):
+        await PAGES.run(app, scope, receive, send)
+
+    return run
+
+
 def with_api_headers(send):
     """``send`` adding to Datasette's answers (JSON, CSV, pages, static files) what the API's carry:
     its CORS headers where there are none, and ``Cache-Control: no-store`` on an error (4xx, 5xx)
@@ -309,6 +332,9 @@ def asgi_wrapper(datasette):
 
                 async def inner(scope, receive, send):
                     await guarded_csv(app, scope, receive, send)
+
+            if served_page(datasette, path):  # made on a loop of its own, never the API's (service/http/page_loop.py)
+                inner = on_page_loop(inner)
 
             try:
                 if runs_arbitrary_sql(scope.get("query_string", b"")):

@@ -44,10 +44,13 @@ def runs_arbitrary_sql(query: bytes) -> bool:
 
 
 def private(send):
-    """``send`` marking every answer ``private`` for caches: a shared cache never keeps it (RFC 9111 5.2.2.7)."""
+    """``send`` marking every answer ``private`` for caches: a shared cache never keeps it (RFC 9111 5.2.2.7).
+
+    Errors (4xx, 5xx) are left as they come: the plugin makes them ``no-store``.
+    """
 
     async def send_private(message):
-        if message["type"] == "http.response.start":
+        if message["type"] == "http.response.start" and message["status"] < 400:
             headers = [(name, value) for name, value in message.get("headers", []) if name.lower() != b"cache-control"]
             kept = next((value for name, value in message.get("headers", []) if name.lower() == b"cache-control"), b"")
             if b"no-store" in kept.lower():
