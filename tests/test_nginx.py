@@ -308,3 +308,23 @@ def test_sql_answers_are_never_cached_and_past_the_budget_are_problems(tmp_path)
                 assert page[1] == "HIT", page  # Datasette's own pages of the data are cached as before
         finally:
             stop(process)
+
+
+def test_a_flood_of_header_fields_is_a_problem_through_the_shipped_nginx(tmp_path):
+    """More than 100 header fields: the replica's server (granian) refuses them with a bare 431 before
+    qsite sees the request; the shipped nginx answers it as qsite's problem, readable by a browser script."""
+    seeded_database(tmp_path / "site.db").close()
+    flood = {f"x-field-{n}": "1" for n in range(120)}
+    with replicas(tmp_path, 1, {"rate_limit": "off"}) as (served,):
+        direct = httpx.get(served.url("/api/v1/stats"), headers=flood)
+        assert direct.status_code == 431  # the server's own refusal, without qsite's document
+        process, base = nginx_in_front(tmp_path, served.port)
+        try:
+            with httpx.Client(base_url=base) as client:
+                assert_nginx_problem(client.get("/api/v1/stats", headers=flood), 431, "header-fields-too-large")
+                assert_nginx_problem(client.get("/site/news.json", headers=flood), 431, "header-fields-too-large")
+                assert client.get("/api/v1/stats", headers=dict(list(flood.items())[:60])).status_code == 200
+                gone = client.get("/api/v1/health")  # qsite's own answers pass as they are (a 503 when the data is old)
+                assert "x-qsite-version" in gone.headers
+        finally:
+            stop(process)
