@@ -334,6 +334,8 @@ def asgi_wrapper(datasette):
                     await guarded_csv(app, scope, receive, send)
 
             if served_page(datasette, path):  # made on a loop of its own, never the API's (service/http/page_loop.py)
+                if not instance(datasette).started:
+                    await datasette.invoke_startup()  # here, so that what startup builds (the API) is of this loop
                 inner = on_page_loop(inner)
 
             try:

@@ -6,7 +6,9 @@ second, and every /api/v1 request of that worker waited for it. :class:`PageLoop
 runs such requests on a second event loop, in a thread of its own, so the
 loop serving /api/v1 only forwards their messages: it stays free while a page
 is made (the two threads share the interpreter, which switches between them
-every few milliseconds).
+every few milliseconds). The thread keeps the scheduling of the one that
+started it: a lower one (``SCHED_BATCH``) would be descheduled while it holds
+the interpreter, and the API's loop wait for it all that time.
 
 Only requests for the pages of the served database go there (:func:`database_page`):
 the answers a client can make large. Everything else, /api/v1 among it, stays
@@ -19,7 +21,6 @@ raised, and a request cancelled on the server's loop is cancelled there too.
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 
 
@@ -30,15 +31,6 @@ def database_page(path: bytes, name: str) -> bool:
         return False
     rest = path[len(prefix) :]
     return rest in (b"", b".json", b".csv") or rest.startswith(b"/")
-
-
-def _run(loop: asyncio.AbstractEventLoop) -> None:
-    """The page loop's thread: yields the processor to the server's loop (``SCHED_BATCH``, where Linux has it)."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))  # 0: this thread
-    except (AttributeError, OSError):
-        pass
-    loop.run_forever()
 
 
 async def _call(function, *args):
@@ -58,7 +50,7 @@ class PageLoop:
         with self._starting:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
-                threading.Thread(target=_run, args=(loop,), name=self.name, daemon=True).start()
+                threading.Thread(target=loop.run_forever, name=self.name, daemon=True).start()
                 self._loop = loop
         return self._loop
 
