@@ -42,6 +42,11 @@ def client(tmp_path_factory):
         yield made
 
 
+def get(client, path: str):
+    """``path`` through the plugin, following Datasette 1.0's redirect of ``/site.json?sql=`` to ``/site/-/query.json``."""
+    return client.get(path, follow_redirects=True)
+
+
 def assert_refused(response, budget: int = BUDGET) -> dict:
     assert response.status_code == 400, response.text[:300]
     assert response.headers["content-type"] == "application/problem+json"
@@ -57,27 +62,27 @@ def assert_refused(response, budget: int = BUDGET) -> dict:
 @pytest.mark.parametrize("path", ["/site.json", "/site.csv", "/site.json?_shape=array&x=1"])
 def test_sql_answer_past_the_budget_is_a_problem_naming_it(client, path):
     joiner = "&" if "?" in path else "?"
-    assert_refused(client.get(f"{path}{joiner}sql=" + quote(wide(4, 10_000, 5))))  # 200 KB
+    assert_refused(get(client, f"{path}{joiner}sql=" + quote(wide(4, 10_000, 5))))  # 200 KB
 
 
 def test_an_answer_within_the_budget_is_whole(client):
     rows = 5
     width = (BUDGET // rows - 2 * CELL_BYTES) // 2 - 10  # two values a row, just under the budget in all
-    response = client.get("/site.json?_shape=array&sql=" + quote(wide(2, width, rows)))
+    response = get(client, "/site.json?_shape=array&sql=" + quote(wide(2, width, rows)))
     assert response.status_code == 200, response.text[:300]
     assert len(response.json()) == rows and all(len(row["c1"]) == width for row in response.json())
-    response = client.get("/site.json?_shape=array&sql=" + quote(wide(2, width + 200, rows)))
+    response = get(client, "/site.json?_shape=array&sql=" + quote(wide(2, width + 200, rows)))
     assert_refused(response)
 
 
 def test_datasettes_own_pages_of_the_data_are_within_the_budget(client):
     for path in ("/site/news.json?_size=max", "/site/news.csv?_size=max", "/site/news?_where=" + quote("1 = 1"), "/site/courses.json", "/site/glossary.json?_search=a"):
-        response = client.get(path)
+        response = get(client, path)
         assert response.status_code == 200, (path, response.text[:300])
 
 
 def test_a_page_past_the_budget_is_datasettes_error_page(client):
-    response = client.get("/site?sql=" + quote(wide(4, 10_000, 5)))
+    response = get(client, "/site?sql=" + quote(wide(4, 10_000, 5)))
     assert response.status_code == 400
     assert response.headers["content-type"].startswith("text/html")
     assert f"{BUDGET:,} bytes" in response.text and CONFIG_KEY in response.text
@@ -87,7 +92,7 @@ def test_an_answer_of_hundreds_of_megabytes_is_refused_before_it_is_built(client
     """200 MB of values (200 rows of a megabyte): Python never holds more than a few megabytes of them."""
     tracemalloc.start()
     try:
-        response = client.get("/site.json?sql=" + quote(wide(1, 999_000, 200)))
+        response = get(client, "/site.json?sql=" + quote(wide(1, 999_000, 200)))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -125,5 +130,5 @@ def test_functions_exposing_pointers_or_changing_the_connection_are_refused(clie
     connections.bound(bounded)
     with pytest.raises(sqlite3.DatabaseError, match="not authorized"):
         bounded.execute(sql)
-    response = client.get("/site.json?sql=" + quote(sql))
+    response = get(client, "/site.json?sql=" + quote(sql))
     assert response.status_code == 400 and "not authorized" in response.json()["error"], response.text[:300]
