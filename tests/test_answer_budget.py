@@ -100,6 +100,18 @@ def test_an_answer_of_hundreds_of_megabytes_is_refused_before_it_is_built(client
     assert peak < 20_000_000, peak
 
 
+def test_one_row_of_a_hundred_large_values_is_refused_before_python_holds_it(client):
+    """100 values of a megabyte in one row: the texts are counted as they are decoded, not once the row is whole."""
+    tracemalloc.start()
+    try:
+        response = get(client, "/site.json?sql=" + quote(wide(100, 999_000, 1)))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert_refused(response)
+    assert peak < 20_000_000, peak
+
+
 def test_the_count_starts_again_for_each_query():
     conn = sqlite3.connect(":memory:")
     conn.row_factory = sqlite3.Row

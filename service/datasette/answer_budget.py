@@ -8,7 +8,8 @@ gives a connection a row factory that adds up the size of each row as SQLite
 hands it over (its text and blob lengths, and :data:`CELL_BYTES` for every
 value) and raises :class:`AnswerTooLarge` once one query's rows pass the
 budget, so the rest are never fetched: a request holds at most the budget and
-one more row. Datasette's own row factory still makes the rows.
+one more row (SQLite's own copy of it; the texts of a row are counted as they
+are decoded). Datasette's own row factory still makes the rows.
 
 Every query Datasette runs on the connection is counted, its own (table
 pages, facets, CSV chunks) as well as the client's (``?sql=``, ``_where=``);
@@ -60,12 +61,23 @@ def count_answers(conn: sqlite3.Connection, budget: int) -> None:
 
     Wraps the connection's row factory (Datasette's :class:`sqlite3.Row`, set
     before its ``prepare_connection`` hook runs): each cursor is one query, and
-    its count starts at nought. A connection is used by one thread at a time.
+    its count starts at nought. The text factory (Datasette's decoding) counts
+    too, so that a row of many large values is refused before its Python copy
+    is made whole. A connection is used by one thread at a time.
     """
-    make_row = conn.row_factory
-    counting: list = [None, 0]  # a weak reference to the cursor being counted, and its bytes so far
+    make_row, make_text = conn.row_factory, conn.text_factory
+    # a weak reference to the cursor being counted, its bytes so far, and the text of the row being made
+    counting: list = [None, 0, 0]
+
+    def counted_text(data: bytes):
+        counting[2] += len(data)
+        if counting[2] > budget:  # one row's text alone past the budget: none of the rest is made
+            counting[2] = 0
+            raise AnswerTooLarge(budget)
+        return make_text(data)
 
     def counted_row(cursor, row):
+        counting[2] = 0
         held = counting[0]
         if held is None or held() is not cursor:
             counting[0], counting[1] = weakref.ref(cursor), 0
@@ -75,6 +87,13 @@ def count_answers(conn: sqlite3.Connection, budget: int) -> None:
         return make_row(cursor, row) if make_row is not None else row
 
     conn.row_factory = counted_row
+    if make_text is str:  # Python's default: text is decoded as it comes, not through a factory
+        make_text = _decode
+    conn.text_factory = counted_text
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8")
 
 
 def problem(exception: AnswerTooLarge) -> dict:
