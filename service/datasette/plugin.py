@@ -16,7 +16,8 @@ fields and takes apart the request-target forms Datasette does not route
 under /api/v1 (405, ``Allow: GET, HEAD, OPTIONS``), while every other method
 and path goes to Datasette untouched, so its own POST routes and other
 plugins' (login, write APIs a deployer adds) work beside qsite; runs arbitrary SQL one query per client at a
-time (:mod:`service.http.sql_budget`); lets browser scripts anywhere read
+time (:mod:`service.http.sql_budget`); makes the served database's pages on an event loop
+of its own (:mod:`service.http.page_loop`); lets browser scripts anywhere read
 Datasette's JSON and CSV (CORS); and keeps caches from storing its errors
 (``no-store``). It is registered ``tryfirst`` so it sits innermost: middleware
 such as the rate limiter (``service/http/ratelimit.py``) wraps around it, so
