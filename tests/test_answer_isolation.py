@@ -104,7 +104,9 @@ def test_huge_sql_answers_are_refused_without_holding_up_the_api_or_growing_the_
     )
     huge_url, largest_url = ("/site.json?sql=" + quote(sql) for sql in (HUGE_SQL, LARGEST_SQL))
     page_url = "/site?sql=" + quote(PAGE_SQL)
-    with qsite_serve(config, tmp_path / "serve.log") as served, httpx.Client(timeout=60) as api, httpx.Client(timeout=60) as heavy:
+    with qsite_serve(config, tmp_path / "serve.log") as served, httpx.Client(timeout=60) as api, httpx.Client(
+        timeout=60, follow_redirects=True  # Datasette 1.0 redirects /site.json?sql= to /site/-/query.json
+    ) as heavy:
         pids = [served.process.pid]
         assert wait_until(lambda: len(worker_pids(served.process.pid)) == 2, 10)
         pids += worker_pids(served.process.pid)
