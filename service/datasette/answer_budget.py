@@ -13,8 +13,7 @@ are decoded). Datasette's own row factory still makes the rows.
 
 Every query Datasette runs on the connection is counted, its own (table
 pages, facets, CSV chunks) as well as the client's (``?sql=``, ``_where=``);
-qsite's data is far below any budget that makes sense (a page of 1,000 rows
-of news is under a megabyte). :func:`problem` is the answer a request gets
+qsite's own pages of its data are far below any budget that makes sense. :func:`problem` is the answer a request gets
 when its query passes the budget: a 400 naming the budget and its config key.
 """
 

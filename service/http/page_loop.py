@@ -1,8 +1,8 @@
 """Datasette's pages of the served database, made on an event loop of their own.
 
-Datasette makes a page on the event loop that runs it: a ``?sql=`` page of
-1,000 rows of twelve short values is rendered in one stretch of most of a
-second, and every /api/v1 request of that worker waited for it. :class:`PageLoop`
+Datasette makes a page on the event loop that runs it, in one stretch that
+grows with the page's rows and columns, and every /api/v1 request of that
+worker would wait for it. :class:`PageLoop`
 runs such requests on a second event loop, in a thread of its own, so the
 loop serving /api/v1 only forwards their messages: it stays free while a page
 is made (the two threads share the interpreter, which switches between them
