@@ -195,6 +195,11 @@ class ApiConfig(_Strict):
     header_timeout: Annotated[Duration, Field(ge=1, le=300)] = 10
     #: Longest an arbitrary SQL query (Datasette's ?sql= and _where=) may run, in milliseconds.
     sql_time_limit_ms: Annotated[int, Field(ge=10, le=60_000)] = 1000
+    #: Most bytes one answer to SQL on the served database may have (Datasette's ?sql=, _where=, table
+    #: pages, JSON and CSV): the lengths of its texts and blobs, and 8 a value. A larger answer is refused
+    #: with a 400 as its rows are fetched, never built. At least 64 KB, at most 256 MB; each worker may
+    #: hold one such answer per SQL thread at once (docs/security.md), and serialises it on its event loop.
+    sql_answer_max_bytes: Annotated[int, Field(ge=65_536, le=268_435_456)] = 4_000_000
     #: GET /api/v1/health answers 503 when the data is older than this (``30m``, ``6h``, ``2d`` or seconds):
     #: the time since the last ingest run that did not fail (of either kind), else since the data last
     #: changed. A day: an instance whose ingest has stopped for a day leaves the rotation, while a

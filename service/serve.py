@@ -268,6 +268,10 @@ class FdWatch:
         loop.call_soon(tick)
 
 
+#: Seconds a thread runs Python before it hands the interpreter to another that waits for it.
+SWITCH_INTERVAL = 0.001
+
+
 def load_app(target: tuple[Config, Path | None]):
     """Granian's target loader, called once in each worker process after the fork, with its event loop set.
 
@@ -285,6 +289,9 @@ def load_app(target: tuple[Config, Path | None]):
         follower = instance(datasette).follower = Follower(datasette, config, follow)
         app = follower.wrap(app)
     FdWatch(resource.getrlimit(resource.RLIMIT_NOFILE)[0]).every(FD_CHECK_EVERY, asyncio.get_event_loop())
+    # The thread making Datasette's pages (service/http/page_loop.py) hands the interpreter back to the
+    # event loop within a millisecond (5 by default): an /api/v1 request waits at most that long for it.
+    sys.setswitchinterval(SWITCH_INTERVAL)
     return after_startup(app)
 
 

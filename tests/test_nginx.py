@@ -281,3 +281,50 @@ def test_behind_tls_every_absolute_link_says_https(tmp_path):
                 assert f"'{base}/" in dashboard and "'http://" not in dashboard  # the charts' data requests
         finally:
             stop(process)
+
+
+def test_sql_answers_are_never_cached_and_past_the_budget_are_problems(tmp_path):
+    """A client's own SQL (``?sql=``, however spelled) never fills the cache; past ``api.sql_answer_max_bytes``
+    it is a 400 problem, never stored; Datasette's pages of the data stay cached."""
+    seeded_database(tmp_path / "site.db").close()
+    budget = 65_536
+    with replicas(tmp_path, 1, {"rate_limit": "off", "sql_answer_max_bytes": budget}) as (served,):
+        process, base = nginx_in_front(tmp_path, served.port)
+        try:
+            with httpx.Client(base_url=base) as client:
+                for target in ("/site.json?sql=select+count(*)+from+news", "/site.json?%73ql=select+1", "/site/news.json?_where=id>0"):
+                    for _ in range(2):
+                        answer = client.get(target)
+                        assert answer.status_code == 200, answer.text[:300]
+                        assert answer.headers["cache-control"].startswith("private"), (target, answer.headers)
+                        assert answer.headers["x-cache"] != "HIT", target
+                huge = "/site.json?sql=select+printf('%25.*c',+999000,+'x')+from+news"
+                for _ in range(2):
+                    refused = client.get(huge)
+                    assert refused.status_code == 400 and refused.headers["cache-control"] == "no-store"
+                    assert refused.headers["content-type"] == "application/problem+json"
+                    assert f"{budget:,} bytes" in refused.json()["detail"] and refused.headers["x-cache"] != "HIT"
+                page = [client.get("/site/news.json?_size=2").headers["x-cache"] for _ in range(2)]
+                assert page[1] == "HIT", page  # Datasette's own pages of the data are cached as before
+        finally:
+            stop(process)
+
+
+def test_a_flood_of_header_fields_is_a_problem_through_the_shipped_nginx(tmp_path):
+    """More than 100 header fields: the replica's server (granian) refuses them with a bare 431 before
+    qsite sees the request; the shipped nginx answers it as qsite's problem, readable by a browser script."""
+    seeded_database(tmp_path / "site.db").close()
+    flood = {f"x-field-{n}": "1" for n in range(120)}
+    with replicas(tmp_path, 1, {"rate_limit": "off"}) as (served,):
+        direct = httpx.get(served.url("/api/v1/stats"), headers=flood)
+        assert direct.status_code == 431  # the server's own refusal, without qsite's document
+        process, base = nginx_in_front(tmp_path, served.port)
+        try:
+            with httpx.Client(base_url=base) as client:
+                assert_nginx_problem(client.get("/api/v1/stats", headers=flood), 431, "header-fields-too-large")
+                assert_nginx_problem(client.get("/site/news.json", headers=flood), 431, "header-fields-too-large")
+                assert client.get("/api/v1/stats", headers=dict(list(flood.items())[:60])).status_code == 200
+                gone = client.get("/api/v1/health")  # qsite's own answers pass as they are (a 503 when the data is old)
+                assert "x-qsite-version" in gone.headers
+        finally:
+            stop(process)

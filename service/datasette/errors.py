@@ -21,6 +21,7 @@ internal. Every one with ``Cache-Control: no-store``, as the API's errors.
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import sqlite3
 
@@ -32,7 +33,8 @@ from markupsafe import Markup
 
 from service.api.parameters import echo
 from service.http.disconnects import ClientGone
-from service.http.problems import ALLOWED_METHODS, API_PREFIX
+from service.datasette.answer_budget import AnswerTooLarge, problem
+from service.http.problems import ALLOWED_METHODS, API_PREFIX, PROBLEM_CONTENT_TYPE
 
 log = logging.getLogger("qsite.errors")
 
@@ -54,7 +56,7 @@ def error_status(exception: BaseException) -> int:
         return exception.status
     if getattr(exception, "sqlite_errorcode", None) == sqlite3.SQLITE_TOOBIG:  # set by SQLite only, not the module
         return 400  # the request's SQL made a value past the cap (service/datasette/connections.py)
-    if isinstance(exception, QueryInterrupted):
+    if isinstance(exception, (QueryInterrupted, AnswerTooLarge)):
         return 400  # the request's SQL ran past the time limit: Datasette's JSON says so as a 400, its CSV raised
     if isinstance(exception, DatasetteError):
         # Datasette raises these for what the request asked (a column that does not
@@ -79,6 +81,10 @@ def error_info(exception: BaseException, status: int) -> dict:
 
 
 async def error_response(datasette, request, exception: BaseException) -> Response:
+    if isinstance(exception, AnswerTooLarge) and is_data(request):
+        # JSON and CSV: a problem document (with Datasette's ok and error); pages: the error page below
+        body = json.dumps(problem(exception), ensure_ascii=False)
+        return Response(body, status=400, headers={"cache-control": "no-store"}, content_type=PROBLEM_CONTENT_TYPE)
     status = error_status(exception)
     # as every error of the API (docs/api.md, "Errors"): the next request may succeed, so no cache
     # keeps it; also on /api/v1 paths, which the plugin's wrapper leaves to the API (with_api_headers)
@@ -91,6 +97,8 @@ async def error_response(datasette, request, exception: BaseException) -> Respon
         log.info("%s %s failed in Datasette; answered 405", method, request.path)
         status, exception = 405, Base400(f"{method} is not allowed here")
         headers["allow"] = ALLOWED_METHODS
+    if isinstance(exception, AnswerTooLarge):  # a page: the error page, saying the same
+        exception = Base400(str(exception))
     if isinstance(exception, QueryInterrupted):  # its text is the SQL and its parameters: say what happened
         exception = Base400("SQL Interrupted: the query ran past the time limit (sql_time_limit_ms)")
     if status >= 500 and unread_parameters(request, exception):
@@ -111,6 +119,11 @@ async def error_response(datasette, request, exception: BaseException) -> Respon
         log.exception("error page for %s %s", request.method, request.path)
         return Response.text(str(info["error"]), status=status, headers=headers)
     return Response.html(page, status=status, headers=headers)
+
+
+def is_data(request) -> bool:
+    """Whether a Datasette request asks for JSON or CSV (``.json``, ``.csv``, ``?_format=``) rather than a page."""
+    return request.path.endswith((".json", ".csv")) or request.args.get("_format") in ("json", "csv")
 
 
 def is_datasette_default(answer) -> bool:

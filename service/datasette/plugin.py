@@ -16,7 +16,8 @@ fields and takes apart the request-target forms Datasette does not route
 under /api/v1 (405, ``Allow: GET, HEAD, OPTIONS``), while every other method
 and path goes to Datasette untouched, so its own POST routes and other
 plugins' (login, write APIs a deployer adds) work beside qsite; runs arbitrary SQL one query per client at a
-time (:mod:`service.http.sql_budget`); lets browser scripts anywhere read
+time (:mod:`service.http.sql_budget`); makes the served database's pages on an event loop
+of its own (:mod:`service.http.page_loop`); lets browser scripts anywhere read
 Datasette's JSON and CSV (CORS); and keeps caches from storing its errors
 (``no-store``). It is registered ``tryfirst`` so it sits innermost: middleware
 such as the rate limiter (``service/http/ratelimit.py``) wraps around it, so
@@ -44,6 +45,7 @@ from config import ConfigError
 from service.api.endpoints import ENDPOINTS
 from service.compat import config_not_applied, datasette_1, queries_not_configured
 from service.datasette import connections, public
+from service.datasette.answer_budget import count_answers
 from service.datasette.csv_errors import guarded_csv, is_csv
 from service.datasette.errors import handle_exception  # noqa: F401  (a hook: registered with this module)
 from service.datasette.handler import Api
@@ -54,6 +56,7 @@ from service.http.disconnects import ClientGone, until_gone
 from service.http.problems import API_PREFIX, CORS_HEADERS, NO_STORE, problem_response, send_response
 from service.replica.snapshot_api import is_snapshot_file, send_snapshot_file
 from service.http.settings import DATASETTE_CONFIG_ENV, PLUGIN_NAME, qsite_config
+from service.http.page_loop import PageLoop, database_page
 from service.http.sql_budget import runs_arbitrary_sql
 from service.http.targets import check_target, raw_target
 
@@ -203,9 +206,16 @@ def check_config_applied(datasette) -> None:
 
 
 @hookimpl
-def prepare_connection(conn):
-    """Every connection Datasette opens is bounded for the SQL anyone may send (:mod:`service.datasette.connections`)."""
+def prepare_connection(conn, database, datasette):
+    """Every connection Datasette opens is bounded for the SQL anyone may send (:mod:`service.datasette.connections`);
+    those of qsite's database also count the bytes of each answer (:mod:`service.datasette.answer_budget`)."""
     connections.bound(conn)
+    try:
+        config = qsite_config(datasette)
+    except ConfigError:
+        return  # the API answers that itself (service.datasette.state)
+    if database == config.database_path.stem:
+        count_answers(conn, config.api.sql_answer_max_bytes)
 
 
 @hookimpl
@@ -229,6 +239,28 @@ def startup(datasette):
 def api_scope(scope, path: bytes) -> dict:
     """``scope`` with its path replaced by ``path`` (already without escapes of unreserved characters)."""
     return {**scope, "raw_path": path, "path": unquote_to_bytes(path).decode("utf-8", "replace")}
+
+
+#: The event loop that makes the served database's pages, one per process.
+PAGES = PageLoop()
+
+
+def served_page(datasette, path: bytes) -> bool:
+    """Whether ``path`` is a page of the database qsite serves (:func:`service.http.page_loop.database_page`)."""
+    try:
+        name = qsite_config(datasette).database_path.stem
+    except ConfigError:
+        return False
+    return database_page(path, name)
+
+
+def on_page_loop(app):
+    """``app`` run on :data:`PAGES`."""
+
+    async def run(scope, receive, send):
+        await PAGES.run(app, scope, receive, send)
+
+    return run
 
 
 def with_api_headers(send):
@@ -301,6 +333,11 @@ def asgi_wrapper(datasette):
 
                 async def inner(scope, receive, send):
                     await guarded_csv(app, scope, receive, send)
+
+            if served_page(datasette, path):  # made on a loop of its own, never the API's (service/http/page_loop.py)
+                if not instance(datasette).started:
+                    await datasette.invoke_startup()  # here, so that what startup builds (the API) is of this loop
+                inner = on_page_loop(inner)
 
             try:
                 if runs_arbitrary_sql(scope.get("query_string", b"")):

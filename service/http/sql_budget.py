@@ -11,6 +11,10 @@ dashboard fetching six charts at once gets them one after another, and at
 most :data:`MAX_WAITING` may wait; one more is answered 429 at once, with
 ``Retry-After``. The time limit comes from the config (``api.sql_time_limit_ms``).
 
+Its answers are the client's own (:func:`private`): no shared cache keeps
+them, so one client's queries never fill a cache in front and evict what
+everyone reads (a browser may still keep them for Datasette's ``max-age``).
+
 The /api/v1 routes never use that pool (:mod:`service.api.reader`), so nothing
 here can slow them.
 """
@@ -37,6 +41,28 @@ def runs_arbitrary_sql(query: bytes) -> bool:
         if unquote_to_bytes(name.replace(b"+", b" ")) in SQL_PARAMETERS:
             return True
     return False
+
+
+def private(send):
+    """``send`` marking every answer ``private`` for caches: a shared cache never keeps it (RFC 9111 5.2.2.7).
+
+    Errors (4xx, 5xx) are left as they come: the plugin makes them ``no-store``.
+    """
+
+    async def send_private(message):
+        if message["type"] == "http.response.start" and message["status"] < 400:
+            headers = [(name, value) for name, value in message.get("headers", []) if name.lower() != b"cache-control"]
+            kept = next((value for name, value in message.get("headers", []) if name.lower() == b"cache-control"), b"")
+            if b"no-store" in kept.lower():
+                headers.append((b"cache-control", kept))
+            else:
+                directives = [d.strip() for d in kept.split(b",") if d.strip() and d.strip().lower() not in (b"public", b"private")]
+                directives = [d for d in directives if not d.lower().startswith(b"s-maxage")]
+                headers.append((b"cache-control", b", ".join([b"private", *directives])))
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return send_private
 
 
 #: Requests of one client that may wait while its query runs; one more is refused.
@@ -84,7 +110,7 @@ class SqlBudget:
         turns.count += 1
         try:
             async with turns.lock:
-                await app(scope, receive, send)
+                await app(scope, receive, private(send))
         finally:
             turns.count -= 1
             if turns.count == 0:
