@@ -244,3 +244,44 @@ GRANIAN_LOGGER = "_granian"
 def serve_granian(server, loader) -> None:
     """Run granian's ``server``, calling ``loader(target)`` in each worker after the fork for the ASGI app."""
     server.serve(target_loader=loader)
+
+
+def json_data_view(datasette, filename: str, data_callback):
+    """A view of ``data_callback()`` as Datasette shows its introspection pages (``/-/metadata``): JSON for
+    ``.json``, its ``show_json.html`` page otherwise.
+
+    ``datasette.views.special.JsonDataView`` (Datasette 0.65.5 and 1.0a41, ``datasette/views/special.py``),
+    not documented; the pages it replaces are made by it, so the same class keeps their shape.
+    """
+    from datasette.views.special import JsonDataView
+
+    return JsonDataView.as_view(datasette, filename, data_callback)
+
+
+@lru_cache(maxsize=1)
+def datasette_error_type() -> type:
+    """The exception class Datasette's views raise for what a request asked (``DatasetteError``).
+
+    ``datasette.views.base.DatasetteError`` (0.65.5 and 1.0a41, ``datasette/views/base.py``), not
+    documented; :mod:`service.datasette.errors` answers it as the 4xx it is.
+    """
+    from datasette.views.base import DatasetteError
+
+    return DatasetteError
+
+
+#: The modules of Datasette's own ``actor_from_request`` implementations (the ``ds_actor`` cookie,
+#: and on 1.0 ``Authorization: Bearer dstok_...`` tokens): both need a cookie or ``Authorization``.
+DATASETTE_ACTOR_SOURCES = frozenset({"datasette.actor_auth_cookie", "datasette.default_permissions"})
+
+
+def other_actor_sources() -> bool:
+    """Whether a plugin other than Datasette itself implements ``actor_from_request`` (a header set by an
+    auth proxy, ``?_auth_token=``, an address): an actor may then come with any request.
+
+    Reads the hook's implementations from ``datasette.plugins.pm`` (pluggy's ``get_hookimpls``; the
+    manager Datasette's testing documentation registers plugins on, 0.65.5 and 1.0a41).
+    """
+    from datasette.plugins import pm
+
+    return any(impl.plugin_name not in DATASETTE_ACTOR_SOURCES for impl in pm.hook.actor_from_request.get_hookimpls())

@@ -62,6 +62,16 @@ def base_url(headers, scheme: str) -> str:
     return f"{'https' if scheme == 'https' else 'http'}://{host.lower()}"
 
 
+def private(answer: tuple[int, list, bytes]) -> tuple[int, list, bytes]:
+    """``answer`` for one actor's eyes: an endpoint the anonymous may not read was answered because of
+    who asked, so no shared cache may keep it (``Cache-Control: private``, RFC 9111 5.2.2.7)."""
+    status, headers, body = answer
+    return status, [
+        (name, b"private, " + value.removeprefix(b"public, ")) if name == b"cache-control" else (name, value)
+        for name, value in headers
+    ], body
+
+
 def in_snapshot(conn: sqlite3.Connection, build: Callable):
     """Run ``build(conn, versions)`` in one read transaction with the versions it saw.
 
@@ -111,6 +121,8 @@ class Api:
         (:attr:`Endpoint.fresh <service.api.endpoint.Endpoint.fresh>`, /api/v1/health), whose
         data changes without a ``data_versions`` bump; by default ``execute_fn``.
     :param cursor_key: seals the counts ``next`` links carry (:func:`service.datasette.state.cursor_key`).
+    :param public_url: ``api.public_url``: the address absolute links are built on; None: the request's
+        ``Host`` (:func:`base_url`), and those answers vary on it (``Vary: Host``).
     """
 
     def __init__(
@@ -127,6 +139,7 @@ class Api:
         max_data_age: int = 86400,
         fresh_fn=None,
         cursor_key: bytes = b"",
+        public_url: str | None = None,
     ):
         self.execute_fn = execute_fn
         self.fresh_fn = fresh_fn or execute_fn
@@ -142,6 +155,7 @@ class Api:
         self.access = access
         self.max_data_age = max_data_age
         self.cursor_key = cursor_key
+        self.public_url = public_url
         #: The snapshot a following replica serves (its file name), said in the index, /health and a header.
         self.snapshot = (documents.get("snapshot") or {}).get("file")
         #: Added to every built 200: which snapshot it was built from (none on a live database).
@@ -172,7 +186,9 @@ class Api:
             return None
         return entry.answer(conditions)
 
-    async def anonymous(self, method: str, raw_key: tuple[bytes, bytes], headers, scheme: str = "http") -> tuple | None:
+    async def anonymous(
+        self, method: str, raw_key: tuple[bytes, bytes], headers, scheme: str = "http", actor_elsewhere: bool = False
+    ) -> tuple | None:
         """The answer to a request without credentials, for the ASGI wrapper to send; else None.
 
         A repeat of a built response is :meth:`fast`; anything else is
@@ -182,12 +198,17 @@ class Api:
         request more than its SQL (a CSRF token of 16 random characters made
         for every request, routing, a request object). Requests with
         credentials get ``None``: the router applies Datasette's privacy rule.
+
+        :param actor_elsewhere: an actor may come with this request in another way (a plugin's
+            ``actor_from_request`` reading a header or ``?_auth_token=``, an ASGI wrapper's
+            ``scope["actor"]``): only an answer anyone may have (:meth:`fast`) is given here,
+            anything else is ``None``, for Datasette to resolve the actor as on its own pages.
         """
         conditions = read_conditions(headers)
         if conditions.credentialed:
             return None
         answer = self.fast(method, raw_key, conditions)
-        if answer is not None:
+        if answer is not None or actor_elsewhere:
             return answer
         return await self.handle(method, raw_key[0].decode("latin-1"), raw_key[1], headers, scheme=scheme)
 
@@ -238,11 +259,16 @@ class Api:
             return await self._health()
         try:
             if endpoint.name == "openapi":  # made for the address asked, so never kept
-                entry, keep = self._openapi(endpoint, values, base_url(headers, scheme)), False
+                entry, keep = self._openapi(endpoint, values, self.public_url or base_url(headers, scheme)), False
+                if self.public_url is None:
+                    entry.vary_on_host()
             else:
                 entry, keep = await self._entry(endpoint, arg, values), not endpoint.fresh
                 if endpoint.absolute_links:  # kept with the placeholder; answered for the address asked, so never aliased
-                    entry, keep = entry.at_base_url(base_url(headers, scheme), endpoint.absolute_links), False
+                    base = self.public_url or base_url(headers, scheme)
+                    entry, keep = entry.at_base_url(base, endpoint.absolute_links), False
+                    if self.public_url is None:
+                        entry.vary_on_host()
         except NoData:
             return problem_response(
                 "no-data",
@@ -265,9 +291,11 @@ class Api:
                 "the database cannot be read just now; try again shortly",
                 headers=[(b"retry-after", str(UNAVAILABLE_RETRY_AFTER).encode())],
             )
-        if keep and (self.access is None or self.access.public(endpoint)):  # the fast path answers anyone
+        public = self.access is None or self.access.public(endpoint)
+        if keep and public:  # the fast path answers anyone
             self.cache.add_alias((path.encode("latin-1"), query), entry)
-        return entry.answer(read_conditions(headers))
+        answer = entry.answer(read_conditions(headers))
+        return answer if public else private(answer)
 
     def _poll_in_background(self) -> None:
         """Start a ``data_versions`` poll if one is due and none is running, without waiting for it."""

@@ -42,7 +42,7 @@ from jinja2 import ChoiceLoader, FileSystemLoader
 from config import ConfigError
 
 from service.api.endpoints import ENDPOINTS
-from service.compat import config_not_applied, datasette_1, queries_not_configured
+from service.compat import config_not_applied, datasette_1, other_actor_sources, queries_not_configured
 from service.datasette import connections, public
 from service.datasette.csv_errors import guarded_csv, is_csv
 from service.datasette.errors import handle_exception  # noqa: F401  (a hook: registered with this module)
@@ -53,7 +53,14 @@ from service.describe.docs import TEMPLATES_DIR
 from service.http.disconnects import ClientGone, until_gone
 from service.http.problems import API_PREFIX, CORS_HEADERS, NO_STORE, problem_response, send_response
 from service.replica.snapshot_api import is_snapshot_file, send_snapshot_file
-from service.http.settings import DATASETTE_CONFIG_ENV, PLUGIN_NAME, qsite_config
+from service.http.settings import (
+    DATASETTE_CONFIG_ENV,
+    PLUGIN_NAME,
+    is_own_server,
+    is_qsite_database,
+    path_database,
+    qsite_config,
+)
 from service.http.sql_budget import runs_arbitrary_sql
 from service.http.targets import check_target, raw_target
 
@@ -117,7 +124,8 @@ async def api_view(datasette, request, scope, send):
 
 @hookimpl
 def register_routes(datasette):
-    return [(ROUTE, api_view), *public.routes(datasette)]
+    """/api/v1; on ``qsite serve``'s own server also the introspection pages without paths or plugin settings."""
+    return [(ROUTE, api_view), *(public.routes(datasette) if is_own_server(datasette) else ())]
 
 
 @hookimpl
@@ -203,9 +211,11 @@ def check_config_applied(datasette) -> None:
 
 
 @hookimpl
-def prepare_connection(conn):
-    """Every connection Datasette opens is bounded for the SQL anyone may send (:mod:`service.datasette.connections`)."""
-    connections.bound(conn)
+def prepare_connection(conn, database, datasette):
+    """Datasette's connections to qsite's database are bounded for the SQL anyone may send
+    (:mod:`service.datasette.connections`); other databases' are left as Datasette opens them."""
+    if is_qsite_database(datasette, database):
+        connections.bound(conn)
 
 
 @hookimpl
@@ -261,10 +271,15 @@ def with_api_headers(send):
 @hookimpl(tryfirst=True)
 def asgi_wrapper(datasette):
     def wrap(app):
+        own = None  # is_own_server, read at the first request (plugin settings are complete by then)
+
         async def read_only_and_fast_path(scope, receive, send):
+            nonlocal own
             if scope["type"] != "http":
                 return await app(scope, receive, send)
-            scope, answer = check_target(scope)
+            if own is None:
+                own = is_own_server(datasette)
+            scope, answer = check_target(scope, whole_instance=own)
             if answer is not None:
                 status, headers, body = answer
                 return await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
@@ -284,7 +299,8 @@ def asgi_wrapper(datasette):
                         await datasette.invoke_startup()
                     api = await serving_api(datasette)
                     answer = await api.anonymous(
-                        method, (path, scope.get("query_string", b"")), scope["headers"], client_scheme(datasette, scope)
+                        method, (path, scope.get("query_string", b"")), scope["headers"], client_scheme(datasette, scope),
+                        actor_elsewhere="actor" in scope or other_actor_sources(),
                     )
                     if answer is not None:
                         status, headers, body = answer
@@ -292,7 +308,10 @@ def asgi_wrapper(datasette):
                         await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
                         return
                 return await app(scope, receive, send)
-            send = with_api_headers(send)
+            if not own and not is_qsite_database(datasette, path_database(scope.get("path", ""))):
+                return await app(scope, receive, send)  # someone else's Datasette: its pages as they are
+            if own:
+                send = with_api_headers(send)
             # a stream (CSV, ?_stream=on) stops when its client has gone; only for requests that
             # have no body, so that the watch never takes a message the page would read
             send, stop_watching = until_gone(receive, send) if method in ("GET", "HEAD") else (send, None)
