@@ -209,6 +209,10 @@ class ApiConfig(_Strict):
     #: the absolute links of the JSON Feed, the Atom feed and the OpenAPI document are built from it.
     #: Left ``null``: from the request's ``Host``, and those answers then carry ``Vary: Host``.
     public_url: str | None = None
+    #: Query parameters that carry a credential for an actor plugin (datasette-auth-tokens'
+    #: ``?_auth_token=``): /api/v1 takes them as Datasette's pages do, leaving them to the plugin,
+    #: where any other unknown parameter is refused.
+    credential_parameters: list[Annotated[str, Field(min_length=1, max_length=100)]] = ["_auth_token"]
 
     @field_validator("public_url")
     @classmethod

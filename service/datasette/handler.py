@@ -16,6 +16,7 @@ import logging
 import re
 import sqlite3
 from typing import Callable
+from urllib.parse import unquote_to_bytes
 
 from service.api.bodies import Build, Invalid, Missing, NoData
 from service.api.data_versions import DataVersions, read_versions, updated_at
@@ -60,6 +61,12 @@ def base_url(headers, scheme: str) -> str:
     if not (len(host) <= 260 and _HOST.match(host)):
         return "http://localhost"
     return f"{'https' if scheme == 'https' else 'http'}://{host.lower()}"
+
+
+def without_parameters(query: bytes, names: frozenset[bytes]) -> bytes:
+    """``query`` without the parameters named ``names`` (as sent or percent-decoded)."""
+    parts = [part for part in query.split(b"&") if unquote_to_bytes(part.partition(b"=")[0].replace(b"+", b" ")) not in names]
+    return b"&".join(parts)
 
 
 def private(answer: tuple[int, list, bytes]) -> tuple[int, list, bytes]:
@@ -121,6 +128,8 @@ class Api:
         (:attr:`Endpoint.fresh <service.api.endpoint.Endpoint.fresh>`, /api/v1/health), whose
         data changes without a ``data_versions`` bump; by default ``execute_fn``.
     :param cursor_key: seals the counts ``next`` links carry (:func:`service.datasette.state.cursor_key`).
+    :param credential_parameters: ``api.credential_parameters``: query parameters an actor plugin reads
+        (``_auth_token``), taken out of the query before it is read.
     :param public_url: ``api.public_url``: the address absolute links are built on; None: the request's
         ``Host`` (:func:`base_url`), and those answers vary on it (``Vary: Host``).
     """
@@ -140,6 +149,7 @@ class Api:
         fresh_fn=None,
         cursor_key: bytes = b"",
         public_url: str | None = None,
+        credential_parameters: frozenset[bytes] = frozenset(),
     ):
         self.execute_fn = execute_fn
         self.fresh_fn = fresh_fn or execute_fn
@@ -156,6 +166,7 @@ class Api:
         self.max_data_age = max_data_age
         self.cursor_key = cursor_key
         self.public_url = public_url
+        self.credential_parameters = credential_parameters
         #: The snapshot a following replica serves (its file name), said in the index, /health and a header.
         self.snapshot = (documents.get("snapshot") or {}).get("file")
         #: Added to every built 200: which snapshot it was built from (none on a live database).
@@ -187,7 +198,7 @@ class Api:
         return entry.answer(conditions)
 
     async def anonymous(
-        self, method: str, raw_key: tuple[bytes, bytes], headers, scheme: str = "http", actor_elsewhere: bool = False
+        self, method: str, raw_key: tuple[bytes, bytes], headers, scheme: str = "http", actor: dict | None = None
     ) -> tuple | None:
         """The answer to a request without credentials, for the ASGI wrapper to send; else None.
 
@@ -199,18 +210,17 @@ class Api:
         for every request, routing, a request object). Requests with
         credentials get ``None``: the router applies Datasette's privacy rule.
 
-        :param actor_elsewhere: an actor may come with this request in another way (a plugin's
-            ``actor_from_request`` reading a header or ``?_auth_token=``, an ASGI wrapper's
-            ``scope["actor"]``): only an answer anyone may have (:meth:`fast`) is given here,
-            anything else is ``None``, for Datasette to resolve the actor as on its own pages.
+        :param actor: the actor another plugin's ``actor_from_request`` found in the request (a header an
+            auth proxy sets, ``?_auth_token=``), as Datasette's router would
+            (:func:`service.compat.actor_from_plugins`): the deployer's permissions apply to it.
         """
         conditions = read_conditions(headers)
         if conditions.credentialed:
             return None
-        answer = self.fast(method, raw_key, conditions)
-        if answer is not None or actor_elsewhere:
+        answer = self.fast(method, raw_key, conditions)  # only answers anyone may have are kept for it
+        if answer is not None:
             return answer
-        return await self.handle(method, raw_key[0].decode("latin-1"), raw_key[1], headers, scheme=scheme)
+        return await self.handle(method, raw_key[0].decode("latin-1"), raw_key[1], headers, scheme=scheme, actor=actor)
 
     async def handle(
         self, method: str, path: str, query: bytes, headers, scheme: str = "http", actor: dict | None = None
@@ -231,6 +241,8 @@ class Api:
             return problem_response("internal-error", "the request could not be answered")
 
     async def _handle(self, method: str, path: str, query: bytes, headers, scheme: str, actor) -> tuple[int, list, bytes]:
+        if self.credential_parameters and query:
+            query = without_parameters(query, self.credential_parameters)
         if method == "OPTIONS":
             # Any path, known or not: a browser script may then read the 404 problem too.
             return 204, list(PREFLIGHT_HEADERS), b""

@@ -8,9 +8,15 @@ before Datasette's CSRF middleware and router run (:meth:`Api.anonymous
 <service.datasette.handler.Api.anonymous>`): a repeat of a built response needs no routing,
 no actor and no SQL, and a new one nothing of them either; requests with a
 cookie or ``Authorization`` go through the route, where Datasette's privacy
-rule applies.
+rule applies. When another plugin implements ``actor_from_request`` (an auth
+proxy's header, ``?_auth_token=``), the actor is resolved as Datasette's router
+does (:func:`service.compat.actor_from_plugins`) before a new answer is built.
 
-The same wrapper, for the whole instance: caps the request target and header
+As a plugin in someone else's Datasette (``datasette serve`` with qsite
+installed) that is all: every other request goes to Datasette as it came, except
+those of qsite's own database, which get the CSV and SQL guards below. On ``qsite
+serve``'s own server (:func:`service.http.settings.is_own_server`) the same
+wrapper hardens the whole instance: caps the request target and header
 fields and takes apart the request-target forms Datasette does not route
 (:mod:`service.http.targets`); refuses every method but GET, HEAD and OPTIONS
 under /api/v1 (405, ``Allow: GET, HEAD, OPTIONS``), while every other method
@@ -42,7 +48,13 @@ from jinja2 import ChoiceLoader, FileSystemLoader
 from config import ConfigError
 
 from service.api.endpoints import ENDPOINTS
-from service.compat import config_not_applied, datasette_1, other_actor_sources, queries_not_configured
+from service.compat import (
+    actor_from_plugins,
+    config_not_applied,
+    datasette_1,
+    other_actor_sources,
+    queries_not_configured,
+)
 from service.datasette import connections, public
 from service.datasette.csv_errors import guarded_csv, is_csv
 from service.datasette.errors import handle_exception  # noqa: F401  (a hook: registered with this module)
@@ -298,9 +310,15 @@ def asgi_wrapper(datasette):
                         # startup: this path answers before Datasette's router would start it.
                         await datasette.invoke_startup()
                     api = await serving_api(datasette)
+                    actor = None
+                    if "actor" in scope or other_actor_sources():
+                        try:
+                            actor = await actor_from_plugins(datasette, scope)
+                        except Exception:  # a plugin failing: Datasette's router answers as it would anywhere
+                            return await app(scope, receive, send)
                     answer = await api.anonymous(
                         method, (path, scope.get("query_string", b"")), scope["headers"], client_scheme(datasette, scope),
-                        actor_elsewhere="actor" in scope or other_actor_sources(),
+                        actor=actor,
                     )
                     if answer is not None:
                         status, headers, body = answer

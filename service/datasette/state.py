@@ -91,9 +91,11 @@ async def build_api(datasette, follower=None) -> Api:
     max_age = 0
     max_data_age = 86400
     public_url = None
+    credential_parameters: frozenset[bytes] = frozenset()
     try:
         config = qsite_config(datasette)
         public_url = config.api.public_url
+        credential_parameters = frozenset(name.encode() for name in config.api.credential_parameters)
         max_age = config.api.cache_max_age
         max_data_age = config.api.health_max_data_age
         limit = parse_rate_limit(config.api.rate_limit)
@@ -124,7 +126,7 @@ async def build_api(datasette, follower=None) -> Api:
     return Api(
         execute_fn, versions, sql, max_age, documents, docs_page=docs_page, broken=broken, reader=reader, access=access,
         max_data_age=max_data_age, fresh_fn=reader.fresh if reader is not None else None, cursor_key=cursor_key(datasette),
-        public_url=public_url,
+        public_url=public_url, credential_parameters=credential_parameters,
     )
 
 
