@@ -206,7 +206,8 @@ class ApiConfig(_Strict):
     #: 128 counts every address on its own.
     ipv6_prefix: Annotated[int, Field(ge=32, le=128)] = 64
     #: The address the public reaches the API at (``https://data.example.org``, a path allowed):
-    #: the absolute links of the JSON Feed, the Atom feed and the OpenAPI document are built from it.
+    #: the absolute links of the JSON Feed and the OpenAPI document are built from it (the Atom feed's and
+    #: ``next`` links are relative).
     #: Left ``null``: from the request's ``Host``, and those answers then carry ``Vary: Host``.
     public_url: str | None = None
     #: Query parameters that carry a credential for an actor plugin (datasette-auth-tokens'
