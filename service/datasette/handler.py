@@ -198,7 +198,7 @@ class Api:
         return entry.answer(conditions)
 
     async def anonymous(
-        self, method: str, raw_key: tuple[bytes, bytes], headers, scheme: str = "http", actor: dict | None = None
+        self, method: str, raw_key: tuple[bytes, bytes], headers, scheme: str = "http", find_actor=None
     ) -> tuple | None:
         """The answer to a request without credentials, for the ASGI wrapper to send; else None.
 
@@ -210,9 +210,10 @@ class Api:
         for every request, routing, a request object). Requests with
         credentials get ``None``: the router applies Datasette's privacy rule.
 
-        :param actor: the actor another plugin's ``actor_from_request`` found in the request (a header an
-            auth proxy sets, ``?_auth_token=``), as Datasette's router would
-            (:func:`service.compat.actor_from_plugins`): the deployer's permissions apply to it.
+        :param find_actor: when other plugins may find an actor in the request (a header an auth proxy
+            sets, ``?_auth_token=``), a coroutine function giving it as Datasette's router would
+            (:func:`service.compat.actor_from_plugins`), asked only when no kept answer (which anyone
+            may have) serves: the deployer's permissions apply to that actor.
         """
         conditions = read_conditions(headers)
         if conditions.credentialed:
@@ -220,6 +221,7 @@ class Api:
         answer = self.fast(method, raw_key, conditions)  # only answers anyone may have are kept for it
         if answer is not None:
             return answer
+        actor = await find_actor() if find_actor is not None else None
         return await self.handle(method, raw_key[0].decode("latin-1"), raw_key[1], headers, scheme=scheme, actor=actor)
 
     async def handle(

@@ -248,6 +248,10 @@ def startup(datasette):
     return load
 
 
+class ActorPluginFailed(Exception):
+    """A plugin's ``actor_from_request`` raised: the request goes on to Datasette's router, which answers it as on any page."""
+
+
 def api_scope(scope, path: bytes) -> dict:
     """``scope`` with its path replaced by ``path`` (already without escapes of unreserved characters)."""
     return {**scope, "raw_path": path, "path": unquote_to_bytes(path).decode("utf-8", "replace")}
@@ -310,16 +314,22 @@ def asgi_wrapper(datasette):
                         # startup: this path answers before Datasette's router would start it.
                         await datasette.invoke_startup()
                     api = await serving_api(datasette)
-                    actor = None
-                    if "actor" in scope or other_actor_sources():
+
+                    async def find_actor():
+                        if "actor" not in scope and not other_actor_sources():
+                            return None  # only Datasette's own sources, which need the credentials checked above
                         try:
-                            actor = await actor_from_plugins(datasette, scope)
-                        except Exception:  # a plugin failing: Datasette's router answers as it would anywhere
-                            return await app(scope, receive, send)
-                    answer = await api.anonymous(
-                        method, (path, scope.get("query_string", b"")), scope["headers"], client_scheme(datasette, scope),
-                        actor=actor,
-                    )
+                            return await actor_from_plugins(datasette, scope)
+                        except Exception as exc:
+                            raise ActorPluginFailed() from exc
+
+                    try:
+                        answer = await api.anonymous(
+                            method, (path, scope.get("query_string", b"")), scope["headers"],
+                            client_scheme(datasette, scope), find_actor=find_actor,
+                        )
+                    except ActorPluginFailed:  # Datasette's router answers as it would on any page
+                        return await app(scope, receive, send)
                     if answer is not None:
                         status, headers, body = answer
                         await send({"type": "http.response.start", "status": status, "headers": headers})
