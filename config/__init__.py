@@ -13,6 +13,7 @@ import os
 import re
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 import limits
 import yaml
@@ -205,6 +206,29 @@ class ApiConfig(_Strict):
     #: changed. A day: an instance whose ingest has stopped for a day leaves the rotation, while a
     #: replica following snapshots published once a day stays in it.
     health_max_data_age: Duration = 86400
+    #: Bits of an IPv6 address that make one client for fair use and the SQL queue: one subscriber
+    #: usually holds a whole /64, so counting single addresses would give it unlimited clients.
+    #: 128 counts every address on its own.
+    ipv6_prefix: Annotated[int, Field(ge=32, le=128)] = 64
+    #: The address the public reaches the API at (``https://data.example.org``, a path allowed):
+    #: the absolute links of the JSON Feed and the OpenAPI document are built from it (the Atom feed's and
+    #: ``next`` links are relative).
+    #: Left ``null``: from the request's ``Host``, and those answers then carry ``Vary: Host``.
+    public_url: str | None = None
+    #: Query parameters that carry a credential for an actor plugin (datasette-auth-tokens'
+    #: ``?_auth_token=``): /api/v1 takes them as Datasette's pages do, leaving them to the plugin,
+    #: where any other unknown parameter is refused.
+    credential_parameters: list[Annotated[str, Field(min_length=1, max_length=100)]] = ["_auth_token"]
+
+    @field_validator("public_url")
+    @classmethod
+    def _absolute_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment or "@" in parts.netloc:
+            raise ValueError(f"must be an http:// or https:// URL without query or credentials (got {value!r})")
+        return value.rstrip("/")
 
     @field_validator("forwarded_proto")
     @classmethod

@@ -52,7 +52,8 @@ DESCRIPTIONS = {
     "api": "The `/api/v1` service and Datasette.",
     "api.cache_max_age": "Seconds, sent as `Cache-Control: public, max-age=...` on every 200.",
     "api.rate_limit": "Fair use per client: one limits-style limit (`120/minute`, `10 per 2 seconds`), or `\"off\"` "
-    "(a bare `off`, which YAML reads as false, is off too).",
+    "(a bare `off`, which YAML reads as false, is off too). Every page under `qsite serve`; only `/api/v1` when qsite "
+    "is a plugin in your own Datasette.",
     "api.rate_limit_storage": "Where the fair-use counts live: `memory://` (one process) or a `redis://`, `rediss://`, "
     "`redis+unix://` URL shared by every worker and replica.",
     "api.trusted_proxies": "Proxies in front that append to `X-Forwarded-For`: the client is the entry this many from the end; 0 believes no such header.",

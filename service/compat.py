@@ -14,7 +14,8 @@ What is here, and why no public API serves:
   configuration as ``config=`` (``datasette.yaml``) beside ``metadata=``; 0.65
   takes the same keys inside its metadata. Public on both, shaped differently.
 - :func:`canned_query_sql`: ``get_canned_queries`` (0.65) became stored queries
-  and ``get_query`` (1.0a24 on).
+  and ``get_query`` (1.0a24 on); on 0.65 read as ``get_canned_queries`` reads them
+  (metadata, then the ``canned_queries`` hook), which writes into the metadata it returns.
 - :func:`allowed`: ``check_visibility(permissions=...)`` (0.65) became
   ``allowed(action=, resource=)`` (1.0a20, "permissions are now actions").
 - :func:`queries_not_configured`, :func:`config_not_applied`, :func:`instance_metadata`: ``Datasette.metadata()`` exists on 0.65 only
@@ -29,6 +30,14 @@ What is here, and why no public API serves:
   (no public equivalent: the ``prepare_connection`` hook is what it runs).
 - :func:`replace_database`: 1.0's ``remove_database`` closes the database
   at once; swapping a snapshot must leave the old one open for its requests.
+- :func:`json_data_view` and :func:`datasette_error_type`: the view class of
+  Datasette's introspection pages and the exception its views raise for what a
+  request asked, neither documented (``qsite serve`` replaces those pages; the
+  error handler answers that exception as a 4xx).
+- :func:`actor_from_plugins` and :func:`other_actor_sources`: /api/v1 answers
+  without Datasette's router, so it asks the ``actor_from_request`` hook as the
+  router does (``datasette.plugins.pm``, ``await_me_maybe``); no public method
+  resolves a request's actor.
 - :data:`GRANIAN_LOGGER` and :func:`serve_granian`: granian 2.x logs its server
   lines to a logger named ``_granian`` (``granian/log.py``) and takes a
   loader called in each worker as ``Server.serve(target_loader=)``, neither in
@@ -91,8 +100,17 @@ async def canned_query_sql(datasette, database: str, names) -> dict[str, str]:
             if query is not None:
                 found[name] = query.sql
         return found
-    queries = await datasette.get_canned_queries(database, None)
-    return {name: query["sql"] for name, query in queries.items() if name in names}
+    # 0.65's get_canned_queries (datasette/app.py) writes "name" into the metadata's own query
+    # mappings, which /-/metadata then shows: the same reading here, on a copy of them
+    import copy
+
+    from datasette.plugins import pm
+    from datasette.utils import await_me_maybe
+
+    queries = copy.deepcopy(datasette.metadata("queries", database=database, fallback=False) or {})
+    for more in pm.hook.canned_queries(datasette=datasette, database=database, actor=None):
+        queries.update(await await_me_maybe(more) or {})
+    return {name: query["sql"] if isinstance(query, dict) else query for name, query in queries.items() if name in names}
 
 
 async def allowed(datasette, actor, action: str, database: str, child: str | None = None) -> bool:
@@ -244,3 +262,68 @@ GRANIAN_LOGGER = "_granian"
 def serve_granian(server, loader) -> None:
     """Run granian's ``server``, calling ``loader(target)`` in each worker after the fork for the ASGI app."""
     server.serve(target_loader=loader)
+
+
+def json_data_view(datasette, filename: str, data_callback):
+    """A view of ``data_callback()`` as Datasette shows its introspection pages (``/-/metadata``): JSON for
+    ``.json``, its ``show_json.html`` page otherwise.
+
+    ``datasette.views.special.JsonDataView`` (Datasette 0.65.5 and 1.0a41, ``datasette/views/special.py``),
+    not documented; the pages it replaces are made by it, so the same class keeps their shape.
+    """
+    from datasette.views.special import JsonDataView
+
+    return JsonDataView.as_view(datasette, filename, data_callback)
+
+
+@lru_cache(maxsize=1)
+def datasette_error_type() -> type:
+    """The exception class Datasette's views raise for what a request asked (``DatasetteError``).
+
+    ``datasette.views.base.DatasetteError`` (0.65.5 and 1.0a41, ``datasette/views/base.py``), not
+    documented; :mod:`service.datasette.errors` answers it as the 4xx it is.
+    """
+    from datasette.views.base import DatasetteError
+
+    return DatasetteError
+
+
+#: The modules of Datasette's own ``actor_from_request`` implementations (the ``ds_actor`` cookie,
+#: and on 1.0 ``Authorization: Bearer dstok_...`` tokens): both need a cookie or ``Authorization``.
+DATASETTE_ACTOR_SOURCES = frozenset({"datasette.actor_auth_cookie", "datasette.default_permissions"})
+
+
+async def actor_from_plugins(datasette, scope) -> dict | None:
+    """The actor Datasette's router would give a request of ``scope``: the first a plugin's
+    ``actor_from_request`` returns (awaited when it is awaitable), else ``scope["actor"]`` (an ASGI
+    wrapper's), else None.
+
+    As ``DatasetteRouter.route_path`` does it (``datasette/app.py``, 0.65.5 and 1.0a41): the hook
+    through ``datasette.plugins.pm``, its answer through ``datasette.utils.await_me_maybe``; the
+    request's body is never read.
+    """
+    from datasette.plugins import pm
+    from datasette.utils import await_me_maybe
+    from datasette.utils.asgi import Request
+
+    async def no_body():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    request = Request(scope, no_body)
+    for actor in pm.hook.actor_from_request(datasette=datasette, request=request):
+        actor = await await_me_maybe(actor)
+        if actor:
+            return actor
+    return scope.get("actor") or None
+
+
+def other_actor_sources() -> bool:
+    """Whether a plugin other than Datasette itself implements ``actor_from_request`` (a header set by an
+    auth proxy, ``?_auth_token=``, an address): an actor may then come with any request.
+
+    Reads the hook's implementations from ``datasette.plugins.pm`` (pluggy's ``get_hookimpls``; the
+    manager Datasette's testing documentation registers plugins on, 0.65.5 and 1.0a41).
+    """
+    from datasette.plugins import pm
+
+    return any(impl.plugin_name not in DATASETTE_ACTOR_SOURCES for impl in pm.hook.actor_from_request.get_hookimpls())

@@ -54,7 +54,7 @@ from config import Config
 from service.compat import GRANIAN_LOGGER, datasette_kwargs, serve_granian
 from service.datasette.metadata import CONFIG_PATH, MetadataError, load_datasette_config, load_metadata, query_sql
 from service.datasette.state import instance
-from service.http.settings import DATASETTE_CONFIG_ENV, PLUGIN_NAME
+from service.http.settings import DATASETTE_CONFIG_ENV, OWN_SERVER, PLUGIN_NAME
 
 log = logging.getLogger("qsite.serve")
 
@@ -187,6 +187,7 @@ def make_datasette(
     # datasette_config: Datasette has the whole file (the plugin need not check, on 0.65, what it lacks)
     datasette_config.setdefault("plugins", {})[PLUGIN_NAME] = {
         "config": str(config.path), "database": str(database), "datasette_config": str(datasette_yaml),
+        OWN_SERVER: True,  # qsite's own server: hardened as a whole (service.http.settings.is_own_server)
     }
     datasette_config["settings"] = {
         "sql_time_limit_ms": config.api.sql_time_limit_ms, **(datasette_config.get("settings") or {}), **(settings or {}),

@@ -48,7 +48,7 @@ START = 1_800_000_000.05
 def datasette_for(make_config):
     """A Datasette over a migrated (or, with ``ingest``, filled) database whose qsite config has these ``api`` keys."""
 
-    def make(ingest=False, **api) -> Datasette:
+    def make(ingest=False, own_server=True, **api) -> Datasette:
         path = make_config(api=api)
         config = load_config(path)
         if ingest:  # in this process: the data is the point here, not the command (tests/test_cli.py has that)
@@ -57,7 +57,8 @@ def datasette_for(make_config):
             open_database(config.database_path).close()
         ds = Datasette(
             [str(config.database_path)],
-            metadata={"plugins": {"qsite": {"config": str(path)}}},
+            # qsite serve's own server limits every page; a plugin in someone else's Datasette only /api/v1
+            metadata={"plugins": {"qsite": {"config": str(path), "own_server": own_server}}},
         )
         if config.api.rate_limit_storage.startswith("memory://") and (limiter := service.http.ratelimit.fair_use(ds)):
             limiter.clock = Clock(START)  # counts that never see a window turn mid-test
@@ -127,6 +128,63 @@ def test_json_sql_csv_and_api_share_one_budget_static_is_exempt(datasette_for):
         assert "ratelimit" not in preflight.headers
         after = await ds.client.get("/api/v1/courses")
         assert after.headers["ratelimit"].split(";")[1] == f"r={99 - len(paths)}"
+
+    run(scenario())
+
+
+def test_as_a_plugin_only_api_v1_is_limited(datasette_for):
+    """In someone else's Datasette (no own_server setting) fair use counts /api/v1 only: the
+    deployer's pages are never refused or given headers by qsite."""
+    ds = datasette_for(rate_limit="2/minute", ingest=True, own_server=False)
+
+    async def scenario():
+        for _ in range(4):
+            for path in ("/site.json", "/site?sql=select+1", "/-/versions.json"):
+                response = await ds.client.get(path)
+                assert response.status_code == 200 and "ratelimit" not in response.headers, path
+        assert (await ds.client.get("/api/v1/stats")).headers["ratelimit"].startswith('"default";r=1;')
+        assert (await ds.client.get("/api/v1/stats")).headers["ratelimit"].startswith('"default";r=0;')
+        assert_rate_limited(await ds.client.get("/api/v1/courses"), 2, 60)
+        assert (await ds.client.get("/site.json")).status_code == 200
+
+    run(scenario())
+
+
+def test_ipv6_clients_count_by_their_network():
+    key = service.http.ratelimit.client_key
+    assert key("2001:db8:1:2::1") == key("2001:db8:1:2:ffff:1:2:3") == "2001:db8:1:2::/64"
+    assert key("2001:db8:1:3::1") != key("2001:db8:1:2::1")
+    assert key("2001:db8:1:2::1", 48) == key("2001:db8:1:3::1", 48) == "2001:db8:1::/48"
+    assert key("2001:db8::1", 128) != key("2001:db8::2", 128)
+    assert key("::ffff:192.0.2.7") == key("192.0.2.7") == "192.0.2.7"  # IPv4-mapped: the IPv4 client
+    assert key("unknown") == "unknown" and key("not:an:address") == "not:an:address"
+
+
+def test_one_ipv6_subscriber_shares_one_budget(datasette_for):
+    """Every address of a /64 is one client: a new address per request buys nothing."""
+    ds = datasette_for(rate_limit="2/minute", ingest=True)
+    app = ds.app()
+
+    async def get(address: str) -> int:
+        answer = {}
+
+        async def receive():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                answer["status"] = message["status"]
+
+        scope = {
+            "type": "http", "method": "GET", "path": "/api/v1/stats", "raw_path": b"/api/v1/stats", "query_string": b"",
+            "headers": [(b"host", b"localhost")], "client": (address, 5000), "scheme": "http", "http_version": "1.1",
+        }
+        await app(scope, receive, send)
+        return answer["status"]
+
+    async def scenario():
+        assert [await get(f"2001:db8:1:2::{n}") for n in range(1, 4)] == [200, 200, 429]
+        assert await get("2001:db8:1:3::1") == 200  # another subscriber
 
     run(scenario())
 

@@ -227,6 +227,13 @@ class Entry:
         other.size = self.size + len(other.body) - len(self.body)
         return other
 
+    def vary_on_host(self) -> None:
+        """Say that this entry's body holds the request's ``Host`` (``Vary: ..., Host``); only for an entry made
+        for one request (:meth:`at_base_url`), never for one kept."""
+        vary = (VARY[0], VARY[1] + b", Host")
+        self.headers = [vary if header == VARY else header for header in self.headers]
+        self.not_modified_headers = [vary if header == VARY else header for header in self.not_modified_headers]
+
     def answer(self, conditions: Conditions):
         """``(status, headers, body)`` for a GET of this entry under those conditions.
 

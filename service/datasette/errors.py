@@ -11,7 +11,9 @@ a traceback in the log. And a ``DatasetteError`` keeps its default status
 :func:`handle_exception` (a *wrapper* in pluggy's terms, so it sees the
 answers of the other implementations) replaces Datasette's own default
 answer, closing its coroutine unawaited, and leaves other plugins' answers
-alone except on qsite's own paths: Datasette's 4xx exceptions
+alone except on qsite's own paths (as a plugin in someone else's Datasette, it
+answers only on /api/v1 and its own database's pages, and leaves every other
+error to Datasette and its plugins): Datasette's 4xx exceptions
 and every ``DatasetteError`` are answered as the 4xx they are, in Datasette's
 own shape (JSON for ``.json`` paths, its error page otherwise); anything else
 is logged with its traceback and answered as a plain 500 that names nothing
@@ -28,13 +30,15 @@ import sqlite3
 from datasette import Response, hookimpl
 from datasette.database import QueryInterrupted
 from datasette.utils.asgi import Base400
-from datasette.views.base import DatasetteError
 from markupsafe import Markup
 
 from service.api.parameters import echo
+from service.compat import datasette_error_type
 from service.http.disconnects import ClientGone
 from service.datasette.answer_budget import AnswerTooLarge, problem
 from service.http.problems import ALLOWED_METHODS, API_PREFIX, PROBLEM_CONTENT_TYPE
+from service.http.settings import is_own_server, is_qsite_database, path_database
+from service.http.settings import is_qsite_path as is_api_path
 
 log = logging.getLogger("qsite.errors")
 
@@ -58,7 +62,7 @@ def error_status(exception: BaseException) -> int:
         return 400  # the request's SQL made a value past the cap (service/datasette/connections.py)
     if isinstance(exception, (QueryInterrupted, AnswerTooLarge)):
         return 400  # the request's SQL ran past the time limit: Datasette's JSON says so as a 400, its CSV raised
-    if isinstance(exception, DatasetteError):
+    if isinstance(exception, datasette_error_type()):
         # Datasette raises these for what the request asked (a column that does not
         # exist, SQL that does not run, a database that is not there); its default
         # status of 500 says the service failed when the request did.
@@ -73,7 +77,7 @@ def error_info(exception: BaseException, status: int) -> dict:
     info: dict = {}
     if isinstance(exception, Base400):
         message = str(exception.args[0]) if exception.args else str(status)
-    elif isinstance(exception, DatasetteError):
+    elif isinstance(exception, datasette_error_type()):
         info = dict(exception.error_dict or {})
         message = Markup(exception.message) if exception.message_is_html else exception.message
         title = exception.title
@@ -162,7 +166,7 @@ def unread_parameters(request, exception: BaseException) -> bool:
 
 
 def is_qsite_path(path: str) -> bool:
-    return path == API_PREFIX or path.startswith(API_PREFIX + "/") or path.split(".")[0] in PUBLIC_PAGES
+    return is_api_path(path) or path.split(".")[0] in PUBLIC_PAGES
 
 
 @hookimpl(wrapper=True)
@@ -177,6 +181,10 @@ def handle_exception(datasette, request, exception):
     others = list((yield) or ())
     if isinstance(exception, ClientGone):
         raise exception  # a stream whose client left: nothing to answer or log (service/datasette/plugin.py ends it)
+    if not is_own_server(datasette) and not is_api_path(request.path) and not is_qsite_database(
+        datasette, path_database(request.path)
+    ):
+        return others  # someone else's Datasette: its pages' errors answered as it answers them
     theirs = [answer for answer in others if not is_datasette_default(answer)]
     if theirs and not is_qsite_path(request.path):
         result = theirs

@@ -16,6 +16,7 @@ import logging
 import re
 import sqlite3
 from typing import Callable
+from urllib.parse import unquote_to_bytes
 
 from service.api.bodies import Build, Invalid, Missing, NoData
 from service.api.data_versions import DataVersions, read_versions, updated_at
@@ -60,6 +61,22 @@ def base_url(headers, scheme: str) -> str:
     if not (len(host) <= 260 and _HOST.match(host)):
         return "http://localhost"
     return f"{'https' if scheme == 'https' else 'http'}://{host.lower()}"
+
+
+def without_parameters(query: bytes, names: frozenset[bytes]) -> bytes:
+    """``query`` without the parameters named ``names`` (as sent or percent-decoded)."""
+    parts = [part for part in query.split(b"&") if unquote_to_bytes(part.partition(b"=")[0].replace(b"+", b" ")) not in names]
+    return b"&".join(parts)
+
+
+def private(answer: tuple[int, list, bytes]) -> tuple[int, list, bytes]:
+    """``answer`` for one actor's eyes: an endpoint the anonymous may not read was answered because of
+    who asked, so no shared cache may keep it (``Cache-Control: private``, RFC 9111 5.2.2.7)."""
+    status, headers, body = answer
+    return status, [
+        (name, b"private, " + value.removeprefix(b"public, ")) if name == b"cache-control" else (name, value)
+        for name, value in headers
+    ], body
 
 
 def in_snapshot(conn: sqlite3.Connection, build: Callable):
@@ -111,6 +128,10 @@ class Api:
         (:attr:`Endpoint.fresh <service.api.endpoint.Endpoint.fresh>`, /api/v1/health), whose
         data changes without a ``data_versions`` bump; by default ``execute_fn``.
     :param cursor_key: seals the counts ``next`` links carry (:func:`service.datasette.state.cursor_key`).
+    :param credential_parameters: ``api.credential_parameters``: query parameters an actor plugin reads
+        (``_auth_token``), taken out of the query before it is read.
+    :param public_url: ``api.public_url``: the address absolute links are built on; None: the request's
+        ``Host`` (:func:`base_url`), and those answers vary on it (``Vary: Host``).
     """
 
     def __init__(
@@ -127,6 +148,8 @@ class Api:
         max_data_age: int = 86400,
         fresh_fn=None,
         cursor_key: bytes = b"",
+        public_url: str | None = None,
+        credential_parameters: frozenset[bytes] = frozenset(),
     ):
         self.execute_fn = execute_fn
         self.fresh_fn = fresh_fn or execute_fn
@@ -142,6 +165,8 @@ class Api:
         self.access = access
         self.max_data_age = max_data_age
         self.cursor_key = cursor_key
+        self.public_url = public_url
+        self.credential_parameters = credential_parameters
         #: The snapshot a following replica serves (its file name), said in the index, /health and a header.
         self.snapshot = (documents.get("snapshot") or {}).get("file")
         #: Added to every built 200: which snapshot it was built from (none on a live database).
@@ -172,7 +197,9 @@ class Api:
             return None
         return entry.answer(conditions)
 
-    async def anonymous(self, method: str, raw_key: tuple[bytes, bytes], headers, scheme: str = "http") -> tuple | None:
+    async def anonymous(
+        self, method: str, raw_key: tuple[bytes, bytes], headers, scheme: str = "http", find_actor=None
+    ) -> tuple | None:
         """The answer to a request without credentials, for the ASGI wrapper to send; else None.
 
         A repeat of a built response is :meth:`fast`; anything else is
@@ -182,14 +209,20 @@ class Api:
         request more than its SQL (a CSRF token of 16 random characters made
         for every request, routing, a request object). Requests with
         credentials get ``None``: the router applies Datasette's privacy rule.
+
+        :param find_actor: when other plugins may find an actor in the request (a header an auth proxy
+            sets, ``?_auth_token=``), a coroutine function giving it as Datasette's router would
+            (:func:`service.compat.actor_from_plugins`), asked only when no kept answer (which anyone
+            may have) serves: the deployer's permissions apply to that actor.
         """
         conditions = read_conditions(headers)
         if conditions.credentialed:
             return None
-        answer = self.fast(method, raw_key, conditions)
+        answer = self.fast(method, raw_key, conditions)  # only answers anyone may have are kept for it
         if answer is not None:
             return answer
-        return await self.handle(method, raw_key[0].decode("latin-1"), raw_key[1], headers, scheme=scheme)
+        actor = await find_actor() if find_actor is not None else None
+        return await self.handle(method, raw_key[0].decode("latin-1"), raw_key[1], headers, scheme=scheme, actor=actor)
 
     async def handle(
         self, method: str, path: str, query: bytes, headers, scheme: str = "http", actor: dict | None = None
@@ -210,6 +243,8 @@ class Api:
             return problem_response("internal-error", "the request could not be answered")
 
     async def _handle(self, method: str, path: str, query: bytes, headers, scheme: str, actor) -> tuple[int, list, bytes]:
+        if self.credential_parameters and query:
+            query = without_parameters(query, self.credential_parameters)
         if method == "OPTIONS":
             # Any path, known or not: a browser script may then read the 404 problem too.
             return 204, list(PREFLIGHT_HEADERS), b""
@@ -238,11 +273,16 @@ class Api:
             return await self._health()
         try:
             if endpoint.name == "openapi":  # made for the address asked, so never kept
-                entry, keep = self._openapi(endpoint, values, base_url(headers, scheme)), False
+                entry, keep = self._openapi(endpoint, values, self.public_url or base_url(headers, scheme)), False
+                if self.public_url is None:
+                    entry.vary_on_host()
             else:
                 entry, keep = await self._entry(endpoint, arg, values), not endpoint.fresh
                 if endpoint.absolute_links:  # kept with the placeholder; answered for the address asked, so never aliased
-                    entry, keep = entry.at_base_url(base_url(headers, scheme), endpoint.absolute_links), False
+                    base = self.public_url or base_url(headers, scheme)
+                    entry, keep = entry.at_base_url(base, endpoint.absolute_links), False
+                    if self.public_url is None:
+                        entry.vary_on_host()
         except NoData:
             return problem_response(
                 "no-data",
@@ -265,9 +305,11 @@ class Api:
                 "the database cannot be read just now; try again shortly",
                 headers=[(b"retry-after", str(UNAVAILABLE_RETRY_AFTER).encode())],
             )
-        if keep and (self.access is None or self.access.public(endpoint)):  # the fast path answers anyone
+        public = self.access is None or self.access.public(endpoint)
+        if keep and public:  # the fast path answers anyone
             self.cache.add_alias((path.encode("latin-1"), query), entry)
-        return entry.answer(read_conditions(headers))
+        answer = entry.answer(read_conditions(headers))
+        return answer if public else private(answer)
 
     def _poll_in_background(self) -> None:
         """Start a ``data_versions`` poll if one is due and none is running, without waiting for it."""

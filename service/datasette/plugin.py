@@ -8,9 +8,15 @@ before Datasette's CSRF middleware and router run (:meth:`Api.anonymous
 <service.datasette.handler.Api.anonymous>`): a repeat of a built response needs no routing,
 no actor and no SQL, and a new one nothing of them either; requests with a
 cookie or ``Authorization`` go through the route, where Datasette's privacy
-rule applies.
+rule applies. When another plugin implements ``actor_from_request`` (an auth
+proxy's header, ``?_auth_token=``), the actor is resolved as Datasette's router
+does (:func:`service.compat.actor_from_plugins`) before a new answer is built.
 
-The same wrapper, for the whole instance: caps the request target and header
+As a plugin in someone else's Datasette (``datasette serve`` with qsite
+installed) that is all: every other request goes to Datasette as it came, except
+those of qsite's own database, which get the CSV and SQL guards below. On ``qsite
+serve``'s own server (:func:`service.http.settings.is_own_server`) the same
+wrapper hardens the whole instance: caps the request target and header
 fields and takes apart the request-target forms Datasette does not route
 (:mod:`service.http.targets`); refuses every method but GET, HEAD and OPTIONS
 under /api/v1 (405, ``Allow: GET, HEAD, OPTIONS``), while every other method
@@ -43,7 +49,13 @@ from jinja2 import ChoiceLoader, FileSystemLoader
 from config import ConfigError
 
 from service.api.endpoints import ENDPOINTS
-from service.compat import config_not_applied, datasette_1, queries_not_configured
+from service.compat import (
+    actor_from_plugins,
+    config_not_applied,
+    datasette_1,
+    other_actor_sources,
+    queries_not_configured,
+)
 from service.datasette import connections, public
 from service.datasette.answer_budget import count_answers
 from service.datasette.csv_errors import guarded_csv, is_csv
@@ -55,8 +67,15 @@ from service.describe.docs import TEMPLATES_DIR
 from service.http.disconnects import ClientGone, until_gone
 from service.http.problems import API_PREFIX, CORS_HEADERS, NO_STORE, problem_response, send_response
 from service.replica.snapshot_api import is_snapshot_file, send_snapshot_file
-from service.http.settings import DATASETTE_CONFIG_ENV, PLUGIN_NAME, qsite_config
 from service.http.page_loop import PageLoop, database_page
+from service.http.settings import (
+    DATASETTE_CONFIG_ENV,
+    PLUGIN_NAME,
+    is_own_server,
+    is_qsite_database,
+    path_database,
+    qsite_config,
+)
 from service.http.sql_budget import runs_arbitrary_sql
 from service.http.targets import check_target, raw_target
 
@@ -120,7 +139,8 @@ async def api_view(datasette, request, scope, send):
 
 @hookimpl
 def register_routes(datasette):
-    return [(ROUTE, api_view), *public.routes(datasette)]
+    """/api/v1; on ``qsite serve``'s own server also the introspection pages without paths or plugin settings."""
+    return [(ROUTE, api_view), *(public.routes(datasette) if is_own_server(datasette) else ())]
 
 
 @hookimpl
@@ -207,15 +227,12 @@ def check_config_applied(datasette) -> None:
 
 @hookimpl
 def prepare_connection(conn, database, datasette):
-    """Every connection Datasette opens is bounded for the SQL anyone may send (:mod:`service.datasette.connections`);
-    those of qsite's database also count the bytes of each answer (:mod:`service.datasette.answer_budget`)."""
-    connections.bound(conn)
-    try:
-        config = qsite_config(datasette)
-    except ConfigError:
-        return  # the API answers that itself (service.datasette.state)
-    if database == config.database_path.stem:
-        count_answers(conn, config.api.sql_answer_max_bytes)
+    """Datasette's connections to qsite's database are bounded for the SQL anyone may send
+    (:mod:`service.datasette.connections`) and count the bytes of each answer
+    (:mod:`service.datasette.answer_budget`); other databases' are left as Datasette opens them."""
+    if is_qsite_database(datasette, database):
+        connections.bound(conn)
+        count_answers(conn, qsite_config(datasette).api.sql_answer_max_bytes)
 
 
 @hookimpl
@@ -234,6 +251,10 @@ def startup(datasette):
         sql_budget(datasette)
 
     return load
+
+
+class ActorPluginFailed(Exception):
+    """A plugin's ``actor_from_request`` raised: the request goes on to Datasette's router, which answers it as on any page."""
 
 
 def api_scope(scope, path: bytes) -> dict:
@@ -293,10 +314,15 @@ def with_api_headers(send):
 @hookimpl(tryfirst=True)
 def asgi_wrapper(datasette):
     def wrap(app):
+        own = None  # is_own_server, read at the first request (plugin settings are complete by then)
+
         async def read_only_and_fast_path(scope, receive, send):
+            nonlocal own
             if scope["type"] != "http":
                 return await app(scope, receive, send)
-            scope, answer = check_target(scope)
+            if own is None:
+                own = is_own_server(datasette)
+            scope, answer = check_target(scope, whole_instance=own)
             if answer is not None:
                 status, headers, body = answer
                 return await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
@@ -315,16 +341,32 @@ def asgi_wrapper(datasette):
                         # startup: this path answers before Datasette's router would start it.
                         await datasette.invoke_startup()
                     api = await serving_api(datasette)
-                    answer = await api.anonymous(
-                        method, (path, scope.get("query_string", b"")), scope["headers"], client_scheme(datasette, scope)
-                    )
+
+                    async def find_actor():
+                        if "actor" not in scope and not other_actor_sources():
+                            return None  # only Datasette's own sources, which need the credentials checked above
+                        try:
+                            return await actor_from_plugins(datasette, scope)
+                        except Exception as exc:
+                            raise ActorPluginFailed() from exc
+
+                    try:
+                        answer = await api.anonymous(
+                            method, (path, scope.get("query_string", b"")), scope["headers"],
+                            client_scheme(datasette, scope), find_actor=find_actor,
+                        )
+                    except ActorPluginFailed:  # Datasette's router answers as it would on any page
+                        return await app(scope, receive, send)
                     if answer is not None:
                         status, headers, body = answer
                         await send({"type": "http.response.start", "status": status, "headers": headers})
                         await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
                         return
                 return await app(scope, receive, send)
-            send = with_api_headers(send)
+            if not own and not is_qsite_database(datasette, path_database(scope.get("path", ""))):
+                return await app(scope, receive, send)  # someone else's Datasette: its pages as they are
+            if own:
+                send = with_api_headers(send)
             # a stream (CSV, ?_stream=on) stops when its client has gone; only for requests that
             # have no body, so that the watch never takes a message the page would read
             send, stop_watching = until_gone(receive, send) if method in ("GET", "HEAD") else (send, None)

@@ -27,14 +27,15 @@ DESCRIPTIONS = {
     "credentials may; the same rules apply to the query's own page.",
     "method-not-allowed": "The service is read-only: it answers GET and HEAD (and OPTIONS for CORS preflight). "
     "The Allow header lists the methods.",
-    "uri-too-long": "The path and query string together are longer than the service accepts (8 KiB). No URL "
-    "of the API needs that much.",
+    "uri-too-long": "The path and query string together are longer than the service accepts (8 KiB under /api/v1, 32 KiB "
+    "on Datasette's pages). No URL of the API needs that much.",
     "rate-limited": "The client sent more requests than fair use allows in the window. Wait the seconds given "
     "in Retry-After; the RateLimit and RateLimit-Policy headers say the quota and what is left.",
     "query-running": "A client's SQL queries on the Datasette pages (?sql= and _where=) run one at a time, the next "
     "waiting for the one before, and at most 8 may wait; this one was one too many. Wait for the earlier ones to "
     "finish (Retry-After gives the time limit of one query).",
-    "header-fields-too-large": "The request's header fields are larger than the service accepts (8 KiB in all). "
+    "header-fields-too-large": "The request's header fields are larger than the service accepts (8 KiB in all under /api/v1, 32 KiB "
+    "on Datasette's pages). "
     "Send fewer or shorter cookies and headers.",
     "internal-error": "A fault in the service. It is logged with its details, which are never sent to clients. "
     "Trying again may work; if it persists, the operators will see it in the log.",

@@ -7,16 +7,15 @@ database's file path at ``/-/databases``, and its asyncio tasks, with the
 source paths of the code they run, at ``/-/threads``. None of that is anyone's
 business but the operator's. These routes answer the same URLs (``.json`` and
 HTML) with the same data less those fields, built from public attributes;
-plugin routes come before Datasette's own.
+plugin routes come before Datasette's own. Only on ``qsite serve``'s own server: as a
+plugin in someone else's Datasette these pages are the deployer's, left as Datasette makes them.
 """
 
 from __future__ import annotations
 
 import threading
 
-from datasette.views.special import JsonDataView
-
-from service.compat import instance_config, instance_metadata
+from service.compat import instance_config, instance_metadata, json_data_view
 
 
 def without_plugins(metadata):
@@ -78,6 +77,6 @@ def routes(datasette) -> list[tuple[str, object]]:
     if instance_config(datasette) is not None:
         pages["config"] = lambda: without_plugins(instance_config(datasette))
     return [
-        (rf"^/-/{name}(\.(?P<format>json))?$", JsonDataView.as_view(datasette, f"{name}.json", data))
+        (rf"^/-/{name}(\.(?P<format>json))?$", json_data_view(datasette, f"{name}.json", data))
         for name, data in pages.items()
     ]

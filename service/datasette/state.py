@@ -31,6 +31,7 @@ from service.datasette.metadata import MetadataError, canned_sql
 from service.describe.docs import DocsPage
 from service.describe.openapi import build_documents
 from service.http.settings import qsite_config
+from service.http.ratelimit import DEFAULT_IPV6_PREFIX
 from service.http.sql_budget import SqlBudget
 from service.i18n import Catalogs
 from service.replica.follow import describe
@@ -89,8 +90,12 @@ async def build_api(datasette, follower=None) -> Api:
     execute_fn = versions = sql = rate_limit = reader = access = None
     max_age = 0
     max_data_age = 86400
+    public_url = None
+    credential_parameters: frozenset[bytes] = frozenset()
     try:
         config = qsite_config(datasette)
+        public_url = config.api.public_url
+        credential_parameters = frozenset(name.encode() for name in config.api.credential_parameters)
         max_age = config.api.cache_max_age
         max_data_age = config.api.health_max_data_age
         limit = parse_rate_limit(config.api.rate_limit)
@@ -121,6 +126,7 @@ async def build_api(datasette, follower=None) -> Api:
     return Api(
         execute_fn, versions, sql, max_age, documents, docs_page=docs_page, broken=broken, reader=reader, access=access,
         max_data_age=max_data_age, fresh_fn=reader.fresh if reader is not None else None, cursor_key=cursor_key(datasette),
+        public_url=public_url, credential_parameters=credential_parameters,
     )
 
 
@@ -170,8 +176,9 @@ def sql_budget(datasette) -> SqlBudget:
     held = instance(datasette)
     if held.budget is None:
         try:
-            trusted_proxies = qsite_config(datasette).api.trusted_proxies
+            api = qsite_config(datasette).api
+            trusted_proxies, ipv6_prefix = api.trusted_proxies, api.ipv6_prefix
         except ConfigError:  # logged by serving_api
-            trusted_proxies = 0
-        held.budget = SqlBudget(datasette.setting("sql_time_limit_ms"), trusted_proxies)
+            trusted_proxies, ipv6_prefix = 0, DEFAULT_IPV6_PREFIX
+        held.budget = SqlBudget(datasette.setting("sql_time_limit_ms"), trusted_proxies, ipv6_prefix)
     return held.budget

@@ -1,4 +1,4 @@
-"""Fair-use rate limiting for the whole Datasette instance (issue 5).
+"""Fair-use rate limiting: the whole instance on ``qsite serve``, /api/v1 in anyone else's Datasette.
 
 An ASGI middleware, installed through Datasette's ``asgi_wrapper`` hook, that
 counts requests per client with the `limits <https://limits.readthedocs.io>`_
@@ -10,9 +10,14 @@ by ``api.rate_limit_storage``: ``memory://`` for one process, ``redis://...``
 so that several workers or replicas count against one limit
 (:mod:`service.http.windows`: one storage round trip per request, issue 15).
 
-What is limited: every HTTP request except OPTIONS (CORS preflight) and static
-assets, so /api/v1, Datasette's JSON, CSV and ``?sql=`` pages and its HTML
-pages share one budget per client. Every limited response carries the
+What is limited: on ``qsite serve``'s own server every HTTP request except OPTIONS
+(CORS preflight) and static assets, so /api/v1, Datasette's JSON, CSV and ``?sql=``
+pages and its HTML pages share one budget per client; as a plugin in someone
+else's Datasette (:func:`service.http.settings.is_own_server`) only /api/v1.
+
+A client is its address; IPv6 clients by the network of their address
+(``api.ipv6_prefix`` bits, a /64 by default), since one subscriber holds a whole
+/64 and could take a new address for every request. Every limited response carries the
 ``RateLimit-Policy`` and ``RateLimit`` fields of
 draft-ietf-httpapi-ratelimit-headers (the structured-field form of drafts 08
 to 10)::
@@ -32,10 +37,12 @@ Redis costs no latency.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
 import time
 import weakref
+from functools import lru_cache
 from typing import Callable, NamedTuple
 
 import limits
@@ -45,7 +52,7 @@ from limits.aio.strategies import SlidingWindowCounterRateLimiter
 from config import parse_rate_limit
 from service.http.forwarded import forwarded_entry
 from service.http.problems import problem_response, send_response
-from service.http.settings import qsite_config
+from service.http.settings import is_own_server, is_qsite_path, qsite_config
 from service.http.windows import window_counts
 
 log = logging.getLogger("qsite.ratelimit")
@@ -56,32 +63,55 @@ _EXEMPT_PREFIXES = ("/-/static/", "/-/static-plugins/")
 _EXEMPT_PATHS = frozenset({"/favicon.ico", "/robots.txt"})
 #: Clients whose storage keys are kept (:func:`with_cached_keys`).
 KEYS_CACHED = 4096
+#: Bits of an IPv6 address that make one client (``api.ipv6_prefix``).
+DEFAULT_IPV6_PREFIX = 64
 #: Seconds between two warnings about an unreachable storage.
 WARN_EVERY = 60.0
 #: Seconds during which a storage that just failed is not asked again.
 STORAGE_RETRY_AFTER = 5.0
 
 
-def client_address(scope: dict, trusted_proxies: int) -> str:
+def client_address(scope: dict, trusted_proxies: int, ipv6_prefix: int = DEFAULT_IPV6_PREFIX) -> str:
     """Who a request counts against.
 
     The socket's peer address, unless ``trusted_proxies`` proxies stand in
     front: then the ``X-Forwarded-For`` entry that many hops from the right,
     the last address a trusted proxy saw. Entries to the left of it may be
     made up by the client and are never used; with fewer entries than
-    proxies the peer address is used.
+    proxies the peer address is used. An IPv6 address counts as its network
+    of ``ipv6_prefix`` bits (:func:`client_key`).
     """
     forwarded = forwarded_entry(scope, b"x-forwarded-for", trusted_proxies)
-    if forwarded is not None:
-        return forwarded
-    peer = scope.get("client")
-    return peer[0] if peer else "unknown"
+    if forwarded is None:
+        peer = scope.get("client")
+        forwarded = peer[0] if peer else "unknown"
+    return client_key(forwarded, ipv6_prefix)
 
 
-def is_limited(scope: dict) -> bool:
+@lru_cache(maxsize=KEYS_CACHED)
+def client_key(address: str, ipv6_prefix: int = DEFAULT_IPV6_PREFIX) -> str:
+    """``address`` as fair use counts it: an IPv4 address (also IPv4-mapped IPv6) as itself, an IPv6
+    address as its network of ``ipv6_prefix`` bits (``2001:db8:1:2::/64``); anything else as it is."""
+    if ":" not in address:
+        return address
+    try:
+        ip = ipaddress.IPv6Address(address.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return address
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    if ipv6_prefix >= 128:
+        return str(ip)
+    return str(ipaddress.IPv6Network((ip, ipv6_prefix), strict=False))
+
+
+def is_limited(scope: dict, whole_instance: bool = True) -> bool:
+    """Whether fair use counts this request: any but OPTIONS and static assets, only /api/v1 unless ``whole_instance``."""
     if scope["type"] != "http" or scope.get("method") == "OPTIONS":
         return False
     path = scope.get("path", "")
+    if not whole_instance:
+        return is_qsite_path(path)
     return not (path in _EXEMPT_PATHS or path.startswith(_EXEMPT_PREFIXES))
 
 
@@ -131,10 +161,14 @@ def with_cached_keys(item: limits.RateLimitItem) -> limits.RateLimitItem:
 class FairUse:
     """One limit, one storage and the client rule of one Datasette instance."""
 
-    def __init__(self, item: limits.RateLimitItem, storage_uri: str, trusted_proxies: int, clock: Callable[[], float] = time.time):
+    def __init__(
+        self, item: limits.RateLimitItem, storage_uri: str, trusted_proxies: int, clock: Callable[[], float] = time.time,
+        ipv6_prefix: int = DEFAULT_IPV6_PREFIX,
+    ):
         self.item = item
         self.policy = policy_header(item)
         self.trusted_proxies = trusted_proxies
+        self.ipv6_prefix = ipv6_prefix
         self.storage_uri = storage_uri
         self.counts = window_counts(storage_uri)
         self.strategy = SlidingWindowCounterRateLimiter(self.counts)
@@ -198,7 +232,9 @@ def fair_use(datasette) -> FairUse | None:
     if datasette not in _FAIR_USE:
         api = qsite_config(datasette).api
         item = parse_rate_limit(api.rate_limit)
-        _FAIR_USE[datasette] = FairUse(item, api.rate_limit_storage, api.trusted_proxies) if item else None
+        _FAIR_USE[datasette] = (
+            FairUse(item, api.rate_limit_storage, api.trusted_proxies, ipv6_prefix=api.ipv6_prefix) if item else None
+        )
     return _FAIR_USE[datasette]
 
 
@@ -220,13 +256,16 @@ class RateLimitMiddleware:
         self.app = app
         self.datasette = datasette
         self.limiter: FairUse | None = None
+        self.whole_instance: bool | None = None  # is_own_server, read at the first request
 
     async def __call__(self, scope, receive, send):
-        if not is_limited(scope):
+        if self.whole_instance is None and scope["type"] == "http":
+            self.whole_instance = is_own_server(self.datasette)
+        if not is_limited(scope, self.whole_instance is not False):
             return await self.app(scope, receive, send)
         limiter = self.limiter or fair_use(self.datasette)  # kept: a weak dictionary's lookup on every request
         self.limiter = limiter
-        verdict = await limiter.hit(client_address(scope, limiter.trusted_proxies)) if limiter else None
+        verdict = await limiter.hit(client_address(scope, limiter.trusted_proxies, limiter.ipv6_prefix)) if limiter else None
         if verdict is None:
             return await self.app(scope, receive, send)
         if not verdict.allowed:

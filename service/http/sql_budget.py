@@ -26,7 +26,7 @@ import math
 from urllib.parse import unquote_to_bytes
 
 from service.http.problems import problem_response, send_response
-from service.http.ratelimit import client_address
+from service.http.ratelimit import DEFAULT_IPV6_PREFIX, client_address
 
 #: Query-string parameters with which Datasette runs SQL text the client wrote.
 SQL_PARAMETERS = frozenset({b"sql", b"_where"})
@@ -85,16 +85,18 @@ class SqlBudget:
     :param time_limit_ms: Datasette's ``sql_time_limit_ms``; a refused client is
         told to retry after that long.
     :param trusted_proxies: ``api.trusted_proxies``, to tell clients apart as the rate limit does.
+    :param ipv6_prefix: ``api.ipv6_prefix``: an IPv6 client is its network of that many bits, as for the rate limit.
     """
 
-    def __init__(self, time_limit_ms: int, trusted_proxies: int):
+    def __init__(self, time_limit_ms: int, trusted_proxies: int, ipv6_prefix: int = DEFAULT_IPV6_PREFIX):
         self.retry_after = max(1, math.ceil(time_limit_ms / 1000))
         self.trusted_proxies = trusted_proxies
+        self.ipv6_prefix = ipv6_prefix
         self.clients: dict[str, _Turns] = {}
 
     async def __call__(self, app, scope, receive, send) -> None:
         """Run ``app`` for this request when its client's previous query has finished; refuse past the queue."""
-        client = client_address(scope, self.trusted_proxies)
+        client = client_address(scope, self.trusted_proxies, self.ipv6_prefix)
         turns = self.clients.get(client)
         if turns is None:
             turns = self.clients[client] = _Turns()

@@ -3,11 +3,13 @@
 Checked in the plugin's ASGI wrapper, before anything else of the instance
 runs, so they hold whichever ASGI server runs the app:
 
-- **Size.** A request target (path and query string) over
+- **Size.** Under /api/v1 a request target (path and query string) over
   :data:`MAX_TARGET` bytes is answered 414, header fields over
   :data:`MAX_HEADERS` bytes in all 431 (RFC 9110 15.5.15, RFC 6585 5). Every
   byte of either would otherwise be parsed, and the query string kept as a
-  response-cache alias.
+  response-cache alias. Datasette's own pages take what researchers send (a
+  long ``?sql=``, an SSO proxy's cookies): :data:`PAGE_MAX_TARGET` and
+  :data:`PAGE_MAX_HEADERS`, checked only on ``qsite serve``'s own server.
 - **absolute-form** (``GET http://host:port/api/v1/stats HTTP/1.1``, RFC 9112
   3.2.2): a server must accept it. Some servers hand it on as the path; it is
   taken apart here, the path and query used as the target, and the
@@ -16,21 +18,28 @@ runs, so they hold whichever ASGI server runs the app:
 - **asterisk-form** (``OPTIONS * HTTP/1.1``, RFC 9112 3.2.4): asks about the
   server as a whole; answered 204 with ``Allow``. Any other method with it is
   a 400.
-- A path beginning ``//`` names no page of the instance; it is a 404 here,
-  since Datasette's "drop the trailing slash" redirect would send
-  ``//host/`` on to ``//host``, another site.
+- A path beginning ``//`` names no page of the instance; on ``qsite serve`` it is a 404 here,
+  since Datasette 0.65's "drop the trailing slash" redirect sent ``//host/`` on to ``//host``.
+
+As a plugin in someone else's Datasette (``whole_instance=False``) only targets
+under /api/v1 are checked; every other request goes to Datasette as it came.
 """
 
 from __future__ import annotations
 
 from urllib.parse import unquote_to_bytes, urlsplit
 
-from service.http.problems import problem_response
+from service.http.problems import API_PREFIX, problem_response
+
+API_PREFIX_BYTES = API_PREFIX.encode()
 
 #: Longest request target (path and query string) accepted, in bytes.
 MAX_TARGET = 8 * 1024
 #: Most bytes of header fields (names and values) accepted in one request.
 MAX_HEADERS = 8 * 1024
+#: The same for Datasette's own pages (``?sql=`` of a few kilobytes, large cookies): deploy/nginx.conf agrees.
+PAGE_MAX_TARGET = 32 * 1024
+PAGE_MAX_HEADERS = 32 * 1024
 #: What ``OPTIONS *`` answers: every method the instance answers anywhere.
 SERVER_METHODS = b"GET, HEAD, OPTIONS"
 
@@ -76,20 +85,32 @@ def absolute_form(scope) -> dict | None:
     }
 
 
-def check_target(scope) -> tuple[dict, tuple | None]:
+def is_api_target(target: bytes) -> bool:
+    return target == API_PREFIX_BYTES or target.startswith(API_PREFIX_BYTES + b"/")
+
+
+def check_target(scope, whole_instance: bool = True) -> tuple[dict, tuple | None]:
     """``(scope, answer)``: the scope to go on with, or the answer that ends the request here.
 
     ``answer`` is ``(status, headers, body)``, or None to go on with the (maybe rewritten) scope.
+
+    :param whole_instance: ``qsite serve``'s own server; else only /api/v1 targets are checked
+        (an absolute-form target naming one included) and every other scope is handed back as it came.
     """
     target = raw_target(scope)
     query = scope.get("query_string", b"")
-    if len(target) + len(query) > MAX_TARGET:
+    form = absolute_form(scope) if not target.startswith(b"/") else None
+    api = is_api_target(form["raw_path"] if form is not None else target)
+    if not whole_instance and not api:
+        return scope, None
+    max_target, max_headers = (MAX_TARGET, MAX_HEADERS) if api else (PAGE_MAX_TARGET, PAGE_MAX_HEADERS)
+    if len(target) + len(query) > max_target:
         return scope, problem_response(
-            "uri-too-long", f"the request target is over {MAX_TARGET} bytes; this service's URLs are all shorter"
+            "uri-too-long", f"the request target is over {max_target} bytes; this service's URLs are all shorter"
         )
-    if headers_size(scope.get("headers", ())) > MAX_HEADERS:
+    if headers_size(scope.get("headers", ())) > max_headers:
         return scope, problem_response(
-            "header-fields-too-large", f"the header fields are over {MAX_HEADERS} bytes in all"
+            "header-fields-too-large", f"the header fields are over {max_headers} bytes in all"
         )
     if target == b"*":
         if scope["method"] == "OPTIONS":
