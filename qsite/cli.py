@@ -199,7 +199,7 @@ def _ingest_with_progress_bar(config, wait: float, kinds: tuple[str, ...]):
     help="Datasette configuration (queries, allow blocks, settings) [default: the bundled datasette.yaml]. Env: QSITE_DATASETTE_CONFIG.",
 )
 def serve_command(config, host, port, workers, follow, data_dir, datasette_config):
-    """Serve /api/v1 and Datasette, read-only, over the database. Example: qsite serve --port 8001 --workers 2"""
+    """Serve /api/v1 and Datasette, read-only, over the database. Example: qsite serve --port 8001"""
     from pathlib import Path
 
     from config import serving_workers
