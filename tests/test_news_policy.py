@@ -247,3 +247,14 @@ def test_a_new_image_or_author_is_an_update_and_the_same_ones_are_not():
     for changed in (item(1, image_url="https://lab.example/2.jpg", authors=authors), item(1, image_url=None, authors=authors),
                     item(1, image_url=image, authors=("Jane Doe", "John Roe")), item(1, image_url=image)):
         assert [row[0] for row in policy.merge_items([changed], known(same), "Lab", None).updated] == ["id1"]
+
+
+def test_a_back_off_yields_to_a_file_modified_after_the_failed_try_or_to_the_operator():
+    row = {"disabled": 0, "next_fetch_at": "2026-01-01T12:10:00Z", "last_fetch_at": "2026-01-01T12:00:00Z"}
+    now = "2026-01-01T12:05:00Z"
+    assert not policy.is_due(row, now)
+    assert not policy.is_due(row, now, modified_at="2026-01-01T11:59:59Z")  # the file that failed, unchanged
+    assert not policy.is_due(row, now, modified_at="2026-01-01T12:00:00Z")
+    assert policy.is_due(row, now, modified_at="2026-01-01T12:00:01Z")
+    assert policy.is_due(row, now, now_asked=True)
+    assert not policy.is_due({**row, "disabled": 1}, now, modified_at="2026-01-01T12:04:00Z", now_asked=True)  # 410 Gone
