@@ -34,7 +34,7 @@ NODE_STAMP := tools/node_modules/.installed
 LOCALES := service/locales
 POT := $(LOCALES)/qsite.pot
 
-.PHONY: install dev system-packages lock tools up test test-fast test-datasette1 docs cog bench profile soak cluster clean messages i18n-extract i18n-update i18n-compile
+.PHONY: install dev system-packages lock tools up test test-run test-fast test-datasette1 docs cog bench profile soak cluster clean messages i18n-extract i18n-update i18n-compile
 
 $(UV):
 	$(PYTHON) -m pip install --quiet --quiet --disable-pip-version-check --target $(dir $(@D)) uv==$(UV_VERSION)
@@ -78,9 +78,14 @@ SERIAL_FILES = $(shell grep -l "mark.serial" tests/test_*.py)
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 PYTEST := $(TEST_BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 # The system packages first (npm for `tools`, the programs the tests run), so that nothing starts
-# without them. Every part runs whatever an earlier one did; the exit status is the first failure's.
+# without them; then the suite with what is installed (test-run).
 test: system-packages
 	@$(MAKE) --no-print-directory dev tools
+	@$(MAKE) --no-print-directory test-run
+
+# The suite alone, installing nothing: every part runs whatever an earlier one did, and the exit
+# status is the first failure's (a failing parallel part never hides the serial one's result).
+test-run:
 	status=0; \
 	$(TEST_BIN)/lint-imports --no-cache || status=$$?; \
 	$(PYTEST) -m "not serial" || status=$$?; \
