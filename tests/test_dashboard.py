@@ -1,7 +1,7 @@
 """What researchers see first, in a real browser: the home page's link to the dashboard, and its charts.
 
 A real ``qsite serve`` over the ingested samples; the machine's Chromium (the
-Debian package ``.ci/run`` installs) driven by Playwright. Every chart must be
+Debian package ``make test`` installs) driven by Playwright. Every chart must be
 drawn from the data in the database, and the browser must report no console
 error or warning, no uncaught exception and no failed request.
 """

@@ -24,9 +24,10 @@ from tests.support.processes import free_port, wait_until
 
 pytestmark = pytest.mark.slow
 
-#: make's environment: uv offline, and no variables of the running test session's make.
+#: make's environment: uv offline (its cache kept), and no variables of the running test session's make.
 ENV = {
-    **{k: v for k, v in os.environ.items() if not k.startswith(("MAKE", "MFLAGS", "QSITE_", "UV_", "VIRTUAL_ENV"))},
+    **{k: v for k, v in os.environ.items()
+       if k == "UV_CACHE_DIR" or not k.startswith(("MAKE", "MFLAGS", "QSITE_", "UV_", "VIRTUAL_ENV"))},
     "UV_OFFLINE": "1",
 }
 
