@@ -2,24 +2,30 @@
 #
 # Every Python package comes from uv.lock (exact versions with sha256 hashes),
 # installed by uv; uv itself comes from PyPI, at the version below, into .tools/.
-# `make install` (what `make up` serves from) syncs .venv to the runtime
-# packages only, removing anything else; `make dev` and `make test` add the
-# `test` extra. After changing dependencies in pyproject.toml: `make lock`.
+# Two environments that never touch each other: `make install` (what `make up`
+# serves from) syncs .venv to the runtime packages only, removing anything else;
+# `make dev` and `make test` sync .venv-test, the runtime plus the `test` extra.
+# So a `make up` while `make test` runs changes nothing the tests use.
+# After changing dependencies in pyproject.toml: `make lock`.
 PYTHON ?= python3
 # Keep pyproject.toml's uv_build range in step: uv then builds qsite in-process.
 UV_VERSION := 0.13.9
 UV := .tools/uv-$(UV_VERSION)/bin/uv
 VENV := .venv
 BIN := $(VENV)/bin
+# The tests' environment (`make dev`, `make test`, `make bench`, `make profile`).
+TEST_VENV := .venv-test
+TEST_BIN := $(TEST_VENV)/bin
 
-# The machine's $(PYTHON), never an interpreter uv would download; .venv is the environment.
+# The machine's $(PYTHON), never an interpreter uv would download; each target names its environment.
 export UV_PYTHON := $(PYTHON)
 export UV_PYTHON_DOWNLOADS := never
-export UV_PROJECT_ENVIRONMENT := $(VENV)
 # --locked: fail, naming `uv lock`, when uv.lock no longer matches pyproject.toml.
 # --compile-bytecode: .pyc files now (as pip does), not at every start where
 # Python may not write them (PYTHONDONTWRITEBYTECODE): a second off each `qsite` start.
 SYNC := $(UV) sync --locked --compile-bytecode --quiet
+SYNC_SERVE := UV_PROJECT_ENVIRONMENT=$(VENV) $(SYNC)
+SYNC_TEST := UV_PROJECT_ENVIRONMENT=$(TEST_VENV) $(SYNC) --extra test
 # qsite's own modules and pytest's rewritten test modules are cached the same way, as Python does
 # by default: where the environment sets PYTHONDONTWRITEBYTECODE (the development machine's does),
 # they were compiled again in every process, 3.4 s of each pytest process's 5.9 s of collection.
@@ -28,16 +34,21 @@ NODE_STAMP := tools/node_modules/.installed
 LOCALES := service/locales
 POT := $(LOCALES)/qsite.pot
 
-.PHONY: install dev lock tools up test test-fast test-datasette1 docs cog bench profile soak cluster clean messages i18n-extract i18n-update i18n-compile
+.PHONY: install dev system-packages lock tools up test test-run test-fast test-datasette1 docs cog bench profile soak cluster clean messages i18n-extract i18n-update i18n-compile
 
 $(UV):
 	$(PYTHON) -m pip install --quiet --quiet --disable-pip-version-check --target $(dir $(@D)) uv==$(UV_VERSION)
 
 install: $(UV)
-	$(SYNC)
+	$(SYNC_SERVE)
 
 dev: $(UV)
-	$(SYNC) --extra test
+	$(SYNC_TEST)
+
+# The Debian packages the tests run (redis-server, nginx, chromium, ...): installed with apt-get when
+# missing and this runs as root; otherwise it stops with the one command to run.
+system-packages:
+	tools/install-system-packages.sh
 
 lock: $(UV)
 	$(UV) lock
@@ -65,11 +76,21 @@ up: install
 # The files that mark tests serial: collecting only those saves the serial run 3 s of imports.
 SERIAL_FILES = $(shell grep -l "mark.serial" tests/test_*.py)
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
-PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
-test: dev tools
-	$(BIN)/lint-imports --no-cache
-	$(PYTEST) -m "not serial"
-	$(BIN)/python -m pytest -q -m serial $(SERIAL_FILES)
+PYTEST := $(TEST_BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+# The system packages first (npm for `tools`, the programs the tests run), so that nothing starts
+# without them; then the suite with what is installed (test-run).
+test: system-packages
+	@$(MAKE) --no-print-directory dev tools
+	@$(MAKE) --no-print-directory test-run
+
+# The suite alone, installing nothing: every part runs whatever an earlier one did, and the exit
+# status is the first failure's (a failing parallel part never hides the serial one's result).
+test-run:
+	status=0; \
+	$(TEST_BIN)/lint-imports --no-cache || status=$$?; \
+	$(PYTEST) -m "not serial" || status=$$?; \
+	$(TEST_BIN)/python -m pytest -q -m serial $(SERIAL_FILES) || status=$$?; \
+	exit $$status
 
 # While working: everything but the slow, cluster and browser tests; under a minute, no Node tools needed.
 test-fast: dev
@@ -78,16 +99,16 @@ test-fast: dev
 # The documentation site (docs/, Sphinx with MyST) into build/docs/html: every warning is an error,
 # a broken internal link or heading anchor included. tests/test_docs_site.py runs the same build.
 docs: dev
-	$(BIN)/sphinx-build -W --keep-going -q -b html docs build/docs/html
+	$(TEST_BIN)/sphinx-build -W --keep-going -q -b html docs build/docs/html
 
 # Rewrite the generated parts of the reference pages (docs/_generate.py: config keys, CLI help,
 # endpoints) and the news queries in datasette.yaml (db/news_queries.py) after changing the config model, the CLI or the endpoints; tests/test_docs_site.py
 # fails while a page is stale (cog --check).
 cog: dev
-	$(BIN)/cog -r -I docs docs/*.md
-	$(BIN)/cog -r -I . datasette.yaml
+	$(TEST_BIN)/cog -r -I docs docs/*.md
+	$(TEST_BIN)/cog -r -I . datasette.yaml
 
-# The same code on Datasette's 1.0 line: .venv-d1 is .venv (the lock, with the test extra) with
+# The same code on Datasette's 1.0 line: .venv-d1 is .venv-test (the lock, with the test extra) with
 # the newest 1.0 alpha installed over it (service/compat.py holds what differs). The Datasette-facing
 # tests run there: the plugin, its pages and permissions, the API through Datasette, a plain
 # `datasette serve`, `qsite serve` (granian), ingest and following (DATASETTE1_TESTS). The rest
@@ -108,18 +129,18 @@ test-datasette1: $(UV) tools
 # path at a million news items (see bench/run.py; `bench/run.sh --skip uncached` for a quick run);
 # with the test extra, which has httptools for the uvicorn-httptools server.
 bench: $(UV)
-	$(SYNC) --extra test --extra bench
+	$(SYNC_TEST) --extra bench
 	bench/run.sh
 
 # Profiles of serving and of an ingest with py-spy (bench/profile.sh); with the test extra, as
 # `make bench`: its raw ASGI ceiling under uvicorn-httptools needs httptools.
 profile: $(UV)
-	$(SYNC) --extra test --extra profile
+	$(SYNC_TEST) --extra profile
 	bench/profile.sh
 
 # Longer reliability run: 200 kills, 5-minute load, more fuzzing and hostile input (tests/test_crash.py etc.).
 soak: dev
-	QSITE_SOAK=1 $(BIN)/python -m pytest -q tests/test_crash.py tests/test_load.py tests/test_fuzz_api.py \
+	QSITE_SOAK=1 $(TEST_BIN)/python -m pytest -q tests/test_crash.py tests/test_load.py tests/test_fuzz_api.py \
 		tests/test_properties.py tests/test_hostile_feeds.py tests/test_write_failures.py tests/test_secrets.py \
 		tests/test_connections.py
 
@@ -127,28 +148,28 @@ soak: dev
 # redis-server and nginx with proxy_cache (deploy/cluster.py; STORE=folder for no S3). Ctrl-C stops it all.
 STORE ?= s3
 cluster: dev
-	$(BIN)/python deploy/cluster.py --store $(STORE)
+	$(TEST_BIN)/python deploy/cluster.py --store $(STORE)
 
 # Interface languages (service/i18n.py). The service reads the .po files directly;
 # `make messages` = extract the English texts, merge them into every catalog, check by compiling.
 messages: i18n-update i18n-compile
 
 i18n-extract: dev
-	$(BIN)/pybabel extract -F pyproject.toml -o $(POT) --project=qsite --version=v1 \
+	$(TEST_BIN)/pybabel extract -F pyproject.toml -o $(POT) --project=qsite --version=v1 \
 		--msgid-bugs-address= --copyright-holder=qsite --add-comments=TRANSLATORS: --no-wrap \
 		--ignore-dirs='.* _* node_modules' .
 
 # Adds new texts to every catalog (a new language: add it to service/i18n.py LANGUAGES first);
 # English is the source language, so its catalog is the texts themselves.
 i18n-update: i18n-extract
-	for dir in $$($(BIN)/python -c 'from service.i18n import LANGUAGES; print(*(l.catalog_dir for l in LANGUAGES))'); do \
-		$(BIN)/pybabel update --init-missing -D qsite -i $(POT) -d $(LOCALES) -l $$dir --ignore-obsolete --no-wrap || exit 1; \
+	for dir in $$($(TEST_BIN)/python -c 'from service.i18n import LANGUAGES; print(*(l.catalog_dir for l in LANGUAGES))'); do \
+		$(TEST_BIN)/pybabel update --init-missing -D qsite -i $(POT) -d $(LOCALES) -l $$dir --ignore-obsolete --no-wrap || exit 1; \
 	done
-	$(BIN)/python tools/po_source_language.py $(LOCALES)/en/LC_MESSAGES/qsite.po
+	$(TEST_BIN)/python tools/po_source_language.py $(LOCALES)/en/LC_MESSAGES/qsite.po
 
 # .mo files are only a check here (gettext's syntax and format checks), never served; see .gitignore.
 i18n-compile: dev
-	$(BIN)/pybabel compile -D qsite -d $(LOCALES) --statistics
+	$(TEST_BIN)/pybabel compile -D qsite -d $(LOCALES) --statistics
 
 clean:
-	rm -rf $(VENV) $(VENV_D1) .tools tools/node_modules $(LOCALES)/*/LC_MESSAGES/*.mo *.egg-info db/site.db db/site.db-wal db/site.db-shm db/snapshots db/replica
+	rm -rf $(VENV) $(TEST_VENV) $(VENV_D1) .tools tools/node_modules $(LOCALES)/*/LC_MESSAGES/*.mo *.egg-info db/site.db db/site.db-wal db/site.db-shm db/snapshots db/replica

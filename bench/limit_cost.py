@@ -9,7 +9,7 @@ position (a cursor), so none repeats, and reports p50 and p99 per mix. HTTP is
 left out: it costs the same at both sizes, so leaving it out makes the ratio
 larger, never smaller.
 
-    .venv/bin/python -m bench.limit_cost --items 200000 --requests 400
+    .venv-test/bin/python -m bench.limit_cost --items 200000 --requests 400
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@
 # Arguments go to bench/run.py, e.g. bench/profile.sh --skip ingest
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ ! -x .venv/bin/py-spy ]; then
-    # py-spy is the `profile` extra in uv.lock; `make install` removes it again.
-    echo "bench: py-spy is not in .venv: run \`make profile\` (installs it from uv.lock, then runs this script)" >&2
+if [ ! -x .venv-test/bin/py-spy ]; then
+    # py-spy is the `profile` extra in uv.lock; `make dev` removes it again.
+    echo "bench: py-spy is not in .venv-test: run \`make profile\` (installs it from uv.lock, then runs this script)" >&2
     exit 2
 fi
-exec .venv/bin/python -m bench.run --profile --rounds 1 --ingest-repeats 1 --visibility-trials 1 "$@"
+exec .venv-test/bin/python -m bench.run --profile --rounds 1 --ingest-repeats 1 --visibility-trials 1 "$@"

@@ -28,7 +28,7 @@ before it is built. What it found: ``bench/README.md`` (2026-11-27, 07:00).
 Run by hand, on the database and lists that ``bench/run.sh --keep`` left in its
 work folder (it is not part of ``make bench``)::
 
-    .venv/bin/python -m bench.queue_model --config WORK/million.yml --list WORK/uncached-search-api.txt 1 flat 0.65
+    .venv-test/bin/python -m bench.queue_model --config WORK/million.yml --list WORK/uncached-search-api.txt 1 flat 0.65
 """
 
 from __future__ import annotations

@@ -28,7 +28,9 @@ One run on this machine, in this order:
    JSON for the same queries, the rate
    after the server was stopped now and then against the rate before
    (:mod:`bench.stalls`, ``--skip stalls``), and the serving process's memory
-   at that size.
+   at that size;
+7. other requests' latency while a read runs to ``api.sql_time_limit_ms``, against the
+   same requests with the slow client idle (:mod:`bench.slow_reads`, ``--skip slow-reads``).
 
 Prints a table (:mod:`bench.report`) and writes ``bench/results/bench-<time>.json``
 (and ``latest.json``). ``--profile`` adds py-spy profiles of the serving
@@ -58,6 +60,7 @@ from bench.profiling import profile_serving, py_spy_record, shown, summarise_pro
 from bench.report import RAW_SERVERS, ratios, table, verdicts
 from bench.servers import bench_api, log, record_responses
 from bench.uncached import bench_uncached
+from bench import slow_reads
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
@@ -293,7 +296,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--client-core", type=int, default=1, help="core wrk is pinned to (-1: none)")
     parser.add_argument("--uncached-items", type=int, default=1_000_000, help="news items in the uncached benchmark's database")
     parser.add_argument("--uncached-requests", type=int, default=200_000, help="distinct requests written for it")
-    parser.add_argument("--skip", action="append", default=[], choices=["ingest", "api", "uncached", "open-loop", "stalls"],
+    parser.add_argument("--skip", action="append", default=[], choices=["ingest", "api", "uncached", "open-loop", "stalls", "slow-reads"],
                         help="leave a part out (--skip uncached: no million-item database, a quick run)")
     parser.add_argument("--profile", action="store_true", help="also profile serving and ingestion with py-spy")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (databases, feeds, logs)")
@@ -344,6 +347,10 @@ def main(argv: list[str] | None = None) -> None:
             except (Exception, SystemExit) as exc:  # the figures so far are kept and shown, and the run fails
                 results["failed"] = f"uncached: {exc!r}"
                 log(f"the uncached benchmark failed: {exc!r}")
+        if "slow-reads" not in args.skip:
+            log("slow reads: other requests' latency while a read runs to the time limit (bench/slow_reads.py)")
+            results["slow_reads"] = slow_reads.run(work, procs)
+            log("slow reads: " + ", ".join(f"{k} {v}" for k, v in results["slow_reads"].items()))
         results["targets"] = verdicts(results)
         results["elapsed_s"] = time.perf_counter() - started
     finally:

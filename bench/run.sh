@@ -13,4 +13,4 @@ if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
     $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-exec .venv/bin/python -m bench.run "$@"
+exec .venv-test/bin/python -m bench.run "$@"

@@ -27,6 +27,7 @@ from pydantic import (
     field_validator,
 )
 
+from config.spelling import canonical_tag, did_you_mean
 from db.model import TAGS
 from db.redact import redact_text, redact_url
 from db.urls import public_location
@@ -89,7 +90,9 @@ def _check_location(value: str) -> str:
 
 Duration = Annotated[int, BeforeValidator(parse_duration)]
 Location = Annotated[str, Field(min_length=1), AfterValidator(_check_location)]
-Tag = Literal[TAGS]
+
+
+Tag = Annotated[Literal[TAGS], BeforeValidator(canonical_tag)]
 Regex = Annotated[str, AfterValidator(_compile_regex)]
 
 
@@ -384,7 +387,7 @@ def format_validation_error(error: ValidationError) -> list[str]:
         where = _location(problem["loc"])
         message = problem["msg"].removeprefix("Value error, ")
         if problem["type"] == "extra_forbidden":
-            message = "unknown key"
+            message = "unknown key" + did_you_mean(Config, problem["loc"])
         elif problem["type"] == "missing":
             message = "required key is missing"
         elif problem["type"] == "literal_error":

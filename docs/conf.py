@@ -24,5 +24,7 @@ html_title = "qsite"
 html_static_path: list[str] = []
 # Every page is written by hand or by cog (docs/_generate.py); no source links to the .md files.
 html_show_sourcelink = False
+# No index entries are written: no empty "Index" page (genindex) either.
+html_use_index = False
 # Text as written: `--follow` must not become an en dash, nor quotes curly in option names.
 smartquotes = False

@@ -82,19 +82,26 @@ def ingest_site_command(config, wait, quiet):
     _ingest(config, wait, "site", quiet)
 
 
+now_option = click.option(
+    "--now", is_flag=True, help="Fetch every feed now, those backing off after a failure too (say, once you fixed one)."
+)
+
+
 @ingest.command(name="news")
 @ingest_options
-def ingest_news_command(config, wait, quiet):
+@now_option
+def ingest_news_command(config, wait, quiet, now):
     """Fetch the configured news feeds. Example: qsite ingest news --config qsite.yml"""
-    _ingest(config, wait, "news", quiet)
+    _ingest(config, wait, "news", quiet, now=now)
 
 
 @ingest.command(name="all")
 @ingest_options
+@now_option
 @click.option("--publish", is_flag=True, help="Then publish a snapshot if the data changed (as `qsite publish`).")
-def ingest_all_command(config, wait, quiet, publish):
+def ingest_all_command(config, wait, quiet, now, publish):
     """Ingest the site export, then the news feeds. Example: qsite ingest all --publish"""
-    _ingest(config, wait, "all", quiet, publish)
+    _ingest(config, wait, "all", quiet, publish, now=now)
 
 
 def _publish(config, quiet: bool = False) -> bool:
@@ -118,12 +125,13 @@ def publish_command(config):
     sys.exit(0 if _publish(config) else EXIT_FAILED)
 
 
-def _ingest(config, wait: float, which: str, quiet: bool, publish: bool = False) -> None:
+def _ingest(config, wait: float, which: str, quiet: bool, publish: bool = False, now: bool = False) -> None:
     """Run the ingests (then, with ``publish``, publish a snapshot) and end with status 1 if any failed.
 
     Each report is a line as soon as it is stored; on a terminal the news
     sources show as a progress bar instead, and their lines follow it.
-    With ``quiet``, only failures are printed (to stderr). ``which``: ``site``, ``news`` or ``all``.
+    With ``quiet``, only failures are printed (to stderr). ``which``: ``site``, ``news`` or ``all``;
+    ``now``: the news sources backing off are fetched too.
     """
     from pipeline.ops.ingest import ALL, NEWS, SITE, run_ingest
 
@@ -135,21 +143,21 @@ def _ingest(config, wait: float, which: str, quiet: bool, publish: bool = False)
             if report.failed:
                 click.echo(report.line(), err=True)
 
-        reports = run_ingest(config, wait, kinds, progress=echo_failure)
+        reports = run_ingest(config, wait, kinds, progress=echo_failure, now=now)
     elif NEWS in kinds and config.news.sources and sys.stdout.isatty():
-        reports = _ingest_with_progress_bar(config, wait, kinds)
+        reports = _ingest_with_progress_bar(config, wait, kinds, now)
         for report in reports:
             if report.kind == NEWS:
                 click.echo(report.line())
     else:
-        reports = run_ingest(config, wait, kinds, progress=lambda report: click.echo(report.line()))
+        reports = run_ingest(config, wait, kinds, progress=lambda report: click.echo(report.line()), now=now)
     failed = any(report.failed for report in reports)
     if publish and not _publish(config, quiet):  # even when a source failed: the others' data landed
         failed = True
     sys.exit(EXIT_FAILED if failed else 0)
 
 
-def _ingest_with_progress_bar(config, wait: float, kinds: tuple[str, ...]):
+def _ingest_with_progress_bar(config, wait: float, kinds: tuple[str, ...], now: bool = False):
     """Run the ingests with the news sources as a progress bar, shown once the news sweep starts."""
     from pipeline.ops.ingest import NEWS, SITE, run_ingest
 
@@ -176,7 +184,7 @@ def _ingest_with_progress_bar(config, wait: float, kinds: tuple[str, ...]):
 
         if SITE not in kinds:
             bar = start_bar()
-        return run_ingest(config, wait, kinds, progress=progress)
+        return run_ingest(config, wait, kinds, progress=progress, now=now)
 
 
 @cli.command(name="serve")
@@ -199,7 +207,7 @@ def _ingest_with_progress_bar(config, wait: float, kinds: tuple[str, ...]):
     help="Datasette configuration (queries, allow blocks, settings) [default: the bundled datasette.yaml]. Env: QSITE_DATASETTE_CONFIG.",
 )
 def serve_command(config, host, port, workers, follow, data_dir, datasette_config):
-    """Serve /api/v1 and Datasette, read-only, over the database. Example: qsite serve --port 8001 --workers 2"""
+    """Serve /api/v1 and Datasette, read-only, over the database. Example: qsite serve --port 8001"""
     from pathlib import Path
 
     from config import serving_workers

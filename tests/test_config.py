@@ -117,8 +117,11 @@ def test_not_a_mapping(tmp_path, text):
 @pytest.mark.parametrize(
     "text, problem",
     [
-        ("databse: x.db\n" + MINIMAL, "databse: unknown key"),
-        ("site_export:\n  source: e.json\n  evry: 1h\n", "site_export.evry: unknown key"),
+        # an unknown key names the key meant, where one is close (as the API's parameters do)
+        ("databse: x.db\n" + MINIMAL, "databse: unknown key (did you mean 'database'?)"),
+        ("site_export:\n  source: e.json\n  evry: 1h\n", "site_export.evry: unknown key (did you mean 'every'?)"),
+        (MINIMAL + "api:\n  workrs: 2\n", "api.workrs: unknown key (did you mean 'workers'?)"),
+        (MINIMAL + "news:\n  sources:\n    - {name: A, url: a.xml, tag: Science, rulez: []}\n", "news.sources[0].rulez: unknown key (did you mean 'rules'?)"),
         ("path: /tmp\n" + MINIMAL, "path: unknown key"),
         (MINIMAL + "api:\n  cache_max_age: lots\n", "api.cache_max_age: Input should be a valid integer"),
         (MINIMAL + "api:\n  cache_max_age: -1\n", "api.cache_max_age: Input should be greater than or equal to 0"),
@@ -160,6 +163,14 @@ def test_bad_values_name_the_file_and_the_key(tmp_path, text, problem):
     message = error_of(path)
     assert message.startswith(f"{path}: invalid config\n")
     assert problem in message, message
+
+
+@pytest.mark.parametrize("written", ["science", "SCIENCE", " Science "])
+def test_a_tag_in_any_case_is_the_tag_it_names(tmp_path, written):
+    rules = f"[{{match: qubit, tag: {written.strip().lower()}}}]"
+    path = write(tmp_path, MINIMAL + f"news:\n  sources:\n    - {{name: A, url: a.xml, tag: '{written}', rules: {rules}}}\n")
+    source = load_config(path).news.sources[0]
+    assert source.tag == "Science" and source.rules[0].tag == "Science"
 
 
 def test_every_bad_key_is_listed(tmp_path):

@@ -1,7 +1,7 @@
 """What researchers see first, in a real browser: the home page's link to the dashboard, and its charts.
 
 A real ``qsite serve`` over the ingested samples; the machine's Chromium (the
-Debian package ``.ci/run`` installs) driven by Playwright. Every chart must be
+Debian package ``make test`` installs) driven by Playwright. Every chart must be
 drawn from the data in the database, and the browser must report no console
 error or warning, no uncaught exception and no failed request.
 """
@@ -40,6 +40,14 @@ def bar_labels(page, chart: str) -> list[dict[str, str]]:
     return [dict(part.split(": ", 1) for part in label.split("; ")) for label in labels]
 
 
+def bar_colours(page, chart: str) -> list[tuple[dict[str, str], str]]:
+    """Each bar of :func:`bar_labels` with the colour it is filled with."""
+    bars = page.eval_on_selector_all(
+        f"#chart-{chart} g.mark-rect path", "bars => bars.map(bar => [bar.getAttribute('aria-label'), bar.getAttribute('fill')])"
+    )
+    return [(dict(part.split(": ", 1) for part in label.split("; ")), fill) for label, fill in bars]
+
+
 def totals(bars: list[dict[str, str]], key: str, value: str) -> dict[str, int]:
     counted: Counter = Counter()
     for bar in bars:
@@ -49,10 +57,12 @@ def totals(bars: list[dict[str, str]], key: str, value: str) -> dict[str, int]:
 
 @pytest.fixture
 def database_and_config(make_config, tmp_path):
-    path = make_config(news={"sources": SOURCES}, api={"cache_max_age": 60, "rate_limit": "off"})
+    # a database not called `site`: the charts follow the configured database whatever its file is called
+    database = tmp_path / "my.db"
+    path = make_config(database=str(database), news={"sources": SOURCES}, api={"cache_max_age": 60, "rate_limit": "off"})
     done = run_qsite("ingest", "all", "--config", str(path), "--quiet")
     assert done.returncode == 0, done.stderr
-    return tmp_path / "site.db", path
+    return database, path
 
 
 def test_dashboard_linked_from_home_draws_every_chart_from_the_data(database_and_config, tmp_path):
@@ -98,6 +108,7 @@ def test_dashboard_linked_from_home_draws_every_chart_from_the_data(database_and
 
             by_tag = bar_labels(page, "news-by-tag")
             by_source = bar_labels(page, "news-by-source")
+            tag_fills, source_fills = bar_colours(page, "news-by-tag"), bar_colours(page, "news-by-source")
             slides = bar_labels(page, "slides-per-course")
             coverage = bar_labels(page, "lesson-coverage")
             terms = bar_labels(page, "terms-per-course")
@@ -112,6 +123,11 @@ def test_dashboard_linked_from_home_draws_every_chart_from_the_data(database_and
     assert totals(by_tag, "Tag", "News items") == dict(db.execute("select tag, count(*) from news group by tag").fetchall())
     assert totals(by_source, "Source", "News items") == dict(db.execute("select source, count(*) from news group by source").fetchall())
     assert set(totals(by_source, "Source", "News items")) == {source["name"] for source in SOURCES}
+    # Each tag has one colour, the same in both charts of the news.
+    by_tag_colours = dict(sorted({(bar["Tag"], colour) for bar, colour in tag_fills}))
+    by_source_colours = dict(sorted({(bar["Tag"], colour) for bar, colour in source_fills}))
+    assert len(set(by_tag_colours.values())) == len(by_tag_colours) == 3
+    assert by_source_colours == by_tag_colours
     weeks = {bar["Week (from Monday)"] for bar in by_tag}
     assert len(weeks) > 1 and all(re.fullmatch(r"\w{3} \d\d, \d{4}", week) for week in weeks)
     assert {(bar["Course"], int(bar["Slides"])) for bar in slides} == set(db.execute("select title, slide_count from courses").fetchall())

@@ -123,6 +123,12 @@ def test_the_site_builds_without_a_warning(tmp_path):
     assert "qsite ingest news --help" in cli
     api = (tmp_path / "html" / "api.html").read_text(encoding="utf-8")
     assert "/api/v1/glossary/{id}" in api
+    # The READMEs of tests/ and bench/ are pages of the site, linked from its index; no empty "Index" page.
+    index = (tmp_path / "html" / "index.html").read_text(encoding="utf-8")
+    for page, words in (("tests", "Outside programs"), ("bench", "The files")):
+        assert f'href="{page}.html"' in index
+        assert words in (tmp_path / "html" / f"{page}.html").read_text(encoding="utf-8")
+    assert not (tmp_path / "html" / "genindex.html").exists() and "genindex" not in index
 
 
 @pytest.mark.slow  # a whole Sphinx build

@@ -280,3 +280,12 @@ def test_an_undated_entry_retention_removed_stays_removed_unless_dated_inside_th
     # no retention now: still only a date of the publisher's brings it back
     changes = policy.merge_items([undated], policy.Known({}, {}, {}, {}, removed), "Lab", None)
     assert not changes.new
+def test_a_back_off_yields_to_a_file_modified_after_the_failed_try_or_to_the_operator():
+    row = {"disabled": 0, "next_fetch_at": "2026-01-01T12:10:00Z", "last_fetch_at": "2026-01-01T12:00:00Z"}
+    now = "2026-01-01T12:05:00Z"
+    assert not policy.is_due(row, now)
+    assert not policy.is_due(row, now, modified_at="2026-01-01T11:59:59Z")  # the file that failed, unchanged
+    assert not policy.is_due(row, now, modified_at="2026-01-01T12:00:00Z")
+    assert policy.is_due(row, now, modified_at="2026-01-01T12:00:01Z")
+    assert policy.is_due(row, now, now_asked=True)
+    assert not policy.is_due({**row, "disabled": 1}, now, modified_at="2026-01-01T12:04:00Z", now_asked=True)  # 410 Gone

@@ -237,7 +237,9 @@ def test_a_read_moved_to_a_thread_ends_at_the_time_limit_counted_from_its_start(
     try:
         error, elapsed, stall = asyncio.run(loop_stalls(reader.inline(lambda conn: conn.execute(LONG).fetchone())))
         assert isinstance(error, sqlite3.OperationalError) and "interrupt" in str(error)
-        assert 0.36 <= elapsed <= 0.44, elapsed  # the limit, +- 10 %
+        # Not before the limit; and interrupted, not run out (the whole count takes seconds). How close
+        # to the limit it ends is a figure for `make bench`: a busy machine only makes it later.
+        assert 0.36 <= elapsed < 2.0, elapsed
         assert stall < 0.1, stall
     finally:
         reader.close()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -96,8 +97,12 @@ def ingest_news(
     parse_deadline: float = PARSE_DEADLINE,
     parse_memory: int = PARSE_MEMORY,
     now: datetime | None = None,
+    now_asked: bool = False,
 ) -> list[RunReport]:
     """Fetch every due news source, store what changed and return one report per configured source.
+
+    A source backing off after a failure is due again once its file changes, or with ``now_asked``
+    (every enabled source, the back-off ignored: the operator says the feed is fixed).
 
     :param progress: called with each source's report as soon as it is stored, in config order.
     :param client_options: ``connect_timeout`` and ``read_timeout`` for :func:`pipeline.fetch.make_client`,
@@ -111,7 +116,10 @@ def ingest_news(
     """
     started = (now or datetime.now(timezone.utc)).replace(microsecond=0)
     rows = sync_sources(db, config)
-    due = [source for source in config.news.sources if policy.is_due(rows[source.name], format_time(started))]
+    due = [
+        source for source in config.news.sources
+        if policy.is_due(rows[source.name], format_time(started), _file_modified_at(config, source), now_asked)
+    ]
     sweep = _Sweep(db, config, rows, started, _start_runs(db, due, format_time(started)), news_store.sources_with_unclaimed_items(db))
     parser = ParsePool(parse_workers, len(due), parse_deadline, parse_memory)
     reports = asyncio.run(_fetch_and_store(sweep, due, parser, split_options(client_options or {}), progress))
@@ -119,6 +127,17 @@ def ingest_news(
     if pruned or any(report.counts.get("new") or report.counts.get("updated") for report in reports):
         end_on_own_second(db, (NEWS,))  # no event loop here: asyncio.run has returned
     return reports
+
+
+def _file_modified_at(config: Config, source: SourceConfig) -> str | None:
+    """When a source that is a file was last modified (stored time format); None for a URL or a missing file."""
+    location = config.source_location(source)
+    if is_url(location):
+        return None
+    try:
+        return format_time(datetime.fromtimestamp(os.stat(location).st_mtime, timezone.utc).replace(microsecond=0))
+    except OSError:
+        return None
 
 
 @dataclass

@@ -68,9 +68,18 @@ def source_change(source: SourceConfig, row: Mapping | None) -> str | None:
     return None
 
 
-def is_due(row: Mapping, now: str) -> bool:
-    """Whether a source is fetched by the run starting at ``now``: enabled and not backing off."""
-    return not row["disabled"] and (row["next_fetch_at"] is None or row["next_fetch_at"] <= now)
+def is_due(row: Mapping, now: str, modified_at: str | None = None, now_asked: bool = False) -> bool:
+    """Whether a source is fetched by the run starting at ``now``: enabled, and not backing off.
+
+    The back-off yields when what it waits out may be over: the source's file was modified
+    (``modified_at``, a stored-format time) after the failed try, or the operator asked for every
+    source now (``now_asked``: ``qsite ingest news --now``). A disabled source (410 Gone) stays so.
+    """
+    if row["disabled"]:
+        return False
+    if now_asked or row["next_fetch_at"] is None or row["next_fetch_at"] <= now:
+        return True
+    return bool(modified_at and row["last_fetch_at"] and modified_at > row["last_fetch_at"])
 
 
 def backoff_seconds(failures: int, every: int, retry_after: float | None = None) -> int:

@@ -28,12 +28,14 @@ def run_ingest(
     wait: float = DEFAULT_WAIT,
     kinds: tuple[str, ...] = ALL,
     progress: Callable[[RunReport], None] | None = None,
+    now: bool = False,
 ) -> list[RunReport]:
     """Run the ingests named in ``kinds``, in order, holding the writer lock across all of them.
 
     :param wait: seconds to wait for another writer (:class:`pipeline.store.lock.WriterLockTimeout` after that).
     :param progress: called with each report as soon as it is stored: the site
         export's, then each news source's in config order.
+    :param now: fetch every enabled news source, those backing off after a failure too.
     :raises pipeline.store.StoreError: when the database cannot be opened or migrated.
     """
     with writer_lock(config.database_path, wait):
@@ -45,7 +47,7 @@ def run_ingest(
                 if progress:
                     progress(reports[-1])
             if NEWS in kinds:
-                reports += news.ingest_news(db, config, progress=progress)
+                reports += news.ingest_news(db, config, progress=progress, now_asked=now)
             return reports
         finally:
             db.close()

@@ -87,5 +87,7 @@ def ingest_site(db: sqlite_utils.Database, config, client_options: dict | None =
         error = f"unexpected error, nothing changed: {type(exc).__name__}: {exc}"
     runs_store.finish_run(db, run_id, status, counts, error)
     report = RunReport(KIND, public, status, counts, error)
-    (log.warning if report.failed else log.info)("%s", report.line())
+    # A success is the caller's to print (`qsite ingest` echoes each report once, as for the news
+    # sources); a failure is also a warning in the log, which the scheduler's output is.
+    (log.warning if report.failed else log.debug)("%s", report.line())
     return report

@@ -60,12 +60,27 @@ def read_config_file(path: str | Path = CONFIG_PATH) -> dict:
     return _read_one_database(path, required=True)
 
 
+#: The plugin whose charts name a database (``db``) in ``datasette.yaml``.
+DASHBOARDS_PLUGIN = "datasette-dashboards"
+
+
 def _renamed(data: dict, database: str) -> dict:
     data = copy.deepcopy(data)
     if data.get("databases"):
-        (entry,) = data["databases"].values()
+        ((default, entry),) = data["databases"].items()
         data["databases"] = {database: entry}
+        _rebind_charts(data, default, database)
     return data
+
+
+def _rebind_charts(data: dict, default: str, database: str) -> None:
+    """Point every dashboard chart that names the default database at ``database``, so the charts
+    follow the configured database whatever its file is called."""
+    dashboards = (data.get("plugins") or {}).get(DASHBOARDS_PLUGIN) or {}
+    for dashboard in dashboards.values():
+        for chart in ((dashboard or {}).get("charts") or {}).values():
+            if isinstance(chart, dict) and chart.get("db") == default:
+                chart["db"] = database
 
 
 def load_metadata(database: str, path: str | Path = METADATA_PATH) -> dict:

@@ -4,7 +4,7 @@ Used once, with the code of the commit named in the file it writes, to keep
 the rows an older pipeline stored (``tests/data/legacy/*.sql``): named columns
 let the rows load into the schema of any later migration. Run as::
 
-    .venv/bin/python -m tests.support.dump_rows DATABASE HEADER > tests/data/legacy/NAME.sql
+    .venv-test/bin/python -m tests.support.dump_rows DATABASE HEADER > tests/data/legacy/NAME.sql
 """
 
 from __future__ import annotations

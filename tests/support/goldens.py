@@ -12,7 +12,7 @@ nothing in them (``empty``: no stories, not counted as skipped).
 Regenerate them all after a deliberate change of the rules, then review the
 diff by hand against the feeds (``git diff tests/data``)::
 
-    .venv/bin/python -m tests.support.goldens
+    .venv-test/bin/python -m tests.support.goldens
 """
 
 from __future__ import annotations

