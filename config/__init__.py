@@ -195,11 +195,14 @@ class ApiConfig(_Strict):
     header_timeout: Annotated[Duration, Field(ge=1, le=300)] = 10
     #: Longest an arbitrary SQL query (Datasette's ?sql= and _where=) may run, in milliseconds.
     sql_time_limit_ms: Annotated[int, Field(ge=10, le=60_000)] = 1000
-    #: GET /api/v1/health answers 503 when the data is older than this (``30m``, ``6h``, ``2d`` or seconds):
-    #: the time since the last ingest run that did not fail (of either kind), else since the data last
-    #: changed. A day: an instance whose ingest has stopped for a day leaves the rotation, while a
+    #: GET /api/v1/health answers 503 when the news is older than this (``30m``, ``6h``, ``2d`` or seconds):
+    #: the time since the last news ingest run that did not fail, else (no runs) since the data last
+    #: changed. Each kind the config ingests is judged against its own bound. A day: an instance whose ingest has stopped for a day leaves the rotation, while a
     #: replica following snapshots published once a day stays in it.
     health_max_data_age: Duration = 86400
+    #: The site export's own bound for GET /api/v1/health (the time since its last run that did not
+    #: fail); unset: ``health_max_data_age``. News is judged against ``health_max_data_age``.
+    health_max_site_age: Duration | None = None
 
     @field_validator("forwarded_proto")
     @classmethod

@@ -111,6 +111,8 @@ class Api:
         (:attr:`Endpoint.fresh <service.api.endpoint.Endpoint.fresh>`, /api/v1/health), whose
         data changes without a ``data_versions`` bump; by default ``execute_fn``.
     :param cursor_key: seals the counts ``next`` links carry (:func:`service.datasette.state.cursor_key`).
+    :param judged: per-kind health bounds and deciding kinds (:func:`service.api.health.judged_kinds`).
+    :param heartbeat_fn: on a following replica, returns the writer's heartbeat (its ingests) now.
     """
 
     def __init__(
@@ -127,6 +129,8 @@ class Api:
         max_data_age: int = 86400,
         fresh_fn=None,
         cursor_key: bytes = b"",
+        judged: dict | None = None,
+        heartbeat_fn=None,
     ):
         self.execute_fn = execute_fn
         self.fresh_fn = fresh_fn or execute_fn
@@ -141,6 +145,10 @@ class Api:
         self.reader = reader
         self.access = access
         self.max_data_age = max_data_age
+        #: :func:`service.api.health.health`'s per-kind ``bounds`` and ``deciding`` kinds.
+        self.judged = judged or {}
+        #: On a following replica: the writer's heartbeat (``latest.json``'s ingests) now.
+        self.heartbeat_fn = heartbeat_fn
         self.cursor_key = cursor_key
         #: The snapshot a following replica serves (its file name), said in the index, /health and a header.
         self.snapshot = (documents.get("snapshot") or {}).get("file")
@@ -351,4 +359,5 @@ class Api:
             except sqlite3.Error:
                 log.exception("database error answering /api/v1/health")
                 rows = versions = None
-        return health_response(rows, versions, self.max_data_age, self.snapshot, self.identity)
+        heartbeat = self.heartbeat_fn() if self.heartbeat_fn is not None else None
+        return health_response(rows, versions, self.max_data_age, self.snapshot, self.identity, heartbeat=heartbeat, **self.judged)

@@ -24,6 +24,7 @@ from config import ConfigError, parse_rate_limit
 
 from service.api.data_versions import DataVersions
 from service.api.endpoints import index_document
+from service.api.health import judged_kinds
 from service.api.reader import Reader
 from service.datasette.access import Access
 from service.datasette.handler import Api
@@ -89,10 +90,12 @@ async def build_api(datasette, follower=None) -> Api:
     execute_fn = versions = sql = rate_limit = reader = access = None
     max_age = 0
     max_data_age = 86400
+    judged = None
     try:
         config = qsite_config(datasette)
         max_age = config.api.cache_max_age
         max_data_age = config.api.health_max_data_age
+        judged = judged_kinds(config)
         limit = parse_rate_limit(config.api.rate_limit)
         rate_limit = (limit.amount, limit.get_expiry()) if limit else None
         name = config.database_path.stem
@@ -121,6 +124,7 @@ async def build_api(datasette, follower=None) -> Api:
     return Api(
         execute_fn, versions, sql, max_age, documents, docs_page=docs_page, broken=broken, reader=reader, access=access,
         max_data_age=max_data_age, fresh_fn=reader.fresh if reader is not None else None, cursor_key=cursor_key(datasette),
+        judged=judged, heartbeat_fn=(lambda: follower.heartbeat) if follower is not None else None,
     )
 
 
