@@ -11,9 +11,9 @@ time since its last run that did not fail (an ingest that found nothing new
 still shows the data is current), against its own bound (``api.health_max_data_age``
 for news, ``api.health_max_site_age`` for the site export). The kinds the
 instance's config ingests decide the status (the site export always, news when
-``news.sources`` is not empty): one of them older than its bound, or never run
-while another has, is ``stale``; the body shows each kind's age, bound and
-whether it decides. A database with no ingest runs (seeded by hand, or older
+``news.sources`` is not empty): one of them older than its bound is ``stale``,
+however recent the other (a kind never run has nothing to judge yet); the body
+shows each kind's age, bound and whether it decides. A database with no ingest runs (seeded by hand, or older
 than the runs table) falls back to when its data last changed (``data_versions``).
 
 On a following replica the ingest runs come from the writer's heartbeat in
@@ -63,7 +63,7 @@ def merge_heartbeat(ingests: dict, heartbeat: dict | None) -> dict:
         mine = ingests[kind]
         if mine is None:
             ingests[kind] = {"status": beat["status"], "last_run_at": beat.get("last_run_at"),
-                             "last_success_at": beat.get("last_success_at"), "sources": None, "failed_sources": None}
+                             "last_success_at": beat.get("last_success_at"), "sources": 0, "failed_sources": 0}
         elif (beat.get("last_run_at") or "") >= (mine["last_run_at"] or ""):
             mine.update(status=beat["status"], last_run_at=beat.get("last_run_at"))
             mine["last_success_at"] = max(filter(None, (mine["last_success_at"], beat.get("last_success_at"))), default=None)
@@ -118,7 +118,7 @@ def health(
     elif not versions:
         status = "no-data"
     elif ran:  # each deciding kind on its own: a failing one is not hidden by another that works
-        stale = [kind for kind in deciding if kind in ingests and not (ingests[kind] and ingests[kind]["fresh"])]
+        stale = [kind for kind in deciding if ingests.get(kind) and not ingests[kind]["fresh"]]
         status = "stale" if stale else "ok"
     elif age is None or age > max_data_age:
         status = "stale"
