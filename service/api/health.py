@@ -16,9 +16,9 @@ however recent the other (a kind never run has nothing to judge yet); the body
 shows each kind's age, bound and whether it decides. A database with no ingest runs (seeded by hand, or older
 than the runs table) falls back to when its data last changed (``data_versions``).
 
-On a following replica the ingest runs come from the writer's heartbeat in
-``latest.json`` (:attr:`db.snapshot.Pointer.ingests`) when it is newer than the
-snapshot's own runs: the writer renews it at every publish, with or without a
+On a following replica each kind's latest runs come from the writer's heartbeat
+in ``latest.json`` (:attr:`db.snapshot.Pointer.ingests`) rather than from the
+snapshot: the writer renews it at every publish, with or without a
 new snapshot, so a day without new items keeps replicas in the rotation.
 """
 
@@ -56,17 +56,18 @@ def data_age(newest: str | None, now: datetime) -> int | None:
 
 
 def merge_heartbeat(ingests: dict, heartbeat: dict | None) -> dict:
-    """``ingests`` (per kind, from the served database) with the writer's ``heartbeat`` where it is newer."""
+    """``ingests`` (per kind, from the served database) with the writer's ``heartbeat`` in place of each kind it reports.
+
+    The heartbeat is never older than the served snapshot's own runs: the pointer
+    naming a snapshot is written after the snapshot was copied, and renewed since.
+    The counts of sources stay the snapshot's.
+    """
     for kind, beat in (heartbeat or {}).items():
         if kind not in ingests or not beat:
             continue
-        mine = ingests[kind]
-        if mine is None:
-            ingests[kind] = {"status": beat["status"], "last_run_at": beat.get("last_run_at"),
-                             "last_success_at": beat.get("last_success_at"), "sources": 0, "failed_sources": 0}
-        elif (beat.get("last_run_at") or "") >= (mine["last_run_at"] or ""):
-            mine.update(status=beat["status"], last_run_at=beat.get("last_run_at"))
-            mine["last_success_at"] = max(filter(None, (mine["last_success_at"], beat.get("last_success_at"))), default=None)
+        mine = ingests[kind] or {"sources": 0, "failed_sources": 0}
+        ingests[kind] = {**mine, "status": beat["status"], "last_run_at": beat.get("last_run_at"),
+                         "last_success_at": beat.get("last_success_at")}
     return ingests
 
 
