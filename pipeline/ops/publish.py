@@ -295,7 +295,6 @@ class AfterIngest:
     def __init__(self, config: Config):
         self.config = config
         self.store = SnapshotStore(config.snapshot_store, config.snapshots.endpoint_url)
-        self.published_version: int | None = None
 
     def __call__(self) -> PublishResult | None:
         try:
@@ -303,7 +302,6 @@ class AfterIngest:
         except PublishError as exc:
             log.error("%s", exc)
             return None
-        self.published_version = result.pointer.data_version
         log.info("%s", result.line())
         return result
 

@@ -124,7 +124,7 @@ async def build_api(datasette, follower=None) -> Api:
     return Api(
         execute_fn, versions, sql, max_age, documents, docs_page=docs_page, broken=broken, reader=reader, access=access,
         max_data_age=max_data_age, fresh_fn=reader.fresh if reader is not None else None, cursor_key=cursor_key(datasette),
-        judged=judged, heartbeat_fn=(lambda: follower.heartbeat) if follower is not None else None,
+        judged=judged, heartbeat_fn=(lambda: follower.latest and follower.latest.ingests) if follower is not None else None,
     )
 
 

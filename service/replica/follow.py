@@ -36,11 +36,9 @@ One follower per host handing the file to its workers would download once
 too, but it would need a process of its own or messages between the workers,
 and a dead follower would stop every worker's updates; the locks need neither.
 
-A replica never swaps to a pointer that is lower (:attr:`db.snapshot.Pointer.order`:
-epoch, then data version) than the one it serves: only an explicit rollback,
-which raises the epoch, takes it back. The pointer also carries the writer's
-heartbeat (its latest ingests), renewed without a new snapshot; the replica
-keeps the newest one for /api/v1/health (:attr:`Follower.heartbeat`).
+A replica never swaps to a lower pointer (:attr:`db.snapshot.Pointer.order`); only a
+rollback (a higher epoch) takes it back. It keeps the newest pointer for the writer's
+heartbeat (:attr:`Follower.latest`), which /api/v1/health reads.
 
 Anything that does not check out is never served: the replica keeps what it
 has and logs one line (once per distinct problem). Until the first snapshot is
@@ -143,13 +141,8 @@ class Follower:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_problem: str | None = None
-        #: The newest pointer accepted (served, or naming the served file): its ingests are the writer's heartbeat.
+        #: The newest pointer accepted (served, or naming the served file): its ``ingests`` are the writer's heartbeat.
         self.latest: Pointer | None = None
-
-    @property
-    def heartbeat(self) -> dict | None:
-        """The writer's latest ingests per kind, from the pointer (renewed at every publish), for /api/v1/health."""
-        return self.latest.ingests if self.latest is not None else None
 
     # -- serving ---------------------------------------------------------------
 
@@ -242,10 +235,8 @@ class Follower:
                 self.latest = pointer  # the same snapshot, maybe a renewed heartbeat
                 return False
             if pointer.order < served.order:  # only an explicit rollback (a higher epoch) goes back
-                self.problem(
-                    f"latest.json names {pointer.file} (data version {pointer.data_version}, epoch {pointer.epoch}), "
-                    f"older than the served data version {served.data_version} (epoch {served.epoch}) without a rollback; not swapped"
-                )
+                self.problem(f"latest.json names {pointer.file} (data version {pointer.data_version}, epoch {pointer.epoch}), "
+                             f"older than the served data version {served.data_version} (epoch {served.epoch}); not swapped")
                 return False
         try:
             path, claim, timings = self.fetch(pointer)
