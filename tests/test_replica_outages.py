@@ -54,7 +54,8 @@ def latest(store: Path) -> dict:
 
 
 def follow(config: Path, tmp_path: Path, name: str = "replica"):
-    return qsite_serve(config, tmp_path / f"{name}.log", args=["--follow", "--data-dir", str(tmp_path / name)])
+    """A replica of one worker: every answer comes from the one follower (each worker polls on its own)."""
+    return qsite_serve(config, tmp_path / f"{name}.log", args=["--follow", "--data-dir", str(tmp_path / name), "--workers", "1"])
 
 
 def serving(replica) -> dict | None:
