@@ -385,6 +385,11 @@ def test_a_schema_other_than_this_qsites_is_refused(published, tmp_path, change,
         ({"bytes": 0}, "field 'bytes'"),
         ({"file": "../../etc/passwd"}, "field 'file'"),
         ({"data_version": 999}, "does not match"),
+        ({"epoch": -1}, "field 'epoch'"),
+        ({"rolled_back_from": "42"}, "field 'rolled_back_from'"),
+        ({"heartbeat_at": "yesterday"}, "field 'heartbeat_at'"),
+        ({"ingests": {"news": {"status": "ok", "last_success_at": "soon"}}}, "field 'ingests'"),
+        ({"ingests": {"weather": None}}, "field 'ingests'"),
     ],
 )
 def test_a_bad_pointer_is_refused(published, change, message):
@@ -395,3 +400,12 @@ def test_a_bad_pointer_is_refused(published, change, message):
     with pytest.raises(SnapshotError, match="not JSON"):
         Pointer.from_json(b"{")
 
+
+
+def test_a_pointer_of_an_older_qsite_reads_as_epoch_zero_without_a_heartbeat(published):
+    _, latest = published
+    data = {key: value for key, value in json.loads(latest.to_json()).items() if key not in POINTER_FIELDS - {
+        "file", "sha256", "data_version", "published_at", "bytes", "schema_version"}}
+    older = Pointer.from_json(json.dumps(data).encode())
+    assert (older.epoch, older.rolled_back_from, older.heartbeat_at, older.ingests) == (0, None, None, None)
+    assert older.order == (0, latest.data_version)
