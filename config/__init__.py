@@ -204,11 +204,14 @@ class ApiConfig(_Strict):
     #: with a 400 as its rows are fetched, never built. At least 64 KB, at most 256 MB; each worker may
     #: hold one such answer per SQL thread at once (docs/security.md), and serialises it on its event loop.
     sql_answer_max_bytes: Annotated[int, Field(ge=65_536, le=268_435_456)] = 4_000_000
-    #: GET /api/v1/health answers 503 when the data is older than this (``30m``, ``6h``, ``2d`` or seconds):
-    #: the time since the last ingest run that did not fail (of either kind), else since the data last
-    #: changed. A day: an instance whose ingest has stopped for a day leaves the rotation, while a
+    #: GET /api/v1/health answers 503 when the news is older than this (``30m``, ``6h``, ``2d`` or seconds):
+    #: the time since the last news ingest run that did not fail, else (no runs) since the data last
+    #: changed. Each kind the config ingests is judged against its own bound. A day: an instance whose ingest has stopped for a day leaves the rotation, while a
     #: replica following snapshots published once a day stays in it.
     health_max_data_age: Duration = 86400
+    #: The site export's own bound for GET /api/v1/health (the time since its last run that did not
+    #: fail); unset: ``health_max_data_age``. News is judged against ``health_max_data_age``.
+    health_max_site_age: Duration | None = None
     #: Bits of an IPv6 address that make one client for fair use and the SQL queue: one subscriber
     #: usually holds a whole /64, so counting single addresses would give it unlimited clients.
     #: 128 counts every address on its own.

@@ -50,9 +50,40 @@ class SnapshotError(Exception):
     """A file or pointer that must not be served or trusted; the message says why, in one line."""
 
 
+#: The kinds of ingest a pointer's heartbeat reports.
+INGEST_KINDS = ("news", "site")
+
+
+def _valid_ingests(value) -> bool:
+    if value is None:
+        return True
+    if not isinstance(value, dict) or not set(value) <= set(INGEST_KINDS):
+        return False
+    for run in value.values():
+        if run is None:
+            continue
+        if not isinstance(run, dict) or not isinstance(run.get("status"), str):
+            return False
+        for key in ("last_run_at", "last_success_at"):
+            if run.get(key) is not None and not (isinstance(run[key], str) and is_stored_time(run[key])):
+                return False
+    return True
+
+
 @dataclass(frozen=True)
 class Pointer:
-    """The content of ``latest.json``: which snapshot is current, and what to check it against."""
+    """The content of ``latest.json``: which snapshot is current, and what to check it against.
+
+    Besides the snapshot, the writer's heartbeat: ``heartbeat_at`` (when a publish
+    last wrote the pointer, with or without a new snapshot) and ``ingests``
+    (per kind: ``status``, ``last_run_at`` and ``last_success_at`` of the writer's
+    latest runs then), so replicas judge their health by the writer's last ingest
+    rather than by the last change of data. ``epoch`` counts the explicit
+    rollbacks; ``rolled_back_from`` is the data version the last one replaced.
+    Pointers are ordered by :attr:`order`: a publish never replaces a pointer with
+    a lower one, and a replica never swaps to one. Pointers without these fields
+    (an older qsite's) read as epoch 0 with no heartbeat; older replicas ignore them.
+    """
 
     file: str
     sha256: str
@@ -60,6 +91,15 @@ class Pointer:
     published_at: str
     bytes: int
     schema_version: int
+    epoch: int = 0
+    rolled_back_from: int | None = None
+    heartbeat_at: str | None = None
+    ingests: dict | None = None
+
+    @property
+    def order(self) -> tuple[int, int]:
+        """``(epoch, data_version)``: what only grows, except through an explicit rollback (which raises the epoch)."""
+        return (self.epoch, self.data_version)
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), indent=2, sort_keys=True).encode() + b"\n"
@@ -81,10 +121,19 @@ class Pointer:
             "bytes": lambda v: type(v) is int and v > 0,
             "schema_version": lambda v: type(v) is int and v >= 1,
         }
+        optional = {
+            "epoch": lambda v: type(v) is int and v >= 0,
+            "rolled_back_from": lambda v: v is None or (type(v) is int and v >= 0),
+            "heartbeat_at": lambda v: v is None or (isinstance(v, str) and is_stored_time(v)),
+            "ingests": _valid_ingests,
+        }
         for field, valid in checks.items():
             if not valid(data.get(field)):
                 raise SnapshotError(f"{POINTER}: field {field!r} is missing or invalid (got {data.get(field)!r})")
-        pointer = cls(**{field: data[field] for field in checks})
+        for field, valid in optional.items():
+            if field in data and not valid(data[field]):
+                raise SnapshotError(f"{POINTER}: field {field!r} is invalid (got {str(data[field])[:100]})")
+        pointer = cls(**{field: data[field] for field in (*checks, *optional) if field in data})
         if pointer.file != snapshot_name(pointer.data_version, pointer.sha256):
             raise SnapshotError(f"{POINTER}: file {pointer.file!r} does not match its data_version and sha256")
         return pointer

@@ -10,15 +10,19 @@ standard ``AWS_*`` variables.
 
 from __future__ import annotations
 
+import fcntl
+import os
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlsplit
 
 import obstore
+from obstore.exceptions import AlreadyExistsError, PreconditionError
 from obstore.store import LocalStore, from_url
 
-from db.snapshot import POINTER, Pointer, name_version
+from db.snapshot import POINTER, Pointer, SnapshotError, name_version
 
 
 #: A store that does not answer must not hold a replica's poll (or a publish) for minutes.
@@ -38,6 +42,32 @@ def brief(exc: BaseException) -> str:
     text = str(exc).split("\n", 1)[0].strip() or type(exc).__name__
     text = text.split(": <?xml", 1)[0]
     return text if len(text) <= 300 else text[:300] + "…"
+
+
+#: Beside ``latest.json`` in a folder store: held (``flock``) while a pointer is compared and swapped.
+POINTER_LOCK = ".latest.json.lock"
+
+
+@dataclass(frozen=True)
+class PointerState:
+    """``latest.json`` as read, with what a conditional write compares: its bytes and its ETag (None: no pointer)."""
+
+    pointer: Pointer | None
+    raw: bytes | None
+    e_tag: str | None
+    #: Why the bytes read are no valid pointer (only with ``read_state(lenient=True)``).
+    problem: str | None = None
+
+
+class _Lost(Exception):
+    """A conditional write found the pointer changed."""
+
+
+def _conditional_put(store, data: bytes, mode) -> None:
+    try:
+        obstore.put(store, POINTER, data, mode=mode)
+    except (PreconditionError, AlreadyExistsError):
+        raise _Lost() from None
 
 
 class SnapshotStore:
@@ -71,7 +101,7 @@ class SnapshotStore:
     def _call(self, what: str, fn, *args, **kwargs):
         try:
             return fn(self._client(), *args, **kwargs)
-        except FileNotFoundError:
+        except (FileNotFoundError, _Lost):
             raise
         except Exception as exc:  # obstore raises its own error classes and OSErrors
             raise StoreUnavailable(f"snapshot store {self.where}: cannot {what}: {brief(exc)}") from None
@@ -89,7 +119,66 @@ class SnapshotStore:
             return None
         return Pointer.from_json(raw)
 
+    def read_state(self, lenient: bool = False) -> PointerState:
+        """The current ``latest.json`` and what :meth:`swap_pointer` compares against it.
+
+        :param lenient: an invalid pointer reads as no pointer, with its ``problem`` (so a publish can replace it).
+        :raises StoreUnavailable: the store cannot be read.
+        :raises db.snapshot.SnapshotError: the pointer is not valid (unless ``lenient``).
+        """
+        try:
+            result = self._call(f"read {POINTER}", obstore.get, POINTER)
+            raw = bytes(self._call(f"read {POINTER}", lambda _store: result.bytes()))
+        except FileNotFoundError:
+            return PointerState(None, None, None)
+        e_tag = result.meta.get("e_tag")
+        try:
+            return PointerState(Pointer.from_json(raw), raw, e_tag)
+        except SnapshotError as exc:
+            if not lenient:
+                raise
+            return PointerState(None, raw, e_tag, str(exc))
+
+    def swap_pointer(self, pointer: Pointer, expected: PointerState) -> bool:
+        """Write ``pointer`` as ``latest.json`` only if the store's is still ``expected``: a compare-and-swap.
+
+        False, writing nothing, when another writer changed it since ``expected``
+        was read. On S3 a conditional PUT (``If-Match`` the ETag read, or
+        ``If-None-Match: *`` when there was none); on a folder, under an exclusive
+        ``flock`` of :data:`POINTER_LOCK`, a compare of the bytes, then obstore's
+        write to a temporary file renamed over the pointer.
+
+        :raises StoreUnavailable: the store cannot be read or written.
+        """
+        if self.url.startswith("file://"):
+            return self._swap_in_folder(pointer, expected)
+        mode = {"e_tag": expected.e_tag} if expected.raw is not None else "create"
+        try:
+            self._call(f"write {POINTER}", _conditional_put, pointer.to_json(), mode)
+        except _Lost:
+            return False
+        return True
+
+    def _swap_in_folder(self, pointer: Pointer, expected: PointerState) -> bool:
+        self._client()  # makes the folder
+        lock = os.open(Path(self.where) / POINTER_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed, or when this process dies
+            try:
+                now = (Path(self.where) / POINTER).read_bytes()
+            except FileNotFoundError:
+                now = None
+            except OSError as exc:
+                raise StoreUnavailable(f"snapshot store {self.where}: cannot read {POINTER}: {exc}") from None
+            if now != expected.raw:
+                return False
+            self._call(f"write {POINTER}", obstore.put, POINTER, pointer.to_json())
+            return True
+        finally:
+            os.close(lock)
+
     def write_pointer(self, pointer: Pointer) -> None:
+        """Write ``latest.json`` unconditionally (tests and tools; publishing uses :meth:`swap_pointer`)."""
         self._call(f"write {POINTER}", obstore.put, POINTER, pointer.to_json())
 
     def upload(self, name: str, path: Path) -> None:

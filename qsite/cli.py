@@ -104,12 +104,13 @@ def ingest_all_command(config, wait, quiet, now, publish):
     _ingest(config, wait, "all", quiet, publish, now=now)
 
 
-def _publish(config, quiet: bool = False) -> bool:
-    """Publish a snapshot (pipeline/ops/publish.py) and print its one line; False when it failed."""
+def _publish(config, quiet: bool = False, rollback_to: int | None = None) -> bool:
+    """Publish a snapshot (pipeline/ops/publish.py), or roll back to one, and print its one line; False when it failed."""
     from pipeline.ops.publish import PublishError, publish
+    from pipeline.ops.rollback import rollback
 
     try:
-        result = publish(config)
+        result = publish(config) if rollback_to is None else rollback(config, rollback_to)
     except PublishError as exc:
         click.echo(f"Error: {exc}", err=True)
         return False
@@ -120,9 +121,15 @@ def _publish(config, quiet: bool = False) -> bool:
 
 @cli.command(name="publish")
 @common_options
-def publish_command(config):
+@click.option(
+    "--rollback-to",
+    type=click.IntRange(min=0),
+    metavar="VERSION",
+    help="Point latest.json back at the store's older snapshot of this data version instead; replicas follow it.",
+)
+def publish_command(config, rollback_to):
     """Publish the database as an immutable snapshot to snapshots.store, then point latest.json at it. Example: qsite publish"""
-    sys.exit(0 if _publish(config) else EXIT_FAILED)
+    sys.exit(0 if _publish(config, rollback_to=rollback_to) else EXIT_FAILED)
 
 
 def _ingest(config, wait: float, which: str, quiet: bool, publish: bool = False, now: bool = False) -> None:

@@ -23,7 +23,12 @@ from db.snapshot import (
 from tests.support.feeds import growing_feed
 from tests.support.processes import free_port, wait_until
 
-POINTER_FIELDS = {"file", "sha256", "data_version", "published_at", "bytes", "schema_version"}
+POINTER_FIELDS = {
+    "file", "sha256", "data_version", "published_at", "bytes", "schema_version",
+    "epoch", "rolled_back_from", "heartbeat_at", "ingests",
+}
+#: What a publish without new data renews: the writer's heartbeat.
+HEARTBEAT_FIELDS = {"heartbeat_at", "ingests"}
 
 
 @pytest.fixture
@@ -75,11 +80,15 @@ def test_publish_uploads_a_checked_copy_then_the_pointer(qsite, growing, tmp_pat
 def test_nothing_changed_uploads_nothing_and_says_so_in_one_line(qsite, growing, tmp_path):
     assert qsite("ingest", "all", "--config", str(growing), "--publish").returncode == 0
     store = tmp_path / "store"
-    before = ((store / "latest.json").read_bytes(), snapshots_in(store), (store / "latest.json").stat().st_mtime_ns)
+    def published() -> tuple[dict, list[str]]:
+        return {key: value for key, value in pointer(store).items() if key not in HEARTBEAT_FIELDS}, snapshots_in(store)
+
+    before = published()
     again = qsite("publish", "--config", str(growing))
     assert again.returncode == 0, again.stderr
     assert len(again.stdout.splitlines()) == 1 and "unchanged" in again.stdout and again.stderr == ""
-    assert ((store / "latest.json").read_bytes(), snapshots_in(store), (store / "latest.json").stat().st_mtime_ns) == before
+    assert published() == before  # the same snapshot; only the heartbeat is renewed
+    assert pointer(store)["ingests"]["news"]["status"] in ("ok", "unchanged", "warning")
 
 
 @pytest.mark.slow
@@ -376,6 +385,11 @@ def test_a_schema_other_than_this_qsites_is_refused(published, tmp_path, change,
         ({"bytes": 0}, "field 'bytes'"),
         ({"file": "../../etc/passwd"}, "field 'file'"),
         ({"data_version": 999}, "does not match"),
+        ({"epoch": -1}, "field 'epoch'"),
+        ({"rolled_back_from": "42"}, "field 'rolled_back_from'"),
+        ({"heartbeat_at": "yesterday"}, "field 'heartbeat_at'"),
+        ({"ingests": {"news": {"status": "ok", "last_success_at": "soon"}}}, "field 'ingests'"),
+        ({"ingests": {"weather": None}}, "field 'ingests'"),
     ],
 )
 def test_a_bad_pointer_is_refused(published, change, message):
@@ -386,3 +400,12 @@ def test_a_bad_pointer_is_refused(published, change, message):
     with pytest.raises(SnapshotError, match="not JSON"):
         Pointer.from_json(b"{")
 
+
+
+def test_a_pointer_of_an_older_qsite_reads_as_epoch_zero_without_a_heartbeat(published):
+    _, latest = published
+    data = {key: value for key, value in json.loads(latest.to_json()).items() if key not in POINTER_FIELDS - {
+        "file", "sha256", "data_version", "published_at", "bytes", "schema_version"}}
+    older = Pointer.from_json(json.dumps(data).encode())
+    assert (older.epoch, older.rolled_back_from, older.heartbeat_at, older.ingests) == (0, None, None, None)
+    assert older.order == (0, latest.data_version)

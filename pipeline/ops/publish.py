@@ -10,11 +10,14 @@ file that is not whole and checked:
 2. :func:`db.snapshot.check_file` on the copy (``PRAGMA integrity_check``,
    schema version, the data version it holds) and its SHA-256;
 3. upload under the immutable name :func:`db.snapshot.snapshot_name`;
-4. only then ``latest.json`` (:class:`db.snapshot.Pointer`);
+4. only then ``latest.json`` (:class:`db.snapshot.Pointer`), by compare-and-swap,
+   and never over a pointer to newer data (two publishes may overlap: the
+   scheduler's and a manual one);
 5. delete published snapshots beyond ``snapshots.keep``, never the pointed one.
 
 Nothing is uploaded when the store's pointer already names this data version
-and schema.
+and schema; the pointer's heartbeat (the writer's latest ingests) is renewed
+instead, so replicas see that the writer is alive even when the data did not change.
 """
 
 from __future__ import annotations
@@ -27,17 +30,17 @@ import sqlite3
 import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
 from config import Config
-from db.snapshot_store import SnapshotStore, StoreUnavailable
+from db.snapshot_store import PointerState, SnapshotStore, StoreUnavailable
 from db.model import utc_now
 from db.snapshot import SCHEMA_VERSION, Pointer, SnapshotError, check_file, file_sha256, snapshot_name
 
 from pipeline.store import newer_schema
-from pipeline.store.snapshots import copy_database, live_data_version, live_migrations
+from pipeline.store.snapshots import copy_database, live_data_version, live_ingests, live_migrations
 
 log = logging.getLogger("qsite.publish")
 
@@ -48,18 +51,84 @@ class PublishError(Exception):
 
 @dataclass(frozen=True)
 class PublishResult:
+    """What a publish did: ``pointer`` is the store's ``latest.json`` after it.
+
+    ``published``: a new snapshot (or, with ``rolled_back``, an older one) is
+    latest now. Otherwise the snapshot stayed and, unless ``superseded`` (this
+    publish's pointer, refused because a newer one was written meanwhile), the
+    pointer's heartbeat was renewed.
+    """
+
     pointer: Pointer
     published: bool
     pruned: tuple[str, ...] = ()
+    superseded: Pointer | None = None
+    rolled_back: bool = False
 
     def line(self) -> str:
         pointer = self.pointer
+        if self.superseded is not None:
+            return (
+                f"publish: not published, data version {self.superseded.data_version} lost the race to the newer "
+                f"data version {pointer.data_version}, published meanwhile as {pointer.file}"
+            )
+        if self.rolled_back:
+            return (
+                f"publish: rolled back to {pointer.file} (data version {pointer.data_version}) from data version "
+                f"{pointer.rolled_back_from}; publishes keep it until the data is newer than that"
+            )
+        if not self.published and holds(pointer):
+            return (
+                f"publish: rolled back to {pointer.file} (data version {pointer.data_version}) until the data is newer than "
+                f"version {pointer.rolled_back_from}; heartbeat written"
+            )
         if not self.published:
             return f"publish: unchanged, data version {pointer.data_version} is already published as {pointer.file}"
         line = f"publish: {pointer.file} ({pointer.bytes} bytes, data version {pointer.data_version}) is now latest"
         if self.pruned:
             line += f"; pruned {len(self.pruned)} older"
         return line
+
+
+#: Compare-and-swaps of ``latest.json`` a publish tries before giving up (each loses only to another writer's pointer).
+SWAP_ATTEMPTS = 5
+
+
+def holds(pointer: Pointer, data_version: int | None = None) -> bool:
+    """Whether ``pointer`` is a rollback that still holds against the data version ``data_version``.
+
+    A rollback holds until the writer has data newer than the version it
+    rolled back from; without ``data_version``: whether it is a rollback at all.
+    """
+    if pointer.rolled_back_from is None:
+        return False
+    return data_version is None or data_version <= pointer.rolled_back_from
+
+
+def read_state(store: SnapshotStore) -> PointerState:
+    """The store's pointer and what a compare-and-swap compares; an invalid pointer reads as none to replace."""
+    try:
+        state = store.read_state(lenient=True)
+    except StoreUnavailable as exc:
+        raise PublishError(str(exc)) from None
+    if state.problem:
+        log.warning("the store's %s is not valid (%s); publishing a new one", "latest.json", state.problem)
+    return state
+
+
+def heartbeat(store: SnapshotStore, state: PointerState, ingests: dict) -> PublishResult:
+    """Renew ``state``'s pointer with the writer's ``ingests`` and the time, the snapshot unchanged.
+
+    A pointer written meanwhile by another publish is newer than this one and is left as it is.
+    """
+    pointer = replace(state.pointer, heartbeat_at=utc_now(), ingests=ingests)
+    try:
+        if store.swap_pointer(pointer, state):
+            return PublishResult(pointer, published=False)
+        newer = store.read_pointer()
+    except (StoreUnavailable, SnapshotError) as exc:
+        raise PublishError(str(exc)) from None
+    return PublishResult(newer or state.pointer, published=False)
 
 
 def current_data_version(database: Path) -> int:
@@ -84,21 +153,29 @@ def current_data_version(database: Path) -> int:
 def publish(config: Config, store: SnapshotStore | None = None) -> PublishResult:
     """Publish the configured database to the configured store; see the module docstring.
 
+    The pointer is replaced by compare-and-swap (:meth:`SnapshotStore.swap_pointer
+    <db.snapshot_store.SnapshotStore.swap_pointer>`) and only by a higher or equal
+    :attr:`~db.snapshot.Pointer.order`: a publish that lost the race to a newer
+    pointer leaves it (``superseded``). With the data already published, or a
+    rollback holding (:func:`holds`), only the heartbeat is renewed.
+
     :raises PublishError: the database cannot be copied, the copy does not check out,
-        or the store cannot be read or written.
+        the store cannot be read or written, or the store's pointer names newer data
+        than the database holds (only :func:`pipeline.ops.rollback.rollback` goes back).
     """
     database = config.database_path
     store = store or SnapshotStore(config.snapshot_store, config.snapshots.endpoint_url)
-    try:
-        latest = store.read_pointer()
-    except SnapshotError as exc:
-        log.warning("the store's %s is not valid (%s); publishing a new one", "latest.json", exc)
-        latest = None
-    except StoreUnavailable as exc:
-        raise PublishError(str(exc)) from None
+    state = read_state(store)
+    latest = state.pointer
     live_version = current_data_version(database)
-    if latest and latest.data_version == live_version and latest.schema_version == SCHEMA_VERSION:
-        return PublishResult(latest, published=False)
+    ingests = live_ingests(database)
+    if latest and latest.data_version > live_version and not holds(latest, live_version):
+        raise PublishError(
+            f"the store's latest.json names data version {latest.data_version}, newer than {database}'s "
+            f"{live_version}: not published (to go back on purpose: qsite publish --rollback-to VERSION)"
+        )
+    if latest and (holds(latest, live_version) or (latest.data_version, latest.schema_version) == (live_version, SCHEMA_VERSION)):
+        return heartbeat(store, state, ingests)
     with work_folder(database.parent) as work:
         copy = work / "snapshot.db"
         try:
@@ -108,20 +185,32 @@ def publish(config: Config, store: SnapshotStore | None = None) -> PublishResult
             raise PublishError(f"{database}: cannot copy the database: {exc}") from None
         except SnapshotError as exc:
             raise PublishError(f"the copy of {database} does not check out, nothing published: {exc}") from None
-        if latest and latest.data_version == found.data_version and latest.schema_version == found.schema_version:
-            return PublishResult(latest, published=False)  # the data changed back between the two reads
+        if latest and (holds(latest, found.data_version) or (latest.data_version, latest.schema_version) == (found.data_version, found.schema_version)):
+            return heartbeat(store, state, ingests)  # the data changed back between the two reads
         sha256 = file_sha256(copy)
+        now = utc_now()
         pointer = Pointer(
             file=snapshot_name(found.data_version, sha256),
             sha256=sha256,
             data_version=found.data_version,
-            published_at=utc_now(),
+            published_at=now,
             bytes=copy.stat().st_size,
             schema_version=found.schema_version,
+            epoch=latest.epoch if latest else 0,
+            heartbeat_at=now,
+            ingests=ingests,
         )
         try:
             store.upload(pointer.file, copy)
-            store.write_pointer(pointer)
+            for _ in range(SWAP_ATTEMPTS):
+                if store.swap_pointer(pointer, state):
+                    break
+                state = read_state(store)  # another publish (or a rollback) wrote latest.json meanwhile
+                if state.pointer and state.pointer.order >= pointer.order:
+                    log.info("data version %d not published: %s was published meanwhile", pointer.data_version, state.pointer.file)
+                    return PublishResult(state.pointer, published=False, superseded=pointer)
+            else:
+                raise PublishError(f"snapshot store {store.where}: latest.json kept changing during {SWAP_ATTEMPTS} attempts; try again")
         except StoreUnavailable as exc:
             raise PublishError(str(exc)) from None
     return PublishResult(pointer, published=True, pruned=prune(store, pointer, config.snapshots.keep))
@@ -197,26 +286,22 @@ def prune(store: SnapshotStore, pointer: Pointer, keep: int) -> tuple[str, ...]:
 
 
 class AfterIngest:
-    """Publishes after an ingest that changed data, for ``qsite schedule`` when ``snapshots.store`` is set.
+    """Publishes after every ingest, for ``qsite schedule`` when ``snapshots.store`` is set.
 
-    Remembers the data version it last saw published, so an ingest that
-    changed nothing costs one read of ``data_versions`` and no store request.
+    An ingest that changed nothing costs a read and a write of ``latest.json``
+    (the heartbeat replicas judge their health by), and no upload.
     """
 
     def __init__(self, config: Config):
         self.config = config
         self.store = SnapshotStore(config.snapshot_store, config.snapshots.endpoint_url)
-        self.published_version: int | None = None
 
     def __call__(self) -> PublishResult | None:
         try:
-            if current_data_version(self.config.database_path) == self.published_version:
-                return None
             result = publish(self.config, self.store)
         except PublishError as exc:
             log.error("%s", exc)
             return None
-        self.published_version = result.pointer.data_version
         log.info("%s", result.line())
         return result
 

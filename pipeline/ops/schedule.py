@@ -118,7 +118,7 @@ class Scheduler:
         self.run_now = run_now
         self.grace = grace
         self.activity = _Activity()
-        # With `snapshots.store` set, every job that changed data is followed by a publish (pipeline/ops/publish.py).
+        # With `snapshots.store` set, every job is followed by a publish (a heartbeat at least: pipeline/ops/publish.py).
         self.publish = publisher_for(config)
         # One worker: the jobs share one database and one writer lock, so running
         # them side by side would only make one wait for the other.

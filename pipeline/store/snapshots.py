@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from db.snapshot import data_version, pending_migrations, unknown_migrations
+from db.snapshot import INGEST_KINDS, data_version, pending_migrations, unknown_migrations
 
 #: Seconds a read waits for a writer's checkpoint before giving up.
 BUSY_TIMEOUT = 10
@@ -25,6 +25,42 @@ def live_data_version(database: Path) -> int:
     conn = _read_only(database)
     try:
         return data_version(conn)
+    finally:
+        conn.close()
+
+
+#: ``ingest_runs`` statuses of a run that worked.
+_WORKED = ("ok", "unchanged", "warning")
+
+
+def live_ingests(database: Path) -> dict:
+    """The writer's heartbeat: per kind (``news``, ``site``) its latest run's ``status`` and time, and its latest run that worked.
+
+    ``{kind: {"status", "last_run_at", "last_success_at"} or None}``, as
+    :attr:`db.snapshot.Pointer.ingests` carries them. Each read goes newest first
+    by id and stops at the first row it needs.
+    """
+    conn = _read_only(database)
+    try:
+        found = {}
+        for kind in INGEST_KINDS:
+            last = conn.execute(
+                "SELECT status, coalesce(finished_at, started_at) FROM ingest_runs WHERE +kind = ? ORDER BY id DESC LIMIT 1",
+                [kind],
+            ).fetchone()
+            if last is None:
+                found[kind] = None
+                continue
+            success = conn.execute(
+                "SELECT finished_at FROM ingest_runs WHERE +kind = ? AND status IN (?, ?, ?) ORDER BY id DESC LIMIT 1",
+                [kind, *_WORKED],
+            ).fetchone()
+            found[kind] = {"status": last[0], "last_run_at": last[1], "last_success_at": success[0] if success else None}
+        return found
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return dict.fromkeys(INGEST_KINDS)
+        raise
     finally:
         conn.close()
 

@@ -132,6 +132,8 @@ class Api:
         (``_auth_token``), taken out of the query before it is read.
     :param public_url: ``api.public_url``: the address absolute links are built on; None: the request's
         ``Host`` (:func:`base_url`), and those answers vary on it (``Vary: Host``).
+    :param judged: per-kind health bounds and deciding kinds (:func:`service.api.health.judged_kinds`).
+    :param heartbeat_fn: on a following replica, returns the writer's heartbeat (its ingests) now.
     """
 
     def __init__(
@@ -150,6 +152,8 @@ class Api:
         cursor_key: bytes = b"",
         public_url: str | None = None,
         credential_parameters: frozenset[bytes] = frozenset(),
+        judged: dict | None = None,
+        heartbeat_fn=None,
     ):
         self.execute_fn = execute_fn
         self.fresh_fn = fresh_fn or execute_fn
@@ -164,6 +168,10 @@ class Api:
         self.reader = reader
         self.access = access
         self.max_data_age = max_data_age
+        #: :func:`service.api.health.health`'s per-kind ``bounds`` and ``deciding`` kinds.
+        self.judged = judged or {}
+        #: On a following replica: the writer's heartbeat (``latest.json``'s ingests) now.
+        self.heartbeat_fn = heartbeat_fn
         self.cursor_key = cursor_key
         self.public_url = public_url
         self.credential_parameters = credential_parameters
@@ -393,4 +401,5 @@ class Api:
             except sqlite3.Error:
                 log.exception("database error answering /api/v1/health")
                 rows = versions = None
-        return health_response(rows, versions, self.max_data_age, self.snapshot, self.identity)
+        heartbeat = self.heartbeat_fn() if self.heartbeat_fn is not None else None
+        return health_response(rows, versions, self.max_data_age, self.snapshot, self.identity, heartbeat=heartbeat, **self.judged)

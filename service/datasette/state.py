@@ -24,6 +24,7 @@ from config import ConfigError, parse_rate_limit
 
 from service.api.data_versions import DataVersions
 from service.api.endpoints import index_document
+from service.api.health import judged_kinds
 from service.api.reader import Reader
 from service.datasette.access import Access
 from service.datasette.handler import Api
@@ -92,12 +93,14 @@ async def build_api(datasette, follower=None) -> Api:
     max_data_age = 86400
     public_url = None
     credential_parameters: frozenset[bytes] = frozenset()
+    judged = None
     try:
         config = qsite_config(datasette)
         public_url = config.api.public_url
         credential_parameters = frozenset(name.encode() for name in config.api.credential_parameters)
         max_age = config.api.cache_max_age
         max_data_age = config.api.health_max_data_age
+        judged = judged_kinds(config)
         limit = parse_rate_limit(config.api.rate_limit)
         rate_limit = (limit.amount, limit.get_expiry()) if limit else None
         name = config.database_path.stem
@@ -127,6 +130,7 @@ async def build_api(datasette, follower=None) -> Api:
         execute_fn, versions, sql, max_age, documents, docs_page=docs_page, broken=broken, reader=reader, access=access,
         max_data_age=max_data_age, fresh_fn=reader.fresh if reader is not None else None, cursor_key=cursor_key(datasette),
         public_url=public_url, credential_parameters=credential_parameters,
+        judged=judged, heartbeat_fn=(lambda: follower.latest and follower.latest.ingests) if follower is not None else None,
     )
 
 

