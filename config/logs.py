@@ -1,4 +1,5 @@
-"""What every log handler of qsite is given: a filter that redacts the credentials of URLs.
+"""What every log handler of qsite is given: a filter that redacts the credentials of URLs, and one
+of two formats (``text``, ``json``: :func:`make_formatter`).
 
 Logging is configured in two places (``qsite``'s commands, :mod:`qsite.cli`,
 and the server's ``dictConfig``, :mod:`service.serve`); both attach
@@ -7,7 +8,10 @@ and the server's ``dictConfig``, :mod:`service.serve`); both attach
 
 from __future__ import annotations
 
+import json
 import logging
+from contextvars import ContextVar
+from datetime import datetime, timezone
 
 from db.redact import redact_urls
 
@@ -31,3 +35,63 @@ class RedactingFilter(logging.Filter):
         if record.exc_text:
             record.exc_text = redact_urls(record.exc_text)
         return True
+
+
+#: The id of the request being answered in this context (``qsite serve``), for log lines; None outside requests.
+REQUEST_ID: ContextVar[str | None] = ContextVar("qsite_request_id", default=None)
+
+#: The text format of every qsite log line.
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line: ``time`` (RFC 3339, UTC, milliseconds), ``level``,
+    ``logger``, ``message``, ``request_id`` when the record was logged while a request was answered,
+    ``exception`` with a traceback; and the fields a record carries in ``extra={"fields": {...}}``
+    (the access log's).
+
+    Redaction happens before (the handler's :class:`RedactingFilter`), on the same message and traceback.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        moment = datetime.fromtimestamp(record.created, timezone.utc)
+        entry = {
+            "time": moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        request_id = REQUEST_ID.get()
+        if request_id is not None:
+            entry["request_id"] = request_id
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            entry.update({key: value for key, value in fields.items() if key not in entry})
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            entry["exception"] = record.exc_text
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """:data:`TEXT_FORMAT`, with ``[request id]`` after the logger's name while a request is answered."""
+
+    def __init__(self):
+        super().__init__(TEXT_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        request_id = REQUEST_ID.get()
+        if request_id is None:
+            return super().format(record)
+        name = record.name
+        record.name = f"{name} [{request_id}]"
+        try:
+            return super().format(record)
+        finally:
+            record.name = name
+
+
+def make_formatter(kind: str) -> logging.Formatter:
+    """The formatter of log format ``kind`` (``text`` or ``json``)."""
+    return JsonFormatter() if kind == "json" else TextFormatter()

@@ -33,6 +33,7 @@ from markupsafe import Markup
 from service.api.parameters import echo
 from service.http.disconnects import ClientGone
 from service.http.problems import ALLOWED_METHODS, API_PREFIX
+from service.http.tally import count
 
 log = logging.getLogger("qsite.errors")
 
@@ -92,6 +93,8 @@ async def error_response(datasette, request, exception: BaseException) -> Respon
         status, exception = 405, Base400(f"{method} is not allowed here")
         headers["allow"] = ALLOWED_METHODS
     if isinstance(exception, QueryInterrupted):  # its text is the SQL and its parameters: say what happened
+        count("sql_interrupted", "sql")
+        count("refused", "time")
         exception = Base400("SQL Interrupted: the query ran past the time limit (sql_time_limit_ms)")
     if status >= 500 and unread_parameters(request, exception):
         status, exception = 400, Base400(f"a parameter of this page could not be read: {exception}")
