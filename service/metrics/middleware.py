@@ -39,6 +39,8 @@ METRICS_PATH = b"/metrics"
 CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 #: Distinct paths whose endpoint label is remembered (the table is emptied when full).
 LABELS_KEPT = 4096
+#: The longest path remembered, so that the table holds at most a few hundred kilobytes.
+LONGEST_KEPT = 128
 #: Statuses that refuse a request for its size: target (414), header fields (431), body (413).
 SIZE_STATUSES = frozenset({413, 414, 431})
 _API = API_PREFIX.encode()
@@ -67,7 +69,7 @@ class Labels:
         label = self.known.get(path)
         if label is None:
             label = endpoint_label(path, query)
-            if label == "datasette_sql":
+            if label == "datasette_sql" or len(path) > LONGEST_KEPT:
                 return label
             if len(self.known) >= LABELS_KEPT:
                 self.known.clear()
