@@ -54,7 +54,7 @@ import httpx
 
 from bench.feeds import write_feeds
 from bench.harness import NEWS, Processes, free_port, memory_kb, news_config, qsite, start_qsite, start_raw, wait_http
-from bench.metrics_cost import bench_metrics_cost
+from bench.metrics_cost import bench_metrics_cost, overhead_us
 from bench.profiling import profile_serving, py_spy_record, shown, summarise_profile
 from bench.report import RAW_SERVERS, ratios, table, verdicts
 from bench.servers import bench_api, log, record_responses
@@ -350,6 +350,7 @@ def main(argv: list[str] | None = None) -> None:
         if "metrics" not in args.skip and (work / "million.db").exists():
             log("metrics: the cached and uncached paths with /metrics on and off, side by side")
             bench_metrics_cost(args, procs, work, work / "million.db", results)
+            results["metrics_cost"]["layer"] = overhead_us()
         results["targets"] = verdicts(results)
         results["elapsed_s"] = time.perf_counter() - started
     finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from contextvars import ContextVar
 from datetime import datetime, timezone
 
@@ -37,8 +38,15 @@ class RedactingFilter(logging.Filter):
         return True
 
 
-#: The id of the request being answered in this context (``qsite serve``), for log lines; None outside requests.
-REQUEST_ID: ContextVar[str | None] = ContextVar("qsite_request_id", default=None)
+#: The number of the request being answered in this context (``qsite serve``, counted per worker), for log
+#: lines; None outside requests. Shown as its id, :func:`request_id`.
+REQUEST_ID: ContextVar[int | None] = ContextVar("qsite_request_id", default=None)
+
+
+def request_id() -> str | None:
+    """The id of the request being answered: the worker's process id in hex and the request's number (``4819-17``)."""
+    number = REQUEST_ID.get()
+    return None if number is None else f"{os.getpid():x}-{number}"
 
 #: The text format of every qsite log line.
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -61,9 +69,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        request_id = REQUEST_ID.get()
-        if request_id is not None:
-            entry["request_id"] = request_id
+        shown = request_id()
+        if shown is not None:
+            entry["request_id"] = shown
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
             entry.update({key: value for key, value in fields.items() if key not in entry})
@@ -81,11 +89,11 @@ class TextFormatter(logging.Formatter):
         super().__init__(TEXT_FORMAT)
 
     def format(self, record: logging.LogRecord) -> str:
-        request_id = REQUEST_ID.get()
-        if request_id is None:
+        shown = request_id()
+        if shown is None:
             return super().format(record)
         name = record.name
-        record.name = f"{name} [{request_id}]"
+        record.name = f"{name} [{shown}]"
         try:
             return super().format(record)
         finally:

@@ -41,7 +41,7 @@ class Metric:
 
 METRICS = (
     Metric("qsite_http_requests", "counter", ("endpoint", "method", "status"),
-           "HTTP requests answered, by endpoint (an /api/v1 endpoint's name, or metrics, static, datasette_sql, datasette)."),
+           "HTTP requests answered, by endpoint: an /api/v1 endpoint's name (api_unknown for a path it does not know), or metrics, static, datasette_sql (arbitrary SQL), datasette."),
     Metric("qsite_http_request_duration_seconds", "histogram", ("endpoint",),
            "Time from a request's arrival in the app to the end of its answer, by endpoint."),
     Metric("qsite_response_cache", "counter", ("result",),

@@ -8,7 +8,7 @@ and a replica's follower), so that:
 - every other request is timed and counted by endpoint, method and status, in the worker's
   :class:`~service.http.tally.Tally` (plain ints: a microsecond or so a request), with its 304,
   429 and size refusals read from the status it was answered with;
-- each request gets an id (:data:`config.logs.REQUEST_ID`) that its log lines carry, and, with
+- each request gets a number (:data:`config.logs.REQUEST_ID`) that its log lines carry as its id, and, with
   ``logs.access``, one access-log line (its query's credential-like values redacted).
 """
 
@@ -17,8 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import os
-import time
+from time import perf_counter
 from ipaddress import ip_address
 
 from config import Config
@@ -112,7 +111,6 @@ def observed(app, datasette, config: Config):
     labels = Labels()
     allow = Allow(config.metrics.allow)
     access = config.logs.access
-    prefix = f"{os.getpid():x}-"
     numbers = itertools.count(1)
     scrape = None
     if exported is not None:
@@ -132,38 +130,42 @@ def observed(app, datasette, config: Config):
             if scope["type"] == "lifespan" and exported is not None:
                 scrape.start(asyncio.get_running_loop())
             return await app(scope, receive, send)
-        path = scope.get("raw_path") or scope["path"].encode()
-        token = REQUEST_ID.set(prefix + str(next(numbers)))
+        token = REQUEST_ID.set(next(numbers))
         try:
-            if path == METRICS_PATH and exported is not None:
-                return await scrape.answer(scope, send, allow)
             if exported is None and not access:
                 return await app(scope, receive, send)
-            started = time.perf_counter()
-            answered = [0, False]
+            path = scope.get("raw_path") or scope["path"].encode()
+            if path == METRICS_PATH and exported is not None:
+                return await scrape.answer(scope, send, allow)
+            started = perf_counter()
+            status = 0
+            policy = False
 
             async def counting_send(message):
+                nonlocal status, policy
                 if message["type"] == "http.response.start":
-                    answered[0] = message["status"]
-                    if message["status"] == 429:
-                        answered[1] = any(name == b"ratelimit-policy" for name, _ in message.get("headers", ()))
+                    status = message["status"]
+                    if status == 429:
+                        policy = any(name == b"ratelimit-policy" for name, _ in message.get("headers", ()))
                 await send(message)
 
             try:
                 await app(scope, receive, counting_send)
             finally:
-                seconds = time.perf_counter() - started
-                status = answered[0] or 500  # an app that raised before answering: the server answers 500
+                seconds = perf_counter() - started
+                status = status or 500  # an app that raised before answering: the server answers 500
                 query = scope.get("query_string", b"")
                 if exported is not None:
                     tally = exported.tally
                     tally.request(labels(path, query), scope["method"], status, seconds)
-                    if status == 304:
-                        tally.events["not_modified", ""] += 1
-                    elif status == 429:
-                        tally.events["rate_limited", "fair_use" if answered[1] else "sql_budget"] += 1
-                    elif status in SIZE_STATUSES:
-                        tally.events["refused", "size"] += 1
+                    if status == 304 or status == 429 or status in SIZE_STATUSES:
+                        events = tally.events
+                        if status == 304:
+                            events["not_modified", ""] += 1
+                        elif status == 429:
+                            events["rate_limited", "fair_use" if policy else "sql_budget"] += 1
+                        else:
+                            events["refused", "size"] += 1
                 if access:
                     log_access(scope, path, query, status, seconds)
         finally:
@@ -215,6 +217,7 @@ class Scrape:
         return generate_latest(registry)
 
     async def answer(self, scope, send, allow: Allow) -> None:
+        started = perf_counter()
         head = scope["method"] == "HEAD"
         if scope["method"] not in ("GET", "HEAD"):
             status, headers, body = problem_response(
@@ -228,5 +231,5 @@ class Scrape:
             self.exported.flush()
             body = await asyncio.to_thread(self.render)
             status, headers = 200, [(b"content-type", CONTENT_TYPE), (b"cache-control", b"no-store")]
-        self.exported.tally.request("metrics", scope["method"], status, 0.0)
         await send_response(send, status, headers, body, head=head)
+        self.exported.tally.request("metrics", scope["method"], status, perf_counter() - started)
