@@ -218,3 +218,40 @@ def test_endpoint_labels_stay_few_whatever_the_path():
     assert labels(b"/site/news", b"sql=select+1") == "datasette_sql"
     assert endpoint_label(b"/-/static/app.css", b"") == "static"
     assert len({metric.name for metric in METRICS}) == len(METRICS)
+
+
+def test_a_429_is_counted_under_the_limit_that_refused_it(tmp_path, monkeypatch):
+    """Both limits' 429s carry the RateLimit headers (fair use wraps everything); the body tells them apart."""
+    import asyncio
+
+    from datasette.app import Datasette
+
+    from config import load_config
+    from service.http import tally
+    from service.http.problems import problem_response
+    from service.metrics.middleware import observed
+
+    from prometheus_client import values
+
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    monkeypatch.setattr(tally, "TALLY", None)
+    monkeypatch.setattr(values, "ValueClass", values.ValueClass)  # as it was, for whatever runs next in this process
+    answers = {b"/fair": problem_response("rate-limited", "over"), b"/sql": problem_response("query-running", "one at a time")}
+
+    async def limited(scope, receive, send):
+        status, headers, body = answers[scope["raw_path"]]
+        await send({"type": "http.response.start", "status": status, "headers": [*headers, (b"ratelimit-policy", b'"default";q=1;w=60')]})
+        await send({"type": "http.response.body", "body": body})
+
+    app = observed(limited, Datasette(memory=True), load_config(None))
+
+    async def sent(message):
+        return None
+
+    async def ask():
+        for path in (b"/fair", b"/sql", b"/sql"):
+            await app({"type": "http", "method": "GET", "path": path.decode(), "raw_path": path, "query_string": b"", "headers": []}, None, sent)
+
+    asyncio.run(ask())
+    _requests, _latency, events = tally.TALLY.take()
+    assert events == Counter({("rate_limited", "fair_use"): 1, ("rate_limited", "sql_budget"): 2})

@@ -17,7 +17,13 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import datasette
+
+from prometheus_client.core import GaugeMetricFamily
+
 from db.model import VERSION, is_stored_time
+
+from service.metrics.exported import BY_NAME
 
 log = logging.getLogger("qsite.metrics")
 
@@ -35,8 +41,6 @@ def timestamp(stored: str | None) -> float | None:
 
 
 def build_info() -> dict[str, str]:
-    import datasette
-
     return {
         "qsite": VERSION if isinstance(VERSION, str) else str(VERSION),
         "datasette": datasette.__version__,
@@ -113,10 +117,6 @@ class ScrapeCollector:
         self.info = build_info()
 
     def collect(self):
-        from prometheus_client.core import GaugeMetricFamily
-
-        from service.metrics.exported import BY_NAME
-
         def gauge(name, labels=()):
             return GaugeMetricFamily(name, BY_NAME[name].help, labels=list(labels))
 

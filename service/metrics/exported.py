@@ -18,6 +18,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
 from service.compat import add_to_histogram, use_multiprocess_values
 from service.http import tally
 from service.http.tally import BUCKETS, EVENTS, Tally
@@ -122,9 +124,7 @@ class Exported:
     """
 
     def __init__(self):
-        from prometheus_client import CollectorRegistry, Counter, Histogram
-
-        use_multiprocess_values()
+        use_multiprocess_values()  # the parent may have imported prometheus-client before the folder was set
         registry = CollectorRegistry(auto_describe=False)  # the worker's own: never the default registry
         self.requests = Counter("qsite_http_requests", BY_NAME["qsite_http_requests"].help,
                                 BY_NAME["qsite_http_requests"].labels, registry=registry)

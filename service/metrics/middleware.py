@@ -20,6 +20,9 @@ import logging
 from time import perf_counter
 from ipaddress import ip_address
 
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
+
 from config import Config
 from config.logs import REQUEST_ID
 from db.urls import redact_parameters
@@ -43,6 +46,8 @@ LONGEST_KEPT = 128
 #: Statuses that refuse a request for its size: target (414), header fields (431), body (413).
 SIZE_STATUSES = frozenset({413, 414, 431})
 _API = API_PREFIX.encode()
+#: In the body of the SQL budget's 429 (its problem type), never in fair use's.
+QUERY_RUNNING = b"query-running"
 
 
 def endpoint_label(path: bytes, query: bytes) -> str:
@@ -139,14 +144,14 @@ def observed(app, datasette, config: Config):
                 return await scrape.answer(scope, send, allow)
             started = perf_counter()
             status = 0
-            policy = False
+            budget = False
 
             async def counting_send(message):
-                nonlocal status, policy
+                nonlocal status, budget
                 if message["type"] == "http.response.start":
                     status = message["status"]
-                    if status == 429:
-                        policy = any(name == b"ratelimit-policy" for name, _ in message.get("headers", ()))
+                elif status == 429 and QUERY_RUNNING in message.get("body", b""):
+                    budget = True  # the SQL budget's 429, not fair use's (both carry the RateLimit headers)
                 await send(message)
 
             try:
@@ -163,7 +168,7 @@ def observed(app, datasette, config: Config):
                         if status == 304:
                             events["not_modified", ""] += 1
                         elif status == 429:
-                            events["rate_limited", "fair_use" if policy else "sql_budget"] += 1
+                            events["rate_limited", "sql_budget" if budget else "fair_use"] += 1
                         else:
                             events["refused", "size"] += 1
                 if access:
@@ -208,9 +213,6 @@ class Scrape:
         loop.call_later(FLUSH_EVERY, tick)
 
     def render(self) -> bytes:
-        from prometheus_client import CollectorRegistry, generate_latest
-        from prometheus_client.multiprocess import MultiProcessCollector
-
         registry = CollectorRegistry(auto_describe=False)
         MultiProcessCollector(registry)
         registry.register(self.collector)
