@@ -96,14 +96,20 @@ def test_two_workers_give_one_answer_whose_counts_add_up_to_the_requests_sent(se
 
 
 def test_metrics_has_its_own_allow_and_is_never_rate_limited(make_config, tmp_path):
-    config = make_config(api={"rate_limit": "3/minute"})
+    config = make_config(api={"rate_limit": "3/minute", "sql_time_limit_ms": 50})
     with qsite_serve(config, tmp_path / "serve.log", ready="/metrics") as served:
-        statuses = [httpx.get(served.url("/api/v1/courses"), timeout=5).status_code for _ in range(6)]
+        endless = "with recursive c(x) as (select 1 union all select x + 1 from c) select count(*) from c"
+        slow = httpx.get(served.url("/site.json"), params={"sql": endless}, timeout=10)
+        assert slow.status_code == 400 and "time limit" in slow.text
+        statuses = [httpx.get(served.url("/api/v1/courses"), timeout=5).status_code for _ in range(5)]
         assert statuses.count(429) >= 3
         for _ in range(10):
             samples = scrape(served.base)  # far past the limit: /metrics is not counted against it
         assert total(samples, "qsite_http_rate_limited_total", limit="fair_use") == statuses.count(429)
         assert total(samples, "qsite_http_requests_total", endpoint="courses", status="429") == statuses.count(429)
+        assert total(samples, "qsite_sql_interrupted_total", where="sql") == 1
+        assert total(samples, "qsite_http_refused_total", reason="time") == 1
+        assert total(samples, "qsite_http_requests_total", endpoint="datasette_sql", status="400") == 1
     closed = make_config(metrics={"allow": ["10.9.0.0/16"]})
     with qsite_serve(closed, tmp_path / "closed.log") as served:
         response = httpx.get(served.url("/metrics"), timeout=5)

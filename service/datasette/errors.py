@@ -35,6 +35,9 @@ from service.http.disconnects import ClientGone
 from service.http.problems import ALLOWED_METHODS, API_PREFIX
 from service.http.tally import count
 
+#: The title of the error Datasette's views raise for a query stopped at ``sql_time_limit_ms`` (0.65 and 1.0).
+SQL_INTERRUPTED = "SQL Interrupted"
+
 log = logging.getLogger("qsite.errors")
 
 #: The module of Datasette's own ``handle_exception`` implementation.
@@ -92,9 +95,10 @@ async def error_response(datasette, request, exception: BaseException) -> Respon
         log.info("%s %s failed in Datasette; answered 405", method, request.path)
         status, exception = 405, Base400(f"{method} is not allowed here")
         headers["allow"] = ALLOWED_METHODS
-    if isinstance(exception, QueryInterrupted):  # its text is the SQL and its parameters: say what happened
-        count("sql_interrupted", "sql")
+    if isinstance(exception, QueryInterrupted) or getattr(exception, "title", None) == SQL_INTERRUPTED:
+        count("sql_interrupted", "sql")  # for /metrics
         count("refused", "time")
+    if isinstance(exception, QueryInterrupted):  # its text is the SQL and its parameters: say what happened
         exception = Base400("SQL Interrupted: the query ran past the time limit (sql_time_limit_ms)")
     if status >= 500 and unread_parameters(request, exception):
         status, exception = 400, Base400(f"a parameter of this page could not be read: {exception}")
