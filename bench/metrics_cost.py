@@ -138,9 +138,6 @@ def main(argv: list[str] | None = None) -> None:
     sys.stdout.flush()
 
 
-if __name__ == "__main__":
-    main()
-
 
 def overhead_us(requests: int = 50_000, repeats: int = 7) -> dict:
     """Microseconds :func:`service.metrics.middleware.observed` adds to one request, metrics on and off.
@@ -201,3 +198,7 @@ def overhead_us(requests: int = 50_000, repeats: int = 7) -> dict:
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         os.environ.pop(MULTIPROC_ENV, None)
+
+
+if __name__ == "__main__":
+    main()

@@ -34,32 +34,28 @@ EVENTS = {
 class Tally:
     """Counts since the last :meth:`take`.
 
-    ``requests`` maps ``(endpoint, method, status)`` to a count; ``latency`` maps an endpoint
-    to a list of per-bucket counts (:data:`BUCKETS` and one past them) followed by the sum of
-    seconds; ``events`` maps ``(event, label)`` to a count.
+    ``requests`` maps ``(endpoint, method, status)`` to a list of per-bucket counts of their
+    latency (:data:`BUCKETS` and one past them; their sum is the number of requests) followed by
+    the sum of their seconds; ``events`` maps ``(event, label)`` to a count.
     """
 
-    __slots__ = ("requests", "latency", "events")
+    __slots__ = ("requests", "events")
 
     def __init__(self):
-        self.requests: dict[tuple[str, str, int], int] = {}
-        self.latency: dict[str, list] = {}
+        self.requests: dict[tuple[str, str, int], list] = {}
         self.events: Counter = Counter()
 
     def request(self, endpoint: str, method: str, status: int, seconds: float) -> None:
-        key = (endpoint, method, status)
-        requests = self.requests
-        requests[key] = requests.get(key, 0) + 1
-        latency = self.latency.get(endpoint)
-        if latency is None:
-            latency = self.latency[endpoint] = [0] * (len(BUCKETS) + 1) + [0.0]
-        latency[bisect_left(BUCKETS, seconds)] += 1
-        latency[-1] += seconds
+        counts = self.requests.get((endpoint, method, status))
+        if counts is None:
+            counts = self.requests[endpoint, method, status] = [0] * (len(BUCKETS) + 1) + [0.0]
+        counts[bisect_left(BUCKETS, seconds)] += 1
+        counts[-1] += seconds
 
-    def take(self) -> tuple[dict, dict, Counter]:
+    def take(self) -> tuple[dict, Counter]:
         """What was counted since the last call, which starts a new count."""
-        taken = self.requests, self.latency, self.events
-        self.requests, self.latency, self.events = {}, {}, Counter()
+        taken = self.requests, self.events
+        self.requests, self.events = {}, Counter()
         return taken
 
 

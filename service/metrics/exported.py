@@ -138,9 +138,13 @@ class Exported:
 
     def flush(self) -> None:
         """Move what the tally counted since the last flush into the shared files."""
-        requests, latency, events = self.tally.take()
-        for (endpoint, method, status), n in requests.items():
-            self.requests.labels(endpoint, method, str(status)).inc(n)
+        requests, events = self.tally.take()
+        latency: dict[str, list] = {}
+        for (endpoint, method, status), counts in requests.items():
+            self.requests.labels(endpoint, method, str(status)).inc(sum(counts[:-1]))
+            total = latency.setdefault(endpoint, [0] * len(counts))
+            for i, n in enumerate(counts):
+                total[i] += n
         for endpoint, counts in latency.items():
             add_to_histogram(self.latency.labels(endpoint), counts[:-1], counts[-1])
         for (event, label), n in events.items():

@@ -146,13 +146,13 @@ def observed(app, datasette, config: Config):
             status = 0
             budget = False
 
-            async def counting_send(message):
+            def counting_send(message):  # not a coroutine: hands back send's own awaitable, no frame of its own
                 nonlocal status, budget
                 if message["type"] == "http.response.start":
                     status = message["status"]
                 elif status == 429 and QUERY_RUNNING in message.get("body", b""):
                     budget = True  # the SQL budget's 429, not fair use's (both carry the RateLimit headers)
-                await send(message)
+                return send(message)
 
             try:
                 await app(scope, receive, counting_send)
