@@ -100,7 +100,7 @@ def test_metrics_has_its_own_allow_and_is_never_rate_limited(make_config, tmp_pa
     config = make_config(api={"rate_limit": "3/minute", "sql_time_limit_ms": 50})
     with qsite_serve(config, tmp_path / "serve.log", ready="/metrics") as served:
         endless = "with recursive c(x) as (select 1 union all select x + 1 from c) select count(*) from c"
-        slow = httpx.get(served.url("/site.json"), params={"sql": endless}, timeout=10)
+        slow = httpx.get(served.url("/site.json"), params={"sql": endless}, timeout=10, follow_redirects=True)  # 1.0 redirects
         assert slow.status_code == 400 and "time limit" in slow.text
         statuses = [httpx.get(served.url("/api/v1/courses"), timeout=5).status_code for _ in range(5)]
         assert statuses.count(429) >= 3
