@@ -39,6 +39,9 @@ TARGETS = [
     ("SQL of a search of any kind, 1M items: worst kind's p99 (ms)", "sql_search_kinds_worst_p99_ms", "<=", 5.0),
     # bench.uncached.EXCLUDING_KINDS, apart: within a request's p99
     ("SQL of a search excluding a very common word, 1M items: p99 (ms)", "sql_search_excluding_p99_ms", "<=", 25.0),
+    # /metrics on vs off, side by side in each round (bench/metrics_cost.py): at most 3% of either path
+    ("cached news, metrics on vs off", "metrics_cached_on_vs_off", ">=", 0.97),
+    ("uncached pages, 1M items: metrics on vs off", "metrics_uncached_on_vs_off", ">=", 0.97),
 ]
 
 #: The servers the raw ASGI ceiling runs under (bench/servers.py), the first being ``qsite serve``'s as
@@ -169,6 +172,9 @@ def verdicts(results: dict) -> list[dict]:
             half = ((uncached.get("open_loop") or {}).get(name) or {}).get("at_half_rate")
             if half:
                 values[key] = half["p999_ms"]
+    for path in ("cached", "uncached"):
+        if path in (results.get("metrics_cost") or {}):
+            values[f"metrics_{path}_on_vs_off"] = results["metrics_cost"][path]["ratio"]
     rows = []
     for label, key, op, bound in TARGETS:
         if key in values:

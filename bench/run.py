@@ -56,6 +56,7 @@ import httpx
 
 from bench.feeds import write_feeds
 from bench.harness import NEWS, Processes, free_port, memory_kb, news_config, qsite, start_qsite, start_raw, wait_http
+from bench.metrics_cost import bench_metrics_cost, overhead_us
 from bench.profiling import profile_serving, py_spy_record, shown, summarise_profile
 from bench.report import RAW_SERVERS, ratios, table, verdicts
 from bench.servers import bench_api, log, record_responses
@@ -296,7 +297,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--client-core", type=int, default=1, help="core wrk is pinned to (-1: none)")
     parser.add_argument("--uncached-items", type=int, default=1_000_000, help="news items in the uncached benchmark's database")
     parser.add_argument("--uncached-requests", type=int, default=200_000, help="distinct requests written for it")
-    parser.add_argument("--skip", action="append", default=[], choices=["ingest", "api", "uncached", "open-loop", "stalls", "slow-reads"],
+    parser.add_argument("--metrics-requests", type=int, default=200_000,
+                        help="distinct uncached requests of the metrics on/off comparison (bench/metrics_cost.py)")
+    parser.add_argument("--skip", action="append", default=[], choices=["ingest", "api", "uncached", "open-loop", "stalls", "slow-reads", "metrics"],
                         help="leave a part out (--skip uncached: no million-item database, a quick run)")
     parser.add_argument("--profile", action="store_true", help="also profile serving and ingestion with py-spy")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (databases, feeds, logs)")
@@ -351,6 +354,10 @@ def main(argv: list[str] | None = None) -> None:
             log("slow reads: other requests' latency while a read runs to the time limit (bench/slow_reads.py)")
             results["slow_reads"] = slow_reads.run(work, procs)
             log("slow reads: " + ", ".join(f"{k} {v}" for k, v in results["slow_reads"].items()))
+        if "metrics" not in args.skip and (work / "million.db").exists():
+            log("metrics: the cached and uncached paths with /metrics on and off, side by side")
+            bench_metrics_cost(args, procs, work, work / "million.db", results)
+            results["metrics_cost"]["layer"] = overhead_us()
         results["targets"] = verdicts(results)
         results["elapsed_s"] = time.perf_counter() - started
     finally:

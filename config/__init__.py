@@ -33,6 +33,7 @@ from db.redact import redact_text, redact_url
 from db.urls import public_location
 
 from config.environment import expand_environment
+from config.observe import LogsConfig, MetricsConfig
 
 #: The bundled default config, pointing at the bundled samples.
 DEFAULT_CONFIG = Path(__file__).parent / "qsite.yml"
@@ -329,6 +330,8 @@ class Config(_Strict):
     news: NewsConfig = NewsConfig()
     api: ApiConfig = ApiConfig()
     snapshots: SnapshotsConfig = SnapshotsConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    logs: LogsConfig = LogsConfig()
     #: Where the config came from; not a key of the file.
     path: Path = Field(default=Path("."), exclude=True)
 

@@ -58,6 +58,8 @@ DESCRIPTIONS = {
     "`redis+unix://` URL shared by every worker and replica.",
     "api.trusted_proxies": "Proxies in front that append to `X-Forwarded-For`: the client is the entry this many from the end; 0 believes no such header.",
     "snapshots": "Published snapshots (see [snapshots and followers](deploy.md)).",
+    "metrics": "`/metrics` of `qsite serve` (see [monitoring](operating.md#monitoring)).",
+    "logs": "The log lines of every command (see [logging](operating.md#logging)).",
 }
 
 #: Options of the command line that override a config key: (a flag, the key).
@@ -76,8 +78,11 @@ def _markdown(rest: str) -> str:
 
 def _attribute_docs() -> dict[tuple[str, str], str]:
     """``{(class name, field name): its #: comment}`` of the config model, read as autodoc reads them."""
-    analyzer = ModuleAnalyzer.for_module("config")
-    return {key: _markdown(" ".join(line.strip() for line in lines if line.strip())) for key, lines in analyzer.find_attr_docs().items()}
+    docs = {}
+    for module in ("config", "config.observe"):
+        analyzer = ModuleAnalyzer.for_module(module)
+        docs.update(analyzer.find_attr_docs())
+    return {key: _markdown(" ".join(line.strip() for line in lines if line.strip())) for key, lines in docs.items()}
 
 
 def _bounds(metadata: list) -> tuple[int | None, int | None]:
@@ -505,3 +510,17 @@ def runtime_packages() -> str:
     (qsite,) = [package for package in lock["package"] if package["name"] == "qsite"]
     names = [dep["name"] + (f"[{','.join(dep['extra'])}]" if dep.get("extra") else "") for dep in qsite["dependencies"]]
     return ", ".join(f"`{name}`" for name in names) + "\n"
+
+
+def metrics_reference() -> str:
+    """The table of every metric ``/metrics`` exposes (service/metrics/exported.py)."""
+    from service.metrics.exported import METRICS
+
+    lines = ["| metric | type | labels | what it is |", "|---|---|---|---|"]
+    for metric in METRICS:
+        name = f"`{metric.name}_total`" if metric.kind == "counter" else f"`{metric.name}`"
+        if metric.kind == "histogram":
+            name += " (`_bucket`, `_sum`, `_count`)"
+        labels = ", ".join(f"`{label}`" for label in metric.labels) or "-"
+        lines.append(f"| {name} | {metric.kind} | {labels} | {_cell(metric.help)} |")
+    return "\n".join(lines) + "\n"

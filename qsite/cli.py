@@ -39,13 +39,13 @@ log = logging.getLogger("qsite")
 @click.group()
 @click.version_option(VERSION, prog_name="qsite")
 @global_options(envvar=True)
-def cli(config_path, db_path, log_level):
+def cli(config_path, db_path, log_level, log_format):
     """qsite: ingest a quantum-computing learning site's data and serve it read-only.
 
     Example: qsite ingest all && qsite serve
 
     \b
-    --config, --db and --log-level go before or after the command's name:
+    --config, --db, --log-level and --log-format go before or after the command's name:
     qsite --config qsite.yml ingest news
     """
 
@@ -66,7 +66,7 @@ def migrate(config, quiet):
 
 @cli.group()
 @global_options(envvar=False)  # read by each ingest command (common_options): qsite ingest --config X news
-def ingest(config_path, db_path, log_level):
+def ingest(config_path, db_path, log_level, log_format):
     """Pull the site export and news feeds into the database."""
 
 
@@ -241,8 +241,13 @@ def serve_command(config, host, port, workers, follow, data_dir, datasette_confi
         open_db_or_exit(config, writing=False).close()  # migrations first, so the service finds its tables
     if datasette_config:  # read by each worker's service.serve.make_datasette
         os.environ["QSITE_DATASETTE_CONFIG"] = str(Path(datasette_config).resolve())
+    from qsite import options
+
     log_level = logging.getLogger().getEffectiveLevel()
-    sys.exit(serve(config, host=host, port=port, workers=workers, log_level=log_level, follow=data_dir))
+    sys.exit(serve(
+        config, host=host, port=port, workers=workers, log_level=log_level, follow=data_dir,
+        log_format=options.log_format_in_force,
+    ))
 
 
 # --- Operations: the scheduler, status and `qsite up` (pipeline/ops/schedule.py, pipeline/ops/status.py) ---

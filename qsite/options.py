@@ -15,7 +15,7 @@ import sys
 import click
 
 from config import ConfigError, load_config
-from config.logs import RedactingFilter
+from config.logs import RedactingFilter, make_formatter
 from pipeline.store import StoreError, open_and_migrate
 from pipeline.store.lock import DEFAULT_WAIT, WriterLockTimeout
 
@@ -54,6 +54,11 @@ def global_options(envvar: bool):
                 "--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
                 envvar=env("LOG_LEVEL"), help=f"Logging level [default: {DEFAULT_LOG_LEVEL}]. Env: QSITE_LOG_LEVEL.",
             ),
+            click.option(
+                "--log-format", type=click.Choice(["text", "json"]), envvar=env("LOG_FORMAT"),
+                help="Log lines as text, or one JSON object a line [default: logs.format of the config, else text]. "
+                "Env: QSITE_LOG_FORMAT.",
+            ),
         ]):
             function = option(function)
         return function
@@ -88,28 +93,34 @@ def common_options(command):
 
     @global_options(envvar=False)
     @functools.wraps(command)
-    def wrapper(config_path, db_path, log_level, **kwargs):
+    def wrapper(config_path, db_path, log_level, log_format, **kwargs):
         config_path = config_path or _given_before("config_path")
         db_path = db_path or _given_before("db_path")
-        setup_logging(log_level or _given_before("log_level") or DEFAULT_LOG_LEVEL)
+        level = log_level or _given_before("log_level") or DEFAULT_LOG_LEVEL
+        log_format = log_format or _given_before("log_format")
+        setup_logging(level, log_format or "text")
         try:
             config = load_config(config_path, database=db_path)
         except ConfigError as exc:
             click.echo(f"Error: {exc}", err=True)
             sys.exit(EXIT_USAGE)
+        if log_format is None and config.logs.format != "text":
+            setup_logging(level, config.logs.format)
         return command(config=config, **kwargs)
 
     return wrapper
 
 
-def setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-        force=True,
-    )
+#: The log format :func:`setup_logging` set last (``qsite serve`` gives its workers the same).
+log_format_in_force = "text"
+
+
+def setup_logging(level: str, log_format: str = "text") -> None:
+    global log_format_in_force
+    log_format_in_force = log_format
+    logging.basicConfig(level=level.upper(), stream=sys.stderr, force=True)
     for handler in logging.getLogger().handlers:  # no credential of a configured URL in any log line
+        handler.setFormatter(make_formatter(log_format))
         handler.addFilter(RedactingFilter())
     # httpx logs every request at INFO; our own one line per source says more.
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))

@@ -43,6 +43,12 @@ What is here, and why no public API serves:
   loader called in each worker as ``Server.serve(target_loader=)``, neither in
   its documented API (checked on granian 2.8; no upstream issue found: the
   documented ``factory=True`` takes no arguments, and the config is an object).
+- :func:`use_multiprocess_values` and :func:`add_to_histogram`: prometheus-client (checked on
+  0.26) picks its value class once, when ``prometheus_client.values`` is imported
+  (``values.ValueClass``), and a worker forked from a process that imported it before
+  ``PROMETHEUS_MULTIPROC_DIR`` was set would keep counting in its own memory; and a histogram
+  takes one observation at a time (``observe``), while a worker moves a second's worth of
+  counted requests at once into its buckets (``_buckets``, ``_sum``) (service/metrics/exported.py).
 """
 
 from __future__ import annotations
@@ -327,3 +333,17 @@ def other_actor_sources() -> bool:
     from datasette.plugins import pm
 
     return any(impl.plugin_name not in DATASETTE_ACTOR_SOURCES for impl in pm.hook.actor_from_request.get_hookimpls())
+def use_multiprocess_values() -> None:
+    """Make metrics created from now on count in ``PROMETHEUS_MULTIPROC_DIR``'s files (prometheus-client 0.26)."""
+    from prometheus_client import values
+
+    values.ValueClass = values.get_value_class()
+
+
+def add_to_histogram(child, counts: list[int], total: float) -> None:
+    """Add ``counts[i]`` observations to the ``i``-th bucket (non-cumulative, +Inf last) of a histogram's
+    labelled ``child``, and ``total`` to its sum: what as many ``observe`` calls would do (prometheus-client 0.26)."""
+    child._sum.inc(total)
+    for bucket, n in zip(child._buckets, counts):
+        if n:
+            bucket.inc(n)

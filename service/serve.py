@@ -22,8 +22,8 @@ What the server is asked to keep (issue 13, section 3):
 What trusted proxies forward (``api.trusted_proxies``) is read by qsite
 itself (:mod:`service.http.forwarded`): the client's address for the rate
 limiter, the scheme for absolute links; granian applies no proxy headers of
-its own. There
-is no access log. SIGTERM or Ctrl-C stops the workers gracefully and ends
+its own. The access log (``logs.access``) and ``/metrics`` (``metrics:``) are
+:mod:`service.metrics`, the outermost layer of each worker's app. SIGTERM or Ctrl-C stops the workers gracefully and ends
 with status 0.
 """
 
@@ -55,6 +55,9 @@ from service.compat import GRANIAN_LOGGER, datasette_kwargs, serve_granian
 from service.datasette.metadata import CONFIG_PATH, MetadataError, load_datasette_config, load_metadata, query_sql
 from service.datasette.state import instance
 from service.http.settings import DATASETTE_CONFIG_ENV, OWN_SERVER, PLUGIN_NAME
+from service.http.settings import DATASETTE_CONFIG_ENV, PLUGIN_NAME
+from service.metrics.exported import prepare_directory, remove_directory
+from service.metrics.middleware import observed
 
 log = logging.getLogger("qsite.serve")
 
@@ -73,7 +76,6 @@ FD_CHECK_EVERY = 5.0
 #: Connections the kernel queues for each listening socket before refusing more.
 BACKLOG = 1024
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 class PortInUse(Exception):
@@ -289,6 +291,7 @@ def load_app(target: tuple[Config, Path | None]):
 
         follower = instance(datasette).follower = Follower(datasette, config, follow)
         app = follower.wrap(app)
+    app = observed(app, datasette, config)
     FdWatch(resource.getrlimit(resource.RLIMIT_NOFILE)[0]).every(FD_CHECK_EVERY, asyncio.get_event_loop())
     # The thread making Datasette's pages (service/http/page_loop.py) hands the interpreter back to the
     # event loop within a millisecond (5 by default): an /api/v1 request waits at most that long for it.
@@ -380,13 +383,13 @@ def batch_other_threads() -> list[int]:
     return batched
 
 
-def logging_config(level: int) -> dict:
-    """Granian's logging set up like the rest of qsite: one format, on stderr, at ``level``."""
+def logging_config(level: int, log_format: str = "text") -> dict:
+    """Granian's logging set up like the rest of qsite: one format (``text`` or ``json``), on stderr, at ``level``."""
     name = logging.getLevelName(level)
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "formatters": {"qsite": {"format": LOG_FORMAT}},
+        "formatters": {"qsite": {"()": "config.logs.make_formatter", "kind": log_format}},
         # no credential of a configured URL in any log line (db/redact.py)
         "filters": {"redact": {"()": "config.logs.RedactingFilter"}},
         "handlers": {
@@ -412,6 +415,7 @@ def serve(
     workers: int,
     log_level: int = logging.INFO,
     follow: Path | None = None,
+    log_format: str = "text",
 ) -> int:
     """Serve until stopped; returns the exit status (0 after Ctrl-C or SIGTERM, 1 if it could not start or a worker died).
 
@@ -422,13 +426,13 @@ def serve(
     """
     try:
         with claim_port(host, port):
-            return _serve(config, host, port, workers, log_level, follow)
+            return _serve(config, host, port, workers, log_level, follow, log_format)
     except PortInUse as exc:
         sys.stderr.write(f"Error: {exc}\n")
         return 1
 
 
-def _serve(config: Config, host: str, port: int, workers: int, log_level: int, follow: Path | None) -> int:
+def _serve(config: Config, host: str, port: int, workers: int, log_level: int, follow: Path | None, log_format: str) -> int:
     from granian.constants import HTTPModes, Interfaces, Loops
     from granian.http import HTTP1Settings
     from granian.log import LogLevels
@@ -458,7 +462,7 @@ def _serve(config: Config, host: str, port: int, workers: int, log_level: int, f
         http1_settings=HTTP1Settings(header_read_timeout=config.api.header_timeout * 1000, keep_alive=True),
         websockets=False,
         log_level=LogLevels(logging.getLevelName(log_level).lower()),
-        log_dictconfig=logging_config(log_level),
+        log_dictconfig=logging_config(log_level, log_format),
         log_access=False,
         workers_kill_timeout=GRACEFUL_SHUTDOWN,
     )
@@ -466,6 +470,7 @@ def _serve(config: Config, host: str, port: int, workers: int, log_level: int, f
         "serving http://%s:%d with %d worker%s, at most %d connections each",
         host if ":" not in host else f"[{host}]", port, workers, "" if workers == 1 else "s", per_worker,
     )
+    metrics_dir = prepare_directory() if config.metrics.enabled else None  # before the workers fork
     try:
         serve_granian(server, load_app)
     except OSError as exc:  # the address is taken, or not ours to bind
@@ -473,4 +478,7 @@ def _serve(config: Config, host: str, port: int, workers: int, log_level: int, f
         return 1
     except SystemExit as exc:  # granian ends with sys.exit(1) when a worker died
         return exc.code if isinstance(exc.code, int) else 1
+    finally:
+        if metrics_dir is not None:
+            remove_directory(metrics_dir)
     return 0

@@ -85,3 +85,24 @@ def test_the_config_split_is_loaded_the_same_way_on_both_lines():
     asyncio.run(datasette.invoke_startup())
     assert asyncio.run(queries()) == {"q": "select 1"}
     assert datasette.setting("sql_time_limit_ms") == 500
+
+
+def test_add_to_histogram_does_what_as_many_observations_would():
+    """prometheus-client's histogram internals (``_buckets``, ``_sum``) as service.compat uses them."""
+    from prometheus_client import CollectorRegistry, Histogram
+
+    from service.compat import add_to_histogram
+
+    buckets = (0.001, 0.01, 0.1)
+    added, observed = (Histogram(name, "h", ("endpoint",), buckets=buckets, registry=CollectorRegistry())
+                       for name in ("added", "observed"))
+    samples = (0.0005, 0.001, 0.005, 0.05, 5.0)
+    for seconds in samples:
+        observed.labels("x").observe(seconds)
+    add_to_histogram(added.labels("x"), [2, 1, 1, 1], sum(samples))
+
+    def values(histogram):
+        return [(sample.name.split("_", 1)[1], sample.labels.get("le"), sample.value)
+                for sample in next(iter(histogram.collect())).samples if not sample.name.endswith("_created")]
+
+    assert values(added) == values(observed)

@@ -27,6 +27,8 @@ have chromium || have chromium-browser || need+=(chromium)
 have vmtouch || need+=(vmtouch)
 # openssl: a self-signed certificate for nginx ending TLS in tests/test_nginx.py
 have openssl || need+=(openssl)
+# promtool (Debian's prometheus package): the alert rules and dashboard queries of deploy/monitoring/ (tests/test_monitoring.py)
+have promtool || need+=(prometheus)
 # the OpenAPI linters (tools/package.json, `make tools`)
 have node || need+=(nodejs)
 have npm || need+=(npm)

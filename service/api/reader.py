@@ -65,6 +65,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, TypeVar
 
+from service.http.tally import count
+
 T = TypeVar("T")
 
 #: Threads of the API's own pool; two keep one slow build from holding up the next.
@@ -127,6 +129,12 @@ def connect_read_only(path: str | Path, timeout: float = BUSY_TIMEOUT) -> ReadCo
 
 def _is_busy(exc: sqlite3.Error) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
+
+
+def interrupted() -> None:
+    """Count a read stopped at the time limit, which the request it served cannot get past (``/metrics``)."""
+    count("sql_interrupted", "api")
+    count("refused", "time")
 
 
 def _is_interrupted(exc: sqlite3.Error) -> bool:
@@ -204,7 +212,12 @@ class Reader:
         """
         if deadline is None:
             deadline = time.monotonic() + self.time_limit
-        return await asyncio.get_running_loop().run_in_executor(self.executor, self._call, fn, deadline)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.executor, self._call, fn, deadline)
+        except sqlite3.Error as exc:
+            if _is_interrupted(exc):
+                interrupted()
+            raise
 
     async def inline(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """``fn(conn)`` here and now, on the event loop's own connection (see the module docstring).
@@ -231,6 +244,8 @@ class Reader:
                 timed.close()
             if _is_busy(exc) or (_is_interrupted(exc) and time.monotonic() < deadline):
                 return await self.run(fn, deadline)
+            if _is_interrupted(exc):
+                interrupted()
             raise
         finally:
             if timed is not None:

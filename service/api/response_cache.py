@@ -22,6 +22,7 @@ from typing import Awaitable, Callable, Hashable
 
 from service.api.data_versions import DataVersions, Versions
 from service.api.responses import Entry
+from service.http.tally import count
 
 #: Bounds, so that endless distinct query strings cannot exhaust memory: all the
 #: bytes the cache keeps, and how many entries and aliases at most.
@@ -94,6 +95,7 @@ class ResponseCache:
         """Forget every entry built from any of ``datasets``."""
         for key in [key for key, entry in self.entries.items() if datasets.intersection(entry.datasets)]:
             self._remove(key)
+            count("cache_invalidations")
 
     async def storable(self, seen: Versions, datasets: tuple[str, ...]) -> bool:
         """Whether a response built from the versions ``seen`` is current (else it is stale already)."""
@@ -115,7 +117,11 @@ class ResponseCache:
         return entry
 
     def alias(self, raw_key: Hashable) -> Entry | None:
-        return self.aliases.get(raw_key)
+        """The entry a repeat of ``raw_key`` gets (counted a cache hit), else None (the request goes on to :meth:`get_or_build`)."""
+        entry = self.aliases.get(raw_key)
+        if entry is not None:
+            count("cache", "hit")
+        return entry
 
     def add_alias(self, raw_key: tuple[bytes, bytes], entry: Entry) -> None:
         if self.entries.get(entry.key) is not entry:
@@ -164,7 +170,9 @@ class ResponseCache:
         """
         entry = self.get(key)
         if entry is not None:
+            count("cache", "hit")
             return entry
+        count("cache", "miss")
         pending = self._building.get(key)
         if pending is not None:
             return await asyncio.shield(pending)

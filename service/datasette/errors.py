@@ -39,6 +39,10 @@ from service.datasette.answer_budget import AnswerTooLarge, problem
 from service.http.problems import ALLOWED_METHODS, API_PREFIX, PROBLEM_CONTENT_TYPE
 from service.http.settings import is_own_server, is_qsite_database, path_database
 from service.http.settings import is_qsite_path as is_api_path
+from service.http.tally import count
+
+#: The title of the error Datasette's views raise for a query stopped at ``sql_time_limit_ms`` (0.65 and 1.0).
+SQL_INTERRUPTED = "SQL Interrupted"
 
 log = logging.getLogger("qsite.errors")
 
@@ -103,6 +107,9 @@ async def error_response(datasette, request, exception: BaseException) -> Respon
         headers["allow"] = ALLOWED_METHODS
     if isinstance(exception, AnswerTooLarge):  # a page: the error page, saying the same
         exception = Base400(str(exception))
+    if isinstance(exception, QueryInterrupted) or getattr(exception, "title", None) == SQL_INTERRUPTED:
+        count("sql_interrupted", "sql")  # for /metrics
+        count("refused", "time")
     if isinstance(exception, QueryInterrupted):  # its text is the SQL and its parameters: say what happened
         exception = Base400("SQL Interrupted: the query ran past the time limit (sql_time_limit_ms)")
     if status >= 500 and unread_parameters(request, exception):

