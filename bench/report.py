@@ -371,6 +371,9 @@ def uncached_table(uncached: dict) -> list[str]:
             f"p99 {timing['p99_ms']:.2f} ms, max {timing['max_ms']:.2f} ms; page and count both: p99 {both['p99_ms']:.2f} ms; "
             f"slowest: {timing['slowest'][0][1]}" + disk_reads(timing)
         )
+    for name, stages in (uncached.get("stages_us") or {}).items():
+        lines.append(f"{name}, Python by stage (median / mean us): "
+                     + ", ".join(f"{stage} {t['p50_us']:.0f} / {t['mean_us']:.0f}" for stage, t in stages.items()))
     users = uncached.get("sql_user_search_kinds_ms") or {}
     if users:
         shares = uncached["user_search_shares"]

@@ -45,6 +45,7 @@ from bench.open_loop import bench_open_loop
 from bench.profiling import profile_serving
 from bench.servers import log, record_responses, run_wrk
 from bench.sql_timing import LISTED_PER_TIMED, time_news_sql, time_search_kinds
+from bench.stages import time_stages
 from bench.stalls import rate_after_stalls
 from db.model import TAGS
 from service.api.bodies import SEARCH_COUNT_MAX, Build, news_filters, with_count_limit
@@ -491,6 +492,8 @@ def bench_uncached(args, procs: Processes, work: Path, results: dict) -> None:
     log("uncached: timing the SQL of each kind of search users send, alone")
     user_kinds = time_search_kinds(db, write_search_kinds(db, LISTED_PER_TIMED * SQL_USER_KIND_REQUESTS, work, users=True),
                                    SQL_USER_KIND_REQUESTS, limit_ms=USER_KIND_LIMIT_MS)
+    log("uncached: timing the Python of a request stage by stage")
+    stages = {name: time_stages(db, targets[name]) for name in ("uncached", "uncached search")}
     if holder is not None:
         procs.stop(holder)
     results["uncached"] = {
@@ -508,6 +511,7 @@ def bench_uncached(args, procs: Processes, work: Path, results: dict) -> None:
         "sql_ms": sql_timing,
         "sql_search_kinds_ms": sql_kinds,
         "sql_user_search_kinds_ms": user_kinds,
+        "stages_us": stages,
         "user_search_shares": {kind: user_searches.share(kind) for kind in user_searches.kinds()},
         "memory": {
             "processes": closed_mem,
