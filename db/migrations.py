@@ -13,17 +13,8 @@ researchers, so the only safe place for such data is nowhere.
 from sqlite_utils.migrations import Migrations
 
 from db.news_derived import (
-    COUNT_NEWS,
-    COUNT_SCHEMA,
-    COUNT_UPDATE_TRIGGER,
-    INDEX_NEWS_SEARCH,
-    INDEX_NEWS_SEARCH_M006,
-    SEARCH_COLUMNS,
-    TOTAL_COUNTS,
-    TOTAL_SCHEMA,
-    search_columns,
-    search_columns_by_tag,
-    search_triggers,
+    COUNT_NEWS, COUNT_SCHEMA, COUNT_UPDATE_TRIGGER, INDEX_NEWS_SEARCH, INDEX_NEWS_SEARCH_BY_SOURCE, INDEX_NEWS_SEARCH_M006,
+    SEARCH_COLUMNS, TOTAL_COUNTS, TOTAL_SCHEMA, search_by_source_schema, search_columns, search_columns_by_tag, search_triggers,
 )
 from db import news_sync
 from db.redact import redact_text
@@ -393,3 +384,13 @@ def m011_news_totals(db):
     """
     db.executescript(TOTAL_SCHEMA + "DROP INDEX news_counts_tag;")
     db.execute(TOTAL_COUNTS)
+
+
+@migrations()
+def m012_news_search_by_source(db):
+    """``news_search_by_source``: ``news_search``'s words keyed by source first, so that a search's count
+    with sources reads each source's range of its words' lists, not the whole lists
+    (:func:`db.news_derived.search_by_source_columns`). Kept by triggers; filled from ``news``."""
+    db.executescript(search_by_source_schema())
+    db.execute(INDEX_NEWS_SEARCH_BY_SOURCE)
+    db.execute("INSERT INTO news_search_by_source (news_search_by_source) VALUES ('optimize')")

@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 
 import sqlite_utils
 
-from db.news_derived import COUNT_NEWS, INDEX_NEWS_SEARCH, TOTAL_COUNTS
+from db.news_derived import COUNT_NEWS, INDEX_NEWS_SEARCH, INDEX_NEWS_SEARCH_BY_SOURCE, TOTAL_COUNTS
 from db.model import utc_now
 from db.news_sync import LATEST_CHANGE, next_change
 
@@ -148,6 +148,11 @@ _INSERT_TRIGGERS = {
         db.execute("INSERT INTO news_search (news_search) VALUES ('delete-all')"),
         db.execute(INDEX_NEWS_SEARCH),
         db.execute("INSERT INTO news_search (news_search) VALUES ('optimize')"),  # one segment: fewer pages a search reads
+    ),
+    "news_search_by_source_insert": lambda db: (
+        db.execute("INSERT INTO news_search_by_source (news_search_by_source) VALUES ('delete-all')"),
+        db.execute(INDEX_NEWS_SEARCH_BY_SOURCE),
+        db.execute("INSERT INTO news_search_by_source (news_search_by_source) VALUES ('optimize')"),
     ),
 }
 
