@@ -1,7 +1,7 @@
-"""The SQL that derives ``news_counts``, ``news_totals`` and ``news_search`` from ``news``.
+"""The SQL that derives ``news_counts``, ``news_totals``, ``news_search`` and ``news_search_by_source`` from ``news``.
 
-The three tables are kept in step with ``news`` by triggers that the migrations
-create (:mod:`db.migrations`, m005, m006, m008 and m011), and are filled in one
+The four tables are kept in step with ``news`` by triggers that the migrations
+create (:mod:`db.migrations`, m005, m006, m008, m011 and m012), and are filled in one
 statement when they are created and after the pipeline's bulk inserts
 (:mod:`pipeline.store.news`). The SQL lives here, apart from the migrations,
 because both use it (and the news queries, :mod:`db.news_queries`, read the

@@ -171,7 +171,7 @@ def bulk_insert_items(
     by row, the secondary indexes, the full-text index and the monthly counts
     cost more than the rows themselves, so they are set aside and built once
     at the end: the news indexes and insert triggers are dropped, and after
-    the rows are in, ``news_fts`` and ``news_search`` are rebuilt, ``news_counts`` counted from
+    the rows are in, ``news_fts``, ``news_search`` and ``news_search_by_source`` are rebuilt, ``news_counts`` counted from
     the table and ``news_totals`` from those counts, and the indexes and triggers are created again from their own
     stored SQL. Schema changes are transactional in SQLite, so no other
     connection ever sees the table without them. All of it reads the whole
