@@ -296,6 +296,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--server-core", type=int, default=0, help="core the servers are pinned to (-1: none)")
     parser.add_argument("--client-core", type=int, default=1, help="core wrk is pinned to (-1: none)")
     parser.add_argument("--uncached-items", type=int, default=1_000_000, help="news items in the uncached benchmark's database")
+    parser.add_argument("--uncached-db", type=Path, default=None,
+                        help="a database bench.newsdb built before, used in place of building one (its build takes minutes)")
     parser.add_argument("--uncached-requests", type=int, default=200_000, help="distinct requests written for it")
     parser.add_argument("--metrics-requests", type=int, default=200_000,
                         help="distinct uncached requests of the metrics on/off comparison (bench/metrics_cost.py)")

@@ -38,13 +38,14 @@ from urllib.parse import urlencode
 import httpx
 from datasette.utils import tilde_encode
 
-from bench import newsdb
+from bench import newsdb, user_searches
 from bench.harness import (NEWS, Processes, bench_cursor_key, disk_read_bytes, hold_resident, memory_kb, news_config, qsite,
                            start_qsite, start_raw, wait_idle)
 from bench.open_loop import bench_open_loop
 from bench.profiling import profile_serving
 from bench.servers import log, record_responses, run_wrk
 from bench.sql_timing import LISTED_PER_TIMED, time_news_sql, time_search_kinds
+from bench.stages import time_stages
 from bench.stalls import rate_after_stalls
 from db.model import TAGS
 from service.api.bodies import SEARCH_COUNT_MAX, Build, news_filters, with_count_limit
@@ -75,6 +76,9 @@ TIMEOUT = {"qsite": 5, "datasette": 30}
 MIXES = ("pages", "search")
 #: Searches of each kind timed (and as many before them, on the same connection), by each of the SQL timing's two runs.
 SQL_KIND_REQUESTS = 1000
+#: The same for each kind of search users send (bench.user_searches: 16 kinds), and the p99 each is held to.
+SQL_USER_KIND_REQUESTS = 1000
+USER_KIND_LIMIT_MS = 2.0
 #: The kinds of ``q`` whose SQL the timing guard reports apart (issue 27: any q, p99 within 5 ms at a
 #: million items). q's syntax is text (docs/api.md), so a phrase is its words and ``quant*`` the word
 #: ``quant``: they are the kinds below. "a very common word" is one of the ten most frequent words in
@@ -292,7 +296,9 @@ def write_requests(db: Path, count: int, work: Path, db_name: str, mix: str, see
             return getattr(sample, mix)(rng)
         if mix == "pages" and share < GLOSSARY_SHARE:
             return sample.glossary(rng)
-        return sample.news(rng, search=mix == "search" or share < GLOSSARY_SHARE + NEWS_SEARCH_SHARE)
+        if mix == "search" or share < GLOSSARY_SHARE + NEWS_SEARCH_SHARE:
+            return user_searches.search(sample, rng)  # as users send them: shapes and filters with their shares
+        return sample.news(rng, search=False)
 
     ordered = sealed(db, distinct(draw, count, f"the {mix} mix over {len(sample.items):,} items"))
     api, datasette = work / f"{prefix}-{mix}-api.txt", work / f"{prefix}-{mix}-datasette.txt"
@@ -333,14 +339,18 @@ def sealed(db: Path, requests: list) -> list:
         carried.close()
 
 
-def write_search_kinds(db: Path, count: int, work: Path, seed: int = 31) -> dict[str, Path]:
-    """``count`` distinct news searches of each kind of :data:`SEARCH_KINDS` as /api/v1 paths, a file each."""
-    rng = random.Random(f"{seed}-kinds")
+def write_search_kinds(db: Path, count: int, work: Path, seed: int = 31, users: bool = False) -> dict[str, Path]:
+    """``count`` distinct news searches of each kind of :data:`SEARCH_KINDS` as /api/v1 paths, a file each.
+
+    With ``users``, of each kind users send instead (:func:`bench.user_searches.kinds`).
+    """
+    rng = random.Random(f"{seed}-{'users' if users else 'kinds'}")
     sample = Sample(db, count, rng)
     files = {}
-    for n, kind in enumerate(SEARCH_KINDS):
-        found = sealed(db, distinct(lambda: sample.search_of_kind(rng, kind), count, f"searches of {kind}"))
-        files[kind] = work / f"search-kind-{n}-api.txt"
+    for n, kind in enumerate(user_searches.kinds() if users else SEARCH_KINDS):
+        draw = (lambda: user_searches.search(sample, rng, kind)) if users else (lambda: sample.search_of_kind(rng, kind))
+        found = sealed(db, distinct(draw, count, f"searches of {kind}"))
+        files[kind] = work / f"search-{'user' if users else 'kind'}-{n}-api.txt"
         files[kind].write_text("\n".join(r.api_path() for r in found) + "\n", encoding="utf-8")
     return files
 
@@ -376,9 +386,16 @@ def ratio(ours: list[dict], theirs: list[dict]) -> float | None:
 
 def bench_uncached(args, procs: Processes, work: Path, results: dict) -> None:
     """Build the database, start ``qsite serve`` on it, and walk the request lists round after round."""
-    db = work / "million.db"
-    log(f"uncached: building a {args.uncached_items:,}-item database through the storage layer's bulk insert")
-    built = newsdb.build(db, args.uncached_items)
+    if args.uncached_db is not None:  # built before by bench.newsdb (its catalog is ingested again below)
+        db = args.uncached_db
+        log(f"uncached: using the database built before at {db}")
+        with sqlite3.connect(db) as conn:
+            by_tag = dict(conn.execute("SELECT tag, count(*) FROM news GROUP BY tag").fetchall())
+        built = {"items": sum(by_tag.values()), "news_by_tag": by_tag, "seconds": 0.0, "reused": str(db)}
+    else:
+        db = work / "million.db"
+        log(f"uncached: building a {args.uncached_items:,}-item database through the storage layer's bulk insert")
+        built = newsdb.build(db, args.uncached_items)
     config = news_config(work / "million.yml", db, [])
     started = time.perf_counter()
     qsite("ingest", "site", "--config", str(config))
@@ -473,6 +490,11 @@ def bench_uncached(args, procs: Processes, work: Path, results: dict) -> None:
     sql_timing = time_news_sql(db, [targets["uncached"], targets["uncached search"]])
     log("uncached: timing the SQL of each kind of search alone")
     sql_kinds = time_search_kinds(db, write_search_kinds(db, LISTED_PER_TIMED * SQL_KIND_REQUESTS, work), SQL_KIND_REQUESTS)
+    log("uncached: timing the SQL of each kind of search users send, alone")
+    user_kinds = time_search_kinds(db, write_search_kinds(db, LISTED_PER_TIMED * SQL_USER_KIND_REQUESTS, work, users=True),
+                                   SQL_USER_KIND_REQUESTS, limit_ms=USER_KIND_LIMIT_MS)
+    log("uncached: timing the Python of a request stage by stage")
+    stages = {name: time_stages(db, targets[name]) for name in ("uncached", "uncached search")}
     if holder is not None:
         procs.stop(holder)
     results["uncached"] = {
@@ -489,6 +511,9 @@ def bench_uncached(args, procs: Processes, work: Path, results: dict) -> None:
         "counts_checked": counts_checked,
         "sql_ms": sql_timing,
         "sql_search_kinds_ms": sql_kinds,
+        "sql_user_search_kinds_ms": user_kinds,
+        "stages_us": stages,
+        "user_search_shares": {kind: user_searches.share(kind) for kind in user_searches.kinds()},
         "memory": {
             "processes": closed_mem,
             "peak_mb": max(m["hwm_kb"] for m in closed_mem.values()) / 1024,

@@ -13,17 +13,8 @@ researchers, so the only safe place for such data is nowhere.
 from sqlite_utils.migrations import Migrations
 
 from db.news_derived import (
-    COUNT_NEWS,
-    COUNT_SCHEMA,
-    COUNT_UPDATE_TRIGGER,
-    INDEX_NEWS_SEARCH,
-    INDEX_NEWS_SEARCH_M006,
-    SEARCH_COLUMNS,
-    TOTAL_COUNTS,
-    TOTAL_SCHEMA,
-    search_columns,
-    search_columns_by_tag,
-    search_triggers,
+    COUNT_NEWS, COUNT_SCHEMA, COUNT_UPDATE_TRIGGER, INDEX_NEWS_SEARCH, INDEX_NEWS_SEARCH_BY_SOURCE, INDEX_NEWS_SEARCH_M006,
+    SEARCH_COLUMNS, TOTAL_COUNTS, TOTAL_SCHEMA, search_by_source_schema, search_columns, search_columns_by_tag, search_triggers,
 )
 from db import news_sync
 from db.redact import redact_text
@@ -405,3 +396,13 @@ def m012_news_removed_by_view(db):
 def m013_news_guid_duplicates(db):
     """One item per story where changed guids stored it twice (:func:`db.news_sync.remove_guid_duplicates`)."""
     news_sync.remove_guid_duplicates(db)
+
+
+@migrations()
+def m014_news_search_by_source(db):
+    """``news_search_by_source``: ``news_search``'s words keyed by source first, so that a search's count
+    with sources reads each source's range of its words' lists, not the whole lists
+    (:func:`db.news_derived.search_by_source_columns`). Kept by triggers; filled from ``news``."""
+    db.executescript(search_by_source_schema())
+    db.execute(INDEX_NEWS_SEARCH_BY_SOURCE)
+    db.execute("INSERT INTO news_search_by_source (news_search_by_source) VALUES ('optimize')")

@@ -182,6 +182,54 @@ def test_search_kinds_are_timed_apart_and_are_what_they_say(tmp_path):
     assert all(row["requests"] == 6 and row["limit_p99_ms"] == LIMITS_MS["searches"] for row in timed.values())
 
 
+def test_user_searches_are_of_their_kind_and_shares_add_up(tmp_path):
+    """Each kind users send is its shape of q and its one filter; the shares of all kinds make the whole."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from bench import user_searches
+    from bench.sql_timing import time_search_kinds
+    from bench.uncached import write_search_kinds
+    from tests.support.known_data import seeded_database
+
+    assert len(user_searches.kinds()) == 16 and abs(sum(map(user_searches.share, user_searches.kinds())) - 1) < 1e-9
+    seeded_database(tmp_path / "site.db").close()
+    files = write_search_kinds(tmp_path / "site.db", 8, tmp_path, users=True)
+    assert list(files) == user_searches.kinds()
+    for kind, file in files.items():
+        shape, _, filtered = kind.partition(", ")
+        for line in file.read_text().splitlines():
+            query = parse_qs(urlsplit(line).query)
+            words = query["q"][0].split()
+            assert {"one word": len(words) == 1, "two words": len(words) in (1, 2),  # an item of one word has one
+                    "an OR": len(words) == 3 and words[1] == "OR",
+                    "an excluded word": len(words) == 2 and words[1].startswith("-")}[shape], (kind, line)
+            assert set(query) - {"q", "cursor"} == (set() if filtered == "no filter" else {filtered}), (kind, line)
+    timed = time_search_kinds(tmp_path / "site.db", files, per_kind=2, limit_ms=2.0)
+    assert all(row["requests"] == 2 and row["limit_p99_ms"] == 2.0 and len(row["times_ms"]) == 2 for row in timed.values())
+
+
+def test_the_users_mix_weighs_each_kind_by_its_share():
+    """A kind of a tenth of the searches that is ten times slower sets the p99, not the p50."""
+    from bench.report import user_mix
+
+    timings = {"fast": {"times_ms": [1.0] * 100}, "slow": {"times_ms": [10.0] * 10}}
+    assert user_mix(timings, {"fast": 0.9, "slow": 0.1}) == {"p50_ms": 1.0, "p99_ms": 10.0, "p999_ms": 10.0}
+    assert user_mix(timings, {"fast": 0.995, "slow": 0.005})["p99_ms"] == 1.0
+
+
+def test_the_python_of_a_request_is_timed_stage_by_stage(tmp_path):
+    """Each stage of an uncached news request is timed, the next link only when a page has one."""
+    from bench.stages import STAGES, time_stages
+    from tests.support.known_data import seeded_database
+
+    seeded_database(tmp_path / "site.db").close()
+    listed = tmp_path / "requests-api.txt"
+    listed.write_text("/api/v1/news?limit=1\n/api/v1/glossary?q=qubit\n" * 6)
+    timed = time_stages(tmp_path / "site.db", listed, count=4, warm=2)
+    assert list(timed) == list(STAGES)
+    assert all(timed[stage]["mean_us"] > 0 for stage in STAGES)
+
+
 def test_the_sql_timing_runs_each_time_requests_of_their_own():
     """As served, and page and count both, each a first pass over requests the other did not run."""
     from bench.sql_timing import _slices

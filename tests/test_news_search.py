@@ -312,21 +312,43 @@ def test_a_dated_search_count_and_a_page_not_full_read_their_terms_once(db):
     conn.set_trace_callback(looked_up.append)
     times = sorted(item.published_at for _, _, item in rows)
 
-    def count(params: dict) -> tuple[int, int]:
+    def count(params: dict) -> tuple[int, int, int]:
         looked_up.clear()
         (found,) = conn.execute(SQL["api_news_count"], {"count_limit": SEARCH_COUNT_MAX + 1, **params}).fetchone()
         assert found == db.execute(f"SELECT count(*) {MATCHES}", params).fetchone()[0] > 0, params
-        return found, sum("news_search_idx" in statement for statement in looked_up)
+        return (found, sum("news_search_idx" in statement for statement in looked_up),
+                sum("news_search_by_source_idx" in statement for statement in looked_up))
 
     searches = ("qubit", "qubit -photon", "qubit OR laser", "qubit OR laser -photon")
     for q, (tag, sources) in itertools.product(searches, (("", ""), ("Science", json.dumps(["Lab Notes", "Industry Wire"])))):
         search = {"q": fts_query(Words(Q_MAX).parse(q)), "tag": tag, "sources": sources}
-        undated, once = count({**search, "since": "", "until": ""})
-        dated, reads = count({**search, "since": times[20], "until": times[-20]})
-        assert dated < undated and reads == once > 0
-        # a page not full is every match: its minute's rest is not read again
+        undated, undated_reads, by_source = count({**search, "since": "", "until": ""})
+        # with sources and no range, the count reads each source's range of news_search_by_source instead
+        assert (undated_reads == 0 and by_source > 0) if sources else by_source == 0
+        dated, reads, _ = count({**search, "since": times[20], "until": times[-20]})
+        # a page not full is every match: its minute's rest is not read again, one MATCH as the dated count
         page = {**search, "since": "", "until": "", "before": "", "before_id": "", "limit": undated + 1}
         looked_up.clear()
         assert len(conn.execute(SQL["api_news"], page).fetchall()) == undated
-        assert sum("news_search_idx" in statement for statement in looked_up) == once
+        once = sum("news_search_idx" in statement for statement in looked_up)
+        assert dated < undated and reads == once > 0 and (sources or undated_reads == once)
     conn.close()
+
+
+def test_a_count_by_source_reads_its_own_index_and_follows_every_change(db):
+    """news_search_by_source counts what the table holds for each source, after inserts, changes and deletes.
+
+    Its triggers keep it in step with ``news`` as ``news_search``'s do: an item whose
+    title, tag or source changes is found under its new ones only, a deleted item nowhere.
+    """
+    rows = items(150, seed=21)
+    insert(db, rows)
+    with transaction(db):
+        db.execute("UPDATE news SET source = ?, title = title || ' anyon' WHERE rowid % 7 = 0", [SOURCES[1]])
+        db.execute("UPDATE news SET tag = 'Investing' WHERE rowid % 5 = 0")
+        db.execute("DELETE FROM news WHERE rowid % 11 = 0")
+    for q, tag, names in itertools.product(("qubit", "anyon", "qubit -photon", "laser OR fridge"), ("", *TAGS),
+                                           ([SOURCES[0]], [SOURCES[1], SOURCES[2]], ["No Such Publisher"])):
+        params = {"q": fts_query(Words(Q_MAX).parse(q)), "tag": tag, "sources": json.dumps(names), "since": "", "until": ""}
+        (counted,) = db.execute(SQL["api_news_count"], {**params, "count_limit": SEARCH_COUNT_MAX + 1}).fetchone()
+        assert counted == db.execute(f"SELECT count(*) {MATCHES}", params).fetchone()[0], params

@@ -82,9 +82,10 @@ BIG = ("news", "news_counts", "news_totals")
 SCAN = re.compile(rf"^SCAN ({'|'.join(BIG)})\b")
 SEARCH = re.compile(rf"^SEARCH ({'|'.join(BIG)})\b")
 #: The plan step of an FTS5 MATCH.
-FTS_MATCH = re.compile(r"^SCAN (\w+_fts|news_search) VIRTUAL TABLE INDEX \d+:M")
-#: ... of news_search, with its rowid range (``>`` and ``<``) applied by the index itself.
-SEARCH_IN_RANGE = re.compile(r"^SCAN news_search VIRTUAL TABLE INDEX \d+:M\d*(><|<>)")
+FTS_MATCH = re.compile(r"^SCAN (\w+_fts|news_search|news_search_by_source) VIRTUAL TABLE INDEX \d+:M")
+#: ... of news_search (or news_search_by_source: a source's range), with its rowid range (``>`` and ``<``)
+#: applied by the index itself.
+SEARCH_IN_RANGE = re.compile(r"^SCAN news_search(_by_source)? VIRTUAL TABLE INDEX \d+:M\d*(><|<>)")
 
 QUERIES = {
     name.removeprefix(QUERY_PREFIX): query["sql"]

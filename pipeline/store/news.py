@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 
 import sqlite_utils
 
-from db.news_derived import COUNT_NEWS, INDEX_NEWS_SEARCH, TOTAL_COUNTS
+from db.news_derived import COUNT_NEWS, INDEX_NEWS_SEARCH, INDEX_NEWS_SEARCH_BY_SOURCE, TOTAL_COUNTS
 from db.model import utc_now
 from db.news_sync import LATEST_CHANGE, next_change
 
@@ -155,6 +155,11 @@ _INSERT_TRIGGERS = {
         db.execute(INDEX_NEWS_SEARCH),
         db.execute("INSERT INTO news_search (news_search) VALUES ('optimize')"),  # one segment: fewer pages a search reads
     ),
+    "news_search_by_source_insert": lambda db: (
+        db.execute("INSERT INTO news_search_by_source (news_search_by_source) VALUES ('delete-all')"),
+        db.execute(INDEX_NEWS_SEARCH_BY_SOURCE),
+        db.execute("INSERT INTO news_search_by_source (news_search_by_source) VALUES ('optimize')"),
+    ),
 }
 
 #: Page cache during a bulk insert, in KiB: the primary key and URL indexes of a
@@ -172,7 +177,7 @@ def bulk_insert_items(
     by row, the secondary indexes, the full-text index and the monthly counts
     cost more than the rows themselves, so they are set aside and built once
     at the end: the news indexes and insert triggers are dropped, and after
-    the rows are in, ``news_fts`` and ``news_search`` are rebuilt, ``news_counts`` counted from
+    the rows are in, ``news_fts``, ``news_search`` and ``news_search_by_source`` are rebuilt, ``news_counts`` counted from
     the table and ``news_totals`` from those counts, and the indexes and triggers are created again from their own
     stored SQL. Schema changes are transactional in SQLite, so no other
     connection ever sees the table without them. All of it reads the whole

@@ -9,6 +9,7 @@ in ``metadata.yml``.
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from dataclasses import dataclass
@@ -111,6 +112,7 @@ class Build:
         return {"count": len(results), "updated_at": max(self.updated_at, changed_at or ""), "results": results}
 
 
+@functools.lru_cache(maxsize=1024)
 def fts_query(q: str | None) -> str:
     """A search (glossary, news), canonical as :class:`~service.api.parameters.Words` makes it, as an FTS5 query.
 

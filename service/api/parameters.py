@@ -10,6 +10,7 @@ which parameter is the table in :mod:`service.api.endpoints`.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -266,8 +267,12 @@ def _words(text: str) -> tuple[str, ...]:
     return tuple(lower if WORD.fullmatch(lower := word.lower()) else word for word in WORD.findall(text))
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_search(text: str) -> Search:
     """The :class:`Search` ``text`` asks for; :class:`Refused` when its operators leave it nothing to match.
+
+    Kept for the last 1,024 texts: a request reads its ``q`` here once as given and once more as the
+    FTS5 query of its canonical text (:func:`service.api.bodies.fts_query`), most often the same text.
 
     Terms are split at spaces (and quoted runs), a term's words as the index splits them; a
     term with no words (punctuation only) is passed over. A term that starts with ``-`` is
