@@ -111,14 +111,14 @@ def test_writers_refuse_a_database_a_newer_qsite_migrated(qsite, make_config, tm
     assert qsite("ingest", "site", "--config", str(config)).returncode == 0
     database = tmp_path / "site.db"
     with sqlite3.connect(database) as conn:
-        conn.execute("INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES ('qsite', 'm012_future', '2027')")
+        conn.execute("INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES ('qsite', 'm099_future', '2027')")
     runs = "SELECT count(*), max(id) FROM ingest_runs"
     before = sqlite3.connect(database).execute(runs).fetchone()
     for command in (["migrate"], ["ingest", "site"], ["ingest", "all"], ["publish"], ["schedule", "--no-run-now"], ["up", "--port", "0"]):
         result = qsite(*command, "--config", str(config), timeout=30)
         assert result.returncode == 1, (command, result.stdout, result.stderr)
         (line,) = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
-        assert line.startswith(f"Error: {database}: a newer qsite has migrated this database (m012_future, unknown to qsite "), line
+        assert line.startswith(f"Error: {database}: a newer qsite has migrated this database (m099_future, unknown to qsite "), line
         assert "upgrade qsite to" in line and "replica" not in line
     assert sqlite3.connect(database).execute(runs).fetchone() == before  # no ingest ran
     assert not (tmp_path / "store" / "latest.json").exists()

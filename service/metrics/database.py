@@ -168,7 +168,7 @@ def _ingest_families(gauge, data: dict, now: float):
 
 
 def _replica_families(gauge, follower, now: float):
-    latest = getattr(follower, "latest", None)
+    latest = getattr(follower, "polled", None)
     if latest is not None:
         yield _one(gauge("qsite_replica_latest_data_version"), latest.data_version)
     serving = getattr(follower, "serving", None)

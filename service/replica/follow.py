@@ -139,7 +139,7 @@ class Follower:
         self.store = SnapshotStore(config.snapshot_store, config.snapshots.endpoint_url)
         self.serving: Serving | None = None
         #: for /metrics: the pointer latest.json held at the last poll, and when this worker last swapped (Unix time)
-        self.latest: Pointer | None = None
+        self.polled: Pointer | None = None
         self.swapped_at: float | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
@@ -233,6 +233,7 @@ class Follower:
         if pointer is None:
             self.problem(f"snapshot store {self.store.where}: nothing published yet")
             return self.serving is None and self._resume()
+        self.polled = pointer
         if self.serving is not None:
             served = self.serving.pointer
             if pointer.file == served.file:
