@@ -6,7 +6,7 @@
 # packages only, removing anything else; `make dev` and `make test` add the
 # `test` extra. After changing dependencies in pyproject.toml: `make lock`.
 PYTHON ?= python3
-# Keep pyproject.toml's uv_build range in step: uv then builds qsite in-process.
+# uv also builds qsite (`uv build`), with the build backend pyproject.toml pins (hatchling).
 UV_VERSION := 0.13.9
 UV := .tools/uv-$(UV_VERSION)/bin/uv
 VENV := .venv
