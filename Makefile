@@ -97,7 +97,8 @@ VENV_D1 := .venv-d1
 DATASETTE1_TESTS ?= tests/test_compat.py tests/test_datasette.py tests/test_plugins_together.py tests/test_permissions.py \
 	tests/test_plain_datasette.py tests/test_state.py tests/test_api.py tests/test_api_cache.py tests/test_reader.py \
 	tests/test_sources.py tests/test_targets.py tests/test_languages.py tests/test_serve.py tests/test_follow.py \
-	tests/test_news_item.py tests/test_health.py tests/test_news_sort.py tests/test_news_feeds.py tests/test_news_sync.py
+	tests/test_news_item.py tests/test_health.py tests/test_news_sort.py tests/test_news_feeds.py tests/test_news_sync.py \
+	tests/test_swap_stall.py
 test-datasette1: $(UV) tools
 	UV_PROJECT_ENVIRONMENT=$(VENV_D1) $(SYNC) --extra test
 	$(UV) pip install --quiet --python $(VENV_D1)/bin/python "$(DATASETTE_1)"
