@@ -33,8 +33,8 @@ COPY db ./db
 COPY deploy ./deploy
 # The runtime packages only, at the versions and hashes of uv.lock, into
 # /app/.venv (first on PATH). Editable, so the code runs from /app: service/
-# reads metadata.yml and datasette.yaml from the project root beside it, which a plain wheel
-# install would leave behind.
+# reads metadata.yml and datasette.yaml from the project root beside it (a wheel
+# carries its own copies inside the package).
 RUN pip install --quiet --target /tmp/uv "uv==$UV_VERSION" \
     && /tmp/uv/bin/uv sync --locked --compile-bytecode --quiet \
     && rm -rf /tmp/uv \

@@ -28,6 +28,12 @@ What is here, and why no public API serves:
   no upstream issue found for 0.65); on 0.65 a subclass does that, and to prepare its
   connections as Datasette does it must call ``Datasette._prepare_connection``
   (no public equivalent: the ``prepare_connection`` hook is what it runs).
+  It also hands Datasette the file's SHA-256, which the follower has verified:
+  an immutable database's ``hash`` property otherwise reads the whole file
+  synchronously, on the event loop, the first time ``/`` or ``/-/databases``
+  asks after a swap (``Database.hash``, ``datasette/database.py``, on 0.65.5
+  and 1.0a41 alike; it returns ``cached_hash`` when set, an attribute no
+  constructor argument or method sets; no upstream issue found).
 - :func:`replace_database`: 1.0's ``remove_database`` closes the database
   at once; swapping a snapshot must leave the old one open for its requests.
 - :func:`json_data_view` and :func:`datasette_error_type`: the view class of
@@ -232,13 +238,21 @@ def _snapshot_database_065():
     return SnapshotDatabase065
 
 
-def snapshot_database(datasette, path: Path):
-    """A Datasette database over one snapshot file (immutable content), with read connections of its own."""
+def snapshot_database(datasette, path: Path, sha256: str | None = None):
+    """A Datasette database over one snapshot file (immutable content), with read connections of its own.
+
+    :param sha256: the file's SHA-256 (hex), already checked: Datasette's ``hash``
+        of the database, which it then never computes (on the event loop) itself.
+    """
     if datasette_1():
         from datasette.database import Database
 
-        return Database(datasette, path=str(path), is_mutable=False)
-    return _snapshot_database_065()(datasette, path)
+        database = Database(datasette, path=str(path), is_mutable=False)
+    else:
+        database = _snapshot_database_065()(datasette, path)
+    if sha256 is not None:
+        database.cached_hash = sha256
+    return database
 
 
 def replace_database(datasette, name: str, database) -> None:

@@ -65,6 +65,18 @@ def test_a_snapshot_database_reads_its_own_file_under_a_shared_name(tmp_path):
     assert asyncio.run(read()) == ("old", "new", "old")
 
 
+def test_a_snapshot_database_takes_the_hash_it_is_given_instead_of_reading_the_file(tmp_path):
+    """Datasette's ``Database.hash`` returns ``cached_hash`` when set (service/compat.py); if a release
+    stops honouring it, Datasette would hash every swapped-in snapshot on the event loop again."""
+    import hashlib
+
+    path = tmp_path / "snapshot.db"
+    sqlite3.connect(path).close()
+    # a value no file hashes to: were the file read, its own SHA-256 would show
+    assert compat.snapshot_database(Datasette([]), path, sha256="ab" * 32).hash == "ab" * 32
+    assert compat.snapshot_database(Datasette([]), path).hash == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def test_granian_internals_are_there():
     assert granian.log.logger.name == compat.GRANIAN_LOGGER, "granian's logger was renamed: see service/compat.py"
     assert compat.GRANIAN_LOGGER in logging_config(logging.INFO)["loggers"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -24,11 +25,25 @@ import yaml
 from service.api.endpoints import ENDPOINTS
 from service.compat import canned_query_sql
 
-ROOT = Path(__file__).resolve().parents[2]
-#: The metadata file (descriptions) at the root of the project.
-METADATA_PATH = ROOT / "metadata.yml"
-#: The Datasette configuration file (settings, queries, permissions, plugins) at the root of the project.
-CONFIG_PATH = ROOT / "datasette.yaml"
+
+def bundled_file(name: str) -> Path:
+    """The project's ``metadata.yml`` or ``datasette.yaml``, wherever qsite runs from.
+
+    The files live at the root of the checkout (their one source); the wheel
+    build copies them into this package (``pyproject.toml``), since an
+    installed qsite has no checkout beside it. So: the package's copy when
+    there is one, else the checkout's.
+    """
+    packaged = resources.files(__package__) / name
+    if packaged.is_file():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parents[2] / name
+
+
+#: The metadata file (descriptions): the root of the checkout's, as installed with the package.
+METADATA_PATH = bundled_file("metadata.yml")
+#: The Datasette configuration file (settings, queries, permissions, plugins), likewise.
+CONFIG_PATH = bundled_file("datasette.yaml")
 
 #: The canned queries the endpoints run (their ``queries`` in the table), without :data:`QUERY_PREFIX`.
 QUERY_NAMES = tuple(dict.fromkeys(name for endpoint in ENDPOINTS.values() for name in endpoint.queries))

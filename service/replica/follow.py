@@ -338,7 +338,7 @@ class Follower:
         started = time.perf_counter()
         datasette = self.datasette
         old = self.serving
-        database = snapshot_database(datasette, path)
+        database = snapshot_database(datasette, path, pointer.sha256)
         if "_memory" in datasette.databases:
             datasette.remove_database("_memory")
         # No await between the old file and the new: no request sees them apart (service/compat.py).
