@@ -132,7 +132,7 @@ test-datasette1: $(UV) tools
 # excepted). Slow (two runs of 1,172 tests): not part of `make test`. NEIGHBOUR_ARGS="-k expr" for a subset.
 NEIGHBOUR_ARGS ?=
 test-neighbour: dev
-	$(BIN)/python tools/neighbour_suite.py --workers $(TEST_WORKERS) $(NEIGHBOUR_ARGS)
+	$(TEST_BIN)/python tools/neighbour_suite.py --workers $(TEST_WORKERS) $(NEIGHBOUR_ARGS)
 
 # Benchmark: API vs raw ASGI and Datasette, ingestion vs feedparser, memory, and the uncached
 # path at a million news items (see bench/run.py; `bench/run.sh --skip uncached` for a quick run);
