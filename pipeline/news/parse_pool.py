@@ -69,14 +69,14 @@ class ParsePool:
             # fork: the workers inherit the imported parser (and its loaded rules) instead of loading them again.
             prepare()
             self.pool = ProcessPool(self.workers or 1, initializer=_limit_memory, initargs=(self.memory,), context=get_context("fork"))
-        future = self.pool.schedule(read_feed, (job,), timeout=self.deadline)
+        future = self.pool.schedule(_read_in_worker, (job,), timeout=self.deadline)
         try:
             return await asyncio.wrap_future(future)
         except TimeoutError:  # pebble's clock starts when a worker takes the job, not while it queues
             return FeedResult(error=f"parsing took longer than {self.deadline:g} s; the feed is too large or malformed")
-        except MemoryError:
-            return FeedResult(error=f"parsing needed more than {self.memory // 2**20} MiB of memory; the feed is too large or malformed")
-        except ProcessExpired as exc:  # e.g. the kernel's out-of-memory killer
+        except ProcessExpired as exc:  # past its memory (below), or e.g. the kernel's out-of-memory killer
+            if exc.exitcode == MEMORY_EXIT:
+                return FeedResult(error=f"parsing needed more than {self.memory // 2**20} MiB of memory; the feed is too large or malformed")
             how = f"killed by signal {-exc.exitcode}" if exc.exitcode < 0 else f"exit code {exc.exitcode}"
             return FeedResult(error=f"the parser process died ({how}); the feed may be too large or malformed")
 
@@ -92,6 +92,20 @@ class ParsePool:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+#: A pool worker's exit status when its parse ran out of memory (:func:`_read_in_worker`).
+MEMORY_EXIT = 86
+
+
+def _read_in_worker(job: FeedJob) -> FeedResult:
+    """:func:`read_feed` in a pool worker, which leaves at once with :data:`MEMORY_EXIT` when the parse runs
+    out of memory: sending the ``MemoryError`` back would need memory too, and a worker that fails to
+    send it dies with a status that no longer says why."""
+    try:
+        return read_feed(job)
+    except MemoryError:
+        os._exit(MEMORY_EXIT)
 
 
 def _limit_memory(budget: int) -> None:
