@@ -20,9 +20,14 @@ import yaml
 from datasette.app import Datasette
 
 from config import Config
-
 from service.compat import datasette_kwargs
-from service.datasette.metadata import CONFIG_PATH, MetadataError, load_datasette_config, load_metadata, query_sql
+from service.datasette.metadata import (
+    CONFIG_PATH,
+    MetadataError,
+    load_datasette_config,
+    load_metadata,
+    query_sql,
+)
 from service.http.settings import DATASETTE_CONFIG_ENV, OWN_SERVER, PLUGIN_NAME
 
 #: Datasette's signing secret, as ``datasette serve --secret`` reads it from the environment.

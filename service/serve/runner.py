@@ -26,7 +26,6 @@ import sys
 from pathlib import Path
 
 from config import Config
-
 from service.compat import GRANIAN_LOGGER, serve_granian
 from service.metrics.exported import prepare_directory, remove_directory
 from service.serve.app import SECRET_ENV

@@ -24,7 +24,6 @@ import threading
 from pathlib import Path
 
 from config import Config
-
 from service.datasette.state import instance
 from service.metrics.middleware import observed
 from service.serve.app import make_datasette
