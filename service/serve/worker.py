@@ -53,7 +53,7 @@ def load_app(target: tuple[Config, Path | None]):
         app = follower.wrap(app)
     app = observed(app, datasette, config)
     FdWatch(resource.getrlimit(resource.RLIMIT_NOFILE)[0]).every(FD_CHECK_EVERY, asyncio.get_event_loop())
-    # The thread making Datasette's pages (:mod:`service.http.page_loop`) hands the interpreter back to the
+    # The thread making Datasette's pages (service/http/page_loop.py) hands the interpreter back to the
     # event loop within a millisecond (5 by default): an /api/v1 request waits at most that long for it.
     sys.setswitchinterval(SWITCH_INTERVAL)
     return after_startup(app)
