@@ -50,7 +50,7 @@ TARGETS = [
 
 #: The servers the raw ASGI ceiling runs under (bench/servers.py), the first being ``qsite serve``'s as
 #: the issues measured it; the last is granian with its runtime's threads in SCHED_BATCH, as ``qsite
-#: serve`` has run them since (service/serve.py batch_other_threads): reported, the targets keep the first.
+#: serve`` has run them since (service/serve/worker.py batch_other_threads): reported, the targets keep the first.
 RAW_SERVERS = ("granian", "uvicorn-h11", "uvicorn-httptools", "granian-batched")
 
 #: The rows the targets are judged on (the others are references and diagnostics).

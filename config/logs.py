@@ -2,7 +2,7 @@
 of two formats (``text``, ``json``: :func:`make_formatter`).
 
 Logging is configured in two places (``qsite``'s commands, :mod:`qsite.cli`,
-and the server's ``dictConfig``, :mod:`service.serve`); both attach
+and the server's ``dictConfig``, :mod:`service.serve.runner`); both attach
 :class:`RedactingFilter`. The rule itself is :func:`db.redact.redact_urls`.
 """
 

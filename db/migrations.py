@@ -1,7 +1,8 @@
-"""The database schema: the one place it is defined.
+"""The database schema: the ordered list of its migrations, the one place it is defined.
 
-Every change to the schema is a new migration appended here; existing ones
-are never edited, because databases in the field have already applied them.
+Every change to the schema is a new migration appended here, in order; existing ones
+are never edited, because databases in the field have already applied them. The DDL
+they run is in :mod:`db.ddl` (the same rule holds for its text).
 Every command that opens the database applies what is pending
 (:func:`pipeline.store.open_database`).
 
@@ -12,149 +13,42 @@ researchers, so the only safe place for such data is nowhere.
 
 from sqlite_utils.migrations import Migrations
 
-from db.news_derived import (
-    COUNT_NEWS, COUNT_SCHEMA, COUNT_UPDATE_TRIGGER, INDEX_NEWS_SEARCH, INDEX_NEWS_SEARCH_BY_SOURCE, INDEX_NEWS_SEARCH_M006,
-    SEARCH_COLUMNS, TOTAL_COUNTS, TOTAL_SCHEMA, search_by_source_schema, search_columns, search_columns_by_tag, search_triggers,
-)
 from db import news_sync
+from db.ddl import (
+    CATALOG,
+    COUNTS_AND_WAYS_IN,
+    COUNTS_BY_TAG_AND_SOURCE,
+    NEWS,
+    NEWS_REBUILT,
+    NEWS_SEARCH,
+    NEWS_SEARCH_BY_TAG,
+)
+from db.news_derived import (
+    COUNT_NEWS,
+    INDEX_NEWS_SEARCH,
+    INDEX_NEWS_SEARCH_BY_SOURCE,
+    INDEX_NEWS_SEARCH_M006,
+    TOTAL_COUNTS,
+    TOTAL_SCHEMA,
+    search_by_source_schema,
+)
 from db.redact import redact_text
 from db.urls import public_location
 
 migrations = Migrations("qsite")
 
-TAG_CHECK = "tag IN ('Science', 'Industry', 'Investing')"
-
-# The news table's columns after ``url`` and its indexes, as m002 made them and
-# m003 made them again when it rebuilt the table (the same SQL text, so the
-# schema SQLite stores is what those migrations always wrote).
-NEWS_COLUMNS = f"""\
-            title TEXT NOT NULL,
-            summary TEXT NOT NULL,
-            source TEXT NOT NULL REFERENCES sources(name),
-            tag TEXT NOT NULL CHECK ({TAG_CHECK}),
-            published_at TEXT NOT NULL,
-            first_seen_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL"""
-NEWS_INDEXES = """\
-        CREATE INDEX news_newest ON news(published_at DESC, id DESC);
-        CREATE INDEX news_tag_newest ON news(tag, published_at DESC, id DESC);
-        CREATE INDEX news_source ON news(source);"""
-
 
 @migrations()
 def m001_catalog(db):
     """Courses, their sections, the glossary and the site totals."""
-    db.executescript(
-        """
-        CREATE TABLE courses (
-            id TEXT PRIMARY KEY,
-            position INTEGER NOT NULL,
-            title TEXT NOT NULL,
-            summary TEXT NOT NULL,
-            level TEXT,
-            url TEXT NOT NULL,
-            section_count INTEGER NOT NULL,
-            slide_count INTEGER NOT NULL
-        );
-        CREATE UNIQUE INDEX courses_position ON courses(position);
-
-        CREATE TABLE sections (
-            course_id TEXT NOT NULL REFERENCES courses(id) ON DELETE CASCADE,
-            id TEXT NOT NULL,
-            position INTEGER NOT NULL,
-            title TEXT NOT NULL,
-            url TEXT,
-            slide_count INTEGER NOT NULL CHECK (slide_count >= 0),
-            PRIMARY KEY (course_id, id)
-        );
-        CREATE UNIQUE INDEX sections_course_position ON sections(course_id, position);
-
-        CREATE TABLE glossary (
-            id TEXT PRIMARY KEY,
-            term TEXT NOT NULL,
-            definition TEXT NOT NULL,
-            lesson_title TEXT NOT NULL,
-            lesson_url TEXT NOT NULL,
-            course_id TEXT,
-            section_id TEXT,
-            FOREIGN KEY (course_id, section_id) REFERENCES sections(course_id, id) ON DELETE SET NULL
-        );
-        CREATE INDEX glossary_term ON glossary(term COLLATE NOCASE);
-        CREATE INDEX glossary_section ON glossary(course_id, section_id);
-
-        CREATE TABLE site_totals (
-            id INTEGER PRIMARY KEY CHECK (id = 1),
-            site_name TEXT,
-            site_base_url TEXT,
-            exported_at TEXT,
-            courses INTEGER NOT NULL,
-            slides INTEGER NOT NULL,
-            quizzes INTEGER NOT NULL,
-            question_bank_size INTEGER NOT NULL,
-            glossary_terms INTEGER NOT NULL
-        );
-
-        -- Validators of the last export fetched, so an unchanged export writes nothing.
-        CREATE TABLE export_state (
-            source TEXT PRIMARY KEY,
-            etag TEXT,
-            last_modified TEXT,
-            content_hash TEXT,
-            fetched_at TEXT
-        );
-
-        -- When each dataset behind the API last changed: bumped in the same
-        -- transaction as the change, read by the service for updated_at and ETags.
-        CREATE TABLE data_versions (
-            dataset TEXT PRIMARY KEY CHECK (dataset IN ('catalog', 'glossary', 'news', 'totals')),
-            version INTEGER NOT NULL DEFAULT 0,
-            changed_at TEXT NOT NULL
-        );
-
-        CREATE TABLE ingest_runs (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            kind TEXT NOT NULL CHECK (kind IN ('site', 'news')),
-            source TEXT NOT NULL,
-            started_at TEXT NOT NULL,
-            finished_at TEXT,
-            status TEXT NOT NULL CHECK (status IN ('running', 'ok', 'unchanged', 'warning', 'failed')),
-            counts TEXT NOT NULL DEFAULT '{}',
-            error TEXT
-        );
-        CREATE INDEX ingest_runs_kind_source ON ingest_runs(kind, source, id);
-        """
-    )
+    db.executescript(CATALOG)
     db["glossary"].enable_fts(["term", "definition"], create_triggers=True, tokenize="porter")
 
 
 @migrations()
 def m002_news(db):
     """News sources and their items."""
-    db.executescript(
-        f"""
-        CREATE TABLE sources (
-            name TEXT PRIMARY KEY,
-            url TEXT NOT NULL,
-            tag TEXT NOT NULL CHECK ({TAG_CHECK}),
-            etag TEXT,
-            last_modified TEXT,
-            content_hash TEXT,
-            last_fetch_at TEXT,
-            last_status TEXT,
-            last_error TEXT,
-            consecutive_failures INTEGER NOT NULL DEFAULT 0,
-            next_fetch_at TEXT,
-            disabled INTEGER NOT NULL DEFAULT 0
-        );
-
-        CREATE TABLE news (
-            id TEXT PRIMARY KEY,
-            url TEXT NOT NULL UNIQUE,
-{NEWS_COLUMNS}
-        );
-{NEWS_INDEXES}
-        """
-    )
+    db.executescript(NEWS)
     db["news"].enable_fts(["title", "summary"], create_triggers=True, tokenize="porter")
 
 
@@ -176,23 +70,7 @@ def m003_news_entry_keys(db):
     migration's transaction, then its indexes and full-text triggers made again.
     """
     # sqlite-utils' executescript runs inside the migration's transaction (no implicit COMMIT).
-    db.executescript(
-        f"""
-        CREATE TABLE news_rebuilt (
-            id TEXT PRIMARY KEY,
-            url TEXT NOT NULL,
-{NEWS_COLUMNS},
-            entry_key TEXT
-        );
-        INSERT INTO news_rebuilt (rowid, id, url, title, summary, source, tag, published_at, first_seen_at, updated_at)
-            SELECT rowid, id, url, title, summary, source, tag, published_at, first_seen_at, updated_at FROM news;
-        DROP TABLE news;
-        ALTER TABLE news_rebuilt RENAME TO news;
-{NEWS_INDEXES}
-        CREATE INDEX news_url ON news(url);
-        CREATE UNIQUE INDEX news_source_entry_key ON news(source, entry_key);
-        """
-    )
+    db.executescript(NEWS_REBUILT)
     # The triggers went with the old table; the full-text index is made again with them.
     db["news"].enable_fts(["title", "summary"], create_triggers=True, tokenize="porter", replace=True)
 
@@ -251,21 +129,7 @@ def m005_news_counts_and_indexes(db):
     each named source's newest, with or without a tag. ``news_source`` is
     replaced by the first of those (a foreign key lookup by source uses it too).
     """
-    db.executescript(
-        f"""
-        {COUNT_SCHEMA}
-        CREATE INDEX news_counts_source ON news_counts(source, span, items);
-
-        DROP INDEX news_newest;
-        CREATE INDEX news_newest ON news(published_at DESC, id DESC, tag, source);
-        DROP INDEX news_source;
-        CREATE INDEX news_source_newest ON news(source, published_at DESC, id DESC);
-        CREATE INDEX news_source_tag_newest ON news(source, tag, published_at DESC, id DESC);
-
-        -- The pipeline changes an item's tag when a rule or the feed's tag changes.
-        {COUNT_UPDATE_TRIGGER}
-        """
-    )
+    db.executescript(COUNTS_AND_WAYS_IN)
     db.execute(COUNT_NEWS)
 
 
@@ -275,8 +139,7 @@ def m006_news_search(db):
 
     ``news_fts`` (Datasette's search of the table) is keyed by the item's
     rowid, which says nothing of its date: a search for a word most items hold
-    had to read every match to find the newest twenty (a third of a second at
-    a million items). ``news_search`` is keyed by minute first, newest first
+    had to read every match to find the newest twenty. ``news_search`` is keyed by minute first, newest first
     (see :data:`db.news_derived.SEARCH_ROWID_BITS`), so a page reads matches from its cursor
     and stops: ``api_news`` in metadata.yml takes the page's matches, then the
     rest of the oldest minute among them, and sorts those exactly.
@@ -289,15 +152,7 @@ def m006_news_search(db):
     if bad:
         example = db.execute("SELECT id, published_at FROM news WHERE strftime('%s', published_at) IS NULL LIMIT 1").fetchone()
         raise ValueError(f"news: {bad} items have a published_at that is not a time (item {example[0]!r}: {example[1]!r})")
-    db.executescript(
-        f"""
-        CREATE VIRTUAL TABLE news_search USING fts5(
-            words, facets, content='', detail=column, tokenize='porter'
-        );
-
-        {search_triggers("words, facets", search_columns)}
-        """
-    )
+    db.executescript(NEWS_SEARCH)
     db.execute(INDEX_NEWS_SEARCH_M006)
 
 
@@ -317,20 +172,7 @@ def m008_news_search_by_tag(db):
     (:func:`db.news_derived.search_columns_by_tag`). Same key, same facets for
     sources; the index is rebuilt from ``news``.
     """
-    db.executescript(
-        f"""
-        DROP TRIGGER news_search_insert;
-        DROP TRIGGER news_search_delete;
-        DROP TRIGGER news_search_update;
-        DROP TABLE news_search;
-
-        CREATE VIRTUAL TABLE news_search USING fts5(
-            {SEARCH_COLUMNS}, content='', detail=column, tokenize='porter'
-        );
-
-        {search_triggers(SEARCH_COLUMNS, search_columns_by_tag)}
-        """
-    )
+    db.executescript(NEWS_SEARCH_BY_TAG)
     db.execute(INDEX_NEWS_SEARCH)
     db.execute("INSERT INTO news_search (news_search) VALUES ('optimize')")  # one segment: fewer pages a search reads
 
@@ -349,16 +191,9 @@ def m010_news_counts_by_tag_and_source(db):
     days through the primary key and kept a third of them; a count by source
     read all of the source's months and days, the period not being in its
     index. ``api_news_count`` has a term per way in (:data:`db.news_queries.COUNT_WAYS`),
-    each reading its own range of one of these (a tag and a ``since`` at a
-    million items: 77 to 24 µs; two sources: 132 to 28 µs).
+    each reading its own range of one of these (what it gained: ``docs/performance.md``).
     """
-    db.executescript(
-        """
-        CREATE INDEX news_counts_tag ON news_counts(tag, span, period, items);
-        DROP INDEX news_counts_source;
-        CREATE INDEX news_counts_source ON news_counts(source, span, period, items);
-        """
-    )
+    db.executescript(COUNTS_BY_TAG_AND_SOURCE)
 
 
 @migrations()
@@ -366,19 +201,14 @@ def m011_news_totals(db):
     """``news_totals``: the counts of ``news_counts`` without the source, for a count with no source asked.
 
     ``news_counts`` has a row per period, tag and source, so a count with no
-    filter added every tag's and source's row of its months and days: at a
-    million items over four years, 12 sources and 3 tags, 1,029 month rows for
-    the whole table and up to 30 x 21 day rows for a ``since`` in a month.
+    filter added every tag's and source's row of its months and days.
     ``news_totals`` has one row per period for every tag (tag ``''``) and one
     per period and tag, keyed by tag, span and period, so no filter and a tag
-    each read one range of it: 49 month rows and at most 30 day rows (the count
-    SQL alone at a million items, median: no filter 52 to 9 µs, a ``since`` 73
-    to 27, a tag and a ``since`` 30 to 18; the stats' total 46 to 6). Sources
-    still read ``news_counts`` (``news_counts_source``).
+    each read one range of it. Sources still read ``news_counts`` (``news_counts_source``).
     Kept by triggers, as ``news_counts`` is, in the same transaction as every
     change to ``news``; filled from ``news_counts``, which holds the same items
-    in fewer rows than ``news`` (:data:`db.news_derived.TOTAL_COUNTS`; the
-    migration takes 50 ms at a million items).
+    in fewer rows than ``news`` (:data:`db.news_derived.TOTAL_COUNTS`).
+    What it gained: ``docs/performance.md``.
     ``news_counts_tag`` (m010) served only the count by tag, and every item
     stored rewrote two of its entries: it goes.
     """

@@ -79,7 +79,7 @@ def _markdown(rest: str) -> str:
 def _attribute_docs() -> dict[tuple[str, str], str]:
     """``{(class name, field name): its #: comment}`` of the config model, read as autodoc reads them."""
     docs = {}
-    for module in ("config", "config.observe"):
+    for module in ("config.model", "config.observe"):
         analyzer = ModuleAnalyzer.for_module(module)
         docs.update(analyzer.find_attr_docs())
     return {key: _markdown(" ".join(line.strip() for line in lines if line.strip())) for key, lines in docs.items()}

@@ -220,7 +220,8 @@ def serve_command(config, host, port, workers, follow, data_dir, datasette_confi
     from config import serving_workers
     from pipeline.ops.lifeline import die_with_parent
     from service.datasette.metadata import MetadataError
-    from service.serve import check_datasette_config, serve
+    from service.serve.app import check_datasette_config
+    from service.serve.runner import serve
 
     die_with_parent()  # when `qsite up` started this server
     if data_dir and not follow:
@@ -239,7 +240,7 @@ def serve_command(config, host, port, workers, follow, data_dir, datasette_confi
         data_dir = Path(data_dir).resolve() if data_dir else config.database_path.parent / "replica"
     else:
         open_db_or_exit(config, writing=False).close()  # migrations first, so the service finds its tables
-    if datasette_config:  # read by each worker's service.serve.make_datasette
+    if datasette_config:  # read by each worker's service.serve.app.make_datasette
         os.environ["QSITE_DATASETTE_CONFIG"] = str(Path(datasette_config).resolve())
     from qsite import options
 
@@ -318,7 +319,7 @@ def up_command(config, host, port, wait):
     """Migrate, ingest once, then schedule ingests in the background and serve in the foreground. Example: qsite up --port 8001"""
     from config import serving_workers
     from pipeline.ops.schedule import run_up
-    from service.serve import PortInUse, check_port_free
+    from service.serve.ports import PortInUse, check_port_free
 
     try:
         check_port_free(host, port)  # before the ingest: a busy port is one line at once, not after a minute

@@ -3,7 +3,7 @@
 Rooms, each importing only the ones below it (kept by the import-linter
 contracts in ``pyproject.toml``):
 
-- :mod:`service.serve`: ``qsite serve``, the process (granian, workers, logging);
+- :mod:`service.serve`: ``qsite serve``, the process (granian, workers, ports, descriptors, logging);
 - :mod:`service.datasette`: the plugin's hooks and everything Datasette-specific;
 - :mod:`service.replica` and :mod:`service.describe`, side by side: following
   published snapshots; describing the API (OpenAPI, the docs page);

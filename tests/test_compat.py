@@ -17,7 +17,7 @@ from datasette.app import Datasette
 from granian.server import Server
 
 from service import compat
-from service.serve import logging_config
+from service.serve.runner import logging_config
 
 
 def test_the_datasette_line_is_told_by_its_permission_api():

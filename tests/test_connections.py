@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from config import load_config
-from service.serve import FD_RESERVE, FdWatch, connections_per_worker, open_fds
+from service.serve.descriptors import FD_RESERVE, FdWatch, connections_per_worker, open_fds
 from tests.support.processes import cpu_seconds, qsite_serve, stop, wait_until, worker_pids
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))

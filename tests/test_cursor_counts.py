@@ -24,7 +24,7 @@ from service.api.endpoints import ENDPOINTS
 from service.api.parameters import parse_params
 from service.datasette.metadata import configured_queries, query_sql
 from service.datasette.state import cursor_key
-from service.serve import make_datasette
+from service.serve.app import make_datasette
 from tests.support.api_client import ApiClient, shared_news_client
 from tests.support.known_data import news_items, seed_catalog, seed_news
 from tests.support.processes import qsite_serve, worker_pids

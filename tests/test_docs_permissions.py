@@ -18,7 +18,7 @@ from service.api.endpoints import ENDPOINTS
 from service.compat import datasette_1
 from service.datasette.access import WHOLE_DATABASE
 from service.datasette.metadata import read_config_file
-from service.serve import make_datasette
+from service.serve.app import make_datasette
 from tests.support.api_client import ApiClient
 from tests.support.paths import ROOT
 

@@ -27,7 +27,7 @@ from pipeline.store import open_database
 from service.datasette.state import instance
 from service.replica.claims import Claim, remove_unclaimed
 from service.replica.follow import Follower
-from service.serve import make_datasette
+from service.serve.app import make_datasette
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.openapi_check import OpenAPICheck
 from tests.support.known_data import news_items, seed_news

@@ -8,7 +8,7 @@ from config import load_config
 from db.model import VERSION
 from pipeline.news.ingest import ingest_news
 from pipeline.store import open_database
-from service.serve import make_datasette
+from service.serve.app import make_datasette
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.paths import FEEDS
 

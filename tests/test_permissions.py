@@ -12,7 +12,7 @@ import yaml
 
 from config import load_config
 from service.datasette.metadata import read_config_file
-from service.serve import make_datasette
+from service.serve.app import make_datasette
 from tests.support.api_client import ApiClient
 
 

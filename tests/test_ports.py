@@ -1,4 +1,4 @@
-"""A port already in use is refused with one line and status 1: never a second server on it (service/serve.py claim_port).
+"""A port already in use is refused with one line and status 1: never a second server on it (service/serve/ports.py claim_port).
 
 Granian listens with ``SO_REUSEPORT``, which Linux lets any number of sockets
 share: without the check a second ``qsite serve`` started silently and the
@@ -12,7 +12,7 @@ import socket
 import httpx
 import pytest
 
-from service.serve import claim_port
+from service.serve.ports import claim_port
 from tests.support.processes import free_port, qsite_serve, run_qsite
 
 #: Real processes and servers, seconds each: `make test-fast` leaves these out (tests/README.md).

@@ -41,7 +41,7 @@ from pipeline.ops.publish import publish
 from pipeline.ops.rollback import rollback
 from service.datasette.state import instance
 from service.replica.follow import Follower
-from service.serve import make_datasette
+from service.serve.app import make_datasette
 from tests.support.api_client import ApiClient
 from tests.support.config_files import write_config
 from tests.support.paths import SITE_EXPORT

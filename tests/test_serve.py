@@ -122,7 +122,7 @@ def test_serve_answers_over_http_and_shows_a_new_ingest_within_two_seconds(serve
 
 
 def test_granians_runtime_threads_never_preempt_the_event_loop(server):
-    """A worker's runtime threads run as SCHED_BATCH, its event loop's thread as the default (service/serve.py)."""
+    """A worker's runtime threads run as SCHED_BATCH, its event loop's thread as the default (service/serve/worker.py)."""
     base, _config, process = server
     assert httpx.get(base + "/api/v1/openapi.json", timeout=5).status_code == 200  # the worker has started
     (worker,) = worker_pids(process.pid)
@@ -172,14 +172,14 @@ def test_serve_refuses_a_datasette_config_without_a_query_the_api_runs(seeded_co
 
 
 def test_a_worker_freezes_what_its_startup_made(monkeypatch):
-    """Full collections then skip the worker's long-lived objects (service/serve.py after_startup)."""
+    """Full collections then skip the worker's long-lived objects (service/serve/worker.py after_startup)."""
     import asyncio
     import gc
 
-    from service import serve
-    from service.serve import after_startup
+    from service.serve import worker
+    from service.serve.worker import after_startup
 
-    monkeypatch.setattr(serve, "batch_other_threads", list)  # this test process's threads keep their policy
+    monkeypatch.setattr(worker, "batch_other_threads", list)  # this test process's threads keep their policy
 
     async def app(scope, receive, send):
         await send({"type": "lifespan.startup.complete" if scope["type"] == "lifespan" else "http.response.start"})

@@ -11,7 +11,7 @@ from datasette.database import Database
 
 from config import load_config
 from service.datasette.state import held_api
-from service.serve import make_datasette
+from service.serve.app import make_datasette
 from tests.support.api_client import ApiClient
 
 

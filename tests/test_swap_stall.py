@@ -27,7 +27,7 @@ import pytest
 from config import load_config
 from service.datasette.state import instance
 from service.replica.follow import Follower
-from service.serve import make_datasette
+from service.serve.app import make_datasette
 from tests.support.api_client import ApiClient
 from tests.support.site_exports import other_export
 

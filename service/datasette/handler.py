@@ -13,20 +13,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import sqlite3
 from typing import Callable
-from urllib.parse import unquote_to_bytes
 
 from service.api.bodies import Build, Invalid, Missing, NoData
 from service.api.data_versions import DataVersions, read_versions, updated_at
-from service.describe.docs import DocsPage, collect_examples
 from service.api.endpoints import ENDPOINTS, HTML, JSON, Endpoint
-from service.api.health import NO_DATA_RETRY_AFTER, health_response
-from service.i18n import find_language
-from service.describe.openapi import for_base_url
+from service.api.health import health_response
 from service.api.parameters import echo, invalid_parameters, parse_params
+from service.api.response_cache import ResponseCache
+from service.api.responses import Entry, dumps, read_conditions
+from service.api.routing import cache_key, resolve
+from service.datasette.answers import base_url, failed, private, without_parameters
 from service.datasette.problem_pages import problem_page
+from service.describe.docs import DocsPage, collect_examples
+from service.describe.openapi import for_base_url
 from service.http.problems import (
     ALLOWED_METHODS,
     API_PREFIX,
@@ -36,47 +37,12 @@ from service.http.problems import (
     SNAPSHOT_HEADER,
     problem_response,
 )
-from service.api.response_cache import ResponseCache
-from service.api.responses import Entry, dumps, read_conditions
-from service.api.routing import cache_key, resolve
+from service.i18n import find_language
 
 log = logging.getLogger("qsite.api")
 
-#: Seconds a client should wait when the database is busy.
-UNAVAILABLE_RETRY_AFTER = 5
-
-#: A ``Host`` header that may be written into the OpenAPI document: a name or IP literal, and a port.
-_HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9-]{1,63})*\.?|\[[0-9A-Fa-f:.]{2,45}\])(?::\d{1,5})?$")
 #: The JSON endpoints the documentation page shows an example of (not the OpenAPI document itself).
 EXAMPLE_ENDPOINTS = [endpoint for endpoint in ENDPOINTS.values() if endpoint.media_type == JSON and endpoint.name != "openapi"]
-
-
-def base_url(headers, scheme: str) -> str:
-    """``scheme://host`` of the request, from its ``Host`` header; ``http://localhost`` when that is unusable.
-
-    Written into the OpenAPI document (``termsOfService`` must be an absolute
-    URL), so anything but a plain host name or IP literal and port is refused.
-    """
-    host = next((value.decode("latin-1") for key, value in headers if key.lower() == b"host"), "")
-    if not (len(host) <= 260 and _HOST.match(host)):
-        return "http://localhost"
-    return f"{'https' if scheme == 'https' else 'http'}://{host.lower()}"
-
-
-def without_parameters(query: bytes, names: frozenset[bytes]) -> bytes:
-    """``query`` without the parameters named ``names`` (as sent or percent-decoded)."""
-    parts = [part for part in query.split(b"&") if unquote_to_bytes(part.partition(b"=")[0].replace(b"+", b" ")) not in names]
-    return b"&".join(parts)
-
-
-def private(answer: tuple[int, list, bytes]) -> tuple[int, list, bytes]:
-    """``answer`` for one actor's eyes: an endpoint the anonymous may not read was answered because of
-    who asked, so no shared cache may keep it (``Cache-Control: private``, RFC 9111 5.2.2.7)."""
-    status, headers, body = answer
-    return status, [
-        (name, b"private, " + value.removeprefix(b"public, ")) if name == b"cache-control" else (name, value)
-        for name, value in headers
-    ], body
 
 
 def in_snapshot(conn: sqlite3.Connection, build: Callable):
@@ -87,8 +53,7 @@ def in_snapshot(conn: sqlite3.Connection, build: Callable):
     A connection already in a read transaction (the inline one keeps one for
     :data:`~service.api.reader.HOLD` seconds) builds in that one, with the
     versions its first build read there: the same snapshot has the same
-    versions, and reading them again was a query per request (4% of the
-    uncached rate at a million items).
+    versions, and reading them again was a query per request (``docs/performance.md``).
     """
     own = not conn.in_transaction
     if own:
@@ -109,29 +74,25 @@ def in_snapshot(conn: sqlite3.Connection, build: Callable):
 class Api:
     """Answers /api/v1 requests for one database.
 
-    :param execute_fn: runs a sync ``fn(conn)`` on a read connection of the
-        database and returns its result (:meth:`service.api.reader.Reader.inline`:
-        the API's own connection, never Datasette's shared pool): every canned
-        query reads only what it answers with.
+    :param execute_fn: runs a sync ``fn(conn)`` on the API's own read connection
+        (:meth:`service.api.reader.Reader.inline`, never Datasette's shared pool) and returns its result.
     :param versions: the :class:`~service.api.data_versions.DataVersions` of that database.
     :param sql: ``{name: sql}`` of the canned queries (:func:`service.datasette.metadata.canned_sql`).
-    :param documents: ``{"index": dict, "openapi": {language code: dict}}`` and, on a
-        following replica, ``"snapshot"`` (:func:`service.replica.follow.describe`); the OpenAPI
-        documents carry :data:`service.api.responses.BASE_URL_PLACEHOLDER`.
+    :param documents: ``{"index": dict, "openapi": {language code: dict}}`` and, on a following
+        replica, ``"snapshot"`` (:func:`service.replica.follow.describe`); the OpenAPI documents
+        carry :data:`service.api.responses.BASE_URL_PLACEHOLDER`.
     :param docs_page: renders the documentation page (it needs Datasette's templates).
     :param broken: a reason the API cannot serve data (logged, never sent).
     :param reader: the :class:`~service.api.reader.Reader` behind ``execute_fn``, closed by :meth:`close`.
     :param access: the deployer's permissions (:class:`~service.datasette.access.Access`); None: everything public.
     :param max_data_age: ``api.health_max_data_age``: older data makes /api/v1/health a 503.
-    :param fresh_fn: as ``execute_fn``, in a read transaction begun for it
-        (:meth:`service.api.reader.Reader.fresh`): for what is built for every request
-        (:attr:`Endpoint.fresh <service.api.endpoint.Endpoint.fresh>`, /api/v1/health), whose
-        data changes without a ``data_versions`` bump; by default ``execute_fn``.
+    :param fresh_fn: as ``execute_fn``, in a read transaction begun for it (:meth:`service.api.reader.Reader.fresh`),
+        for what is built for every request (:attr:`Endpoint.fresh <service.api.endpoint.Endpoint.fresh>`,
+        /api/v1/health), whose data changes without a ``data_versions`` bump; by default ``execute_fn``.
     :param cursor_key: seals the counts ``next`` links carry (:func:`service.datasette.state.cursor_key`).
-    :param credential_parameters: ``api.credential_parameters``: query parameters an actor plugin reads
-        (``_auth_token``), taken out of the query before it is read.
+    :param credential_parameters: ``api.credential_parameters``: taken out of the query before it is read.
     :param public_url: ``api.public_url``: the address absolute links are built on; None: the request's
-        ``Host`` (:func:`base_url`), and those answers vary on it (``Vary: Host``).
+        ``Host`` (:func:`~service.datasette.answers.base_url`), and those answers vary on it (``Vary: Host``).
     :param judged: per-kind health bounds and deciding kinds (:func:`service.api.health.judged_kinds`).
     :param heartbeat_fn: on a following replica, returns the writer's heartbeat (its ingests) now.
     """
@@ -291,28 +252,8 @@ class Api:
                     entry, keep = entry.at_base_url(base, endpoint.absolute_links), False
                     if self.public_url is None:
                         entry.vary_on_host()
-        except NoData:
-            return problem_response(
-                "no-data",
-                "no data has been ingested yet; try again shortly",
-                headers=[(b"retry-after", str(NO_DATA_RETRY_AFTER).encode())],
-            )
-        except Missing as exc:
-            return problem_response("not-found", str(exc))
-        except Invalid as exc:
-            return invalid_parameters([{"parameter": exc.parameter, "detail": detail} for detail in exc.details])
-        except sqlite3.Error as exc:
-            if values.get("q") and str(exc).startswith("fts5:"):
-                # The words of q are split as the index's tokenizer splits them (service.api.parameters.Words),
-                # but SQLite's Unicode tables are older than Python's: a few letters (New Tai Lue vowels) are
-                # separators to it. Such a q is the client's to change, not an outage.
-                return invalid_parameters([{"parameter": "q", "detail": "holds characters the search cannot take"}])
-            log.exception("database error answering %s", path)
-            return problem_response(
-                "unavailable",
-                "the database cannot be read just now; try again shortly",
-                headers=[(b"retry-after", str(UNAVAILABLE_RETRY_AFTER).encode())],
-            )
+        except (NoData, Missing, Invalid, sqlite3.Error) as exc:
+            return failed(exc, path, searched=bool(values.get("q")))
         public = self.access is None or self.access.public(endpoint)
         if keep and public:  # the fast path answers anyone
             self.cache.add_alias((path.encode("latin-1"), query), entry)

@@ -189,7 +189,7 @@ def check_config_applied(datasette) -> None:
     the documented way that leaves them out, and it grants no one anything.
 
     Nothing to check on Datasette 1.0 (``-c datasette.yaml`` applies the whole file) nor under
-    ``qsite serve`` (:func:`service.serve.make_datasette` gives Datasette the whole file and says
+    ``qsite serve`` (:func:`service.serve.app.make_datasette` gives Datasette the whole file and says
     so in the plugin settings).
     """
     if datasette_1():

@@ -1,78 +1,59 @@
 """``qsite serve --follow``: a replica that serves the snapshots the writer publishes.
 
-It needs nothing but the store (``snapshots:`` in the config). A background
-thread reads ``latest.json`` every ``snapshots.poll``; a snapshot it does not
-have yet is downloaded into the data folder under a temporary name, checked
-(size, SHA-256, ``PRAGMA integrity_check``, schema version:
-:func:`db.snapshot.verify_download`) and only then renamed to its own
-immutable name and swapped in on the event loop:
+It needs nothing but the store (``snapshots:`` in the config). A background thread reads
+``latest.json`` every ``snapshots.poll``; a new snapshot is fetched into the shared data
+folder and checked (:mod:`service.replica.folder`), then swapped in on the event loop.
 
-- the Datasette database of that name is replaced by one over the new file, in
-  one step on the event loop, so a request sees the old file or the new one;
-  requests in flight keep the Datasette database (and its connections)
-  they started with and finish on the old file;
-- the plugin's :class:`~service.datasette.handler.Api`, and with it the response cache, is
-  dropped: the next request builds one over the new file. ETags come from the
-  response bytes and Last-Modified from the data's own ``data_versions``, so
-  the same snapshot gives the same validators on every replica;
-- :data:`GRACE` seconds (or two polls) after the swap-out, the old file's
-  connections are closed and the file deleted, unless another worker still
-  serves it.
+Promises:
 
-Several workers (``qsite serve --workers N --follow``) share one data folder.
-Each follows on its own, so each keeps serving if the others die, and resumes
-on its own after a restart; what they share is the files, and two locks on
-them (``flock``: the kernel drops a dead process's locks, so nothing is ever
-left claimed or half-done):
+- a request sees the old file or the new one, never neither: the Datasette database is
+  replaced in one step on the event loop; requests in flight finish on the old file;
+- the plugin's :class:`~service.datasette.handler.Api` (and its response cache) is dropped
+  at a swap; ETags come from the bytes and Last-Modified from the data's ``data_versions``,
+  so the same snapshot gives the same validators on every replica;
+- :data:`GRACE` seconds (or two polls) after the swap-out, the old file's connections are
+  closed and the file deleted, unless another worker still serves it;
+- never a swap to a lower pointer (:attr:`db.snapshot.Pointer.order`); only a rollback (a
+  higher epoch) goes back. The newest pointer is kept as the writer's heartbeat
+  (:attr:`Follower.latest`, read by /api/v1/health);
+- anything that does not check out is never served: the replica keeps what it has and
+  logs one line per distinct problem. Until the first snapshot, every request gets 503
+  with ``Retry-After``.
 
-- a worker holds a shared lock on the file it serves (a :class:`Claim`), taken
-  before it checks the file and kept until that file's connections are closed;
-  a file is deleted only by a worker that gets an exclusive lock on it without
-  waiting (:func:`remove_unclaimed`), that is, when no worker serves it;
-- downloads take turns on :data:`DOWNLOAD_LOCK`: the first worker to see a new
-  snapshot downloads it, the others wait, then find it here and check it.
-
-One follower per host handing the file to its workers would download once
-too, but it would need a process of its own or messages between the workers,
-and a dead follower would stop every worker's updates; the locks need neither.
-
-A replica never swaps to a lower pointer (:attr:`db.snapshot.Pointer.order`); only a
-rollback (a higher epoch) takes it back. It keeps the newest pointer for the writer's
-heartbeat (:attr:`Follower.latest`), which /api/v1/health reads.
-
-Anything that does not check out is never served: the replica keeps what it
-has and logs one line (once per distinct problem). Until the first snapshot is
-in, every request gets 503 with ``Retry-After``. After a restart, a replica
-that cannot reach the store serves the last snapshot it had checked
-(``current.json`` in the data folder), once it checks out again.
+Several workers share one data folder, each following on its own: each keeps serving if
+the others die (:mod:`service.replica.claims`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import fcntl
 import logging
 import os
 import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
 from pathlib import Path
-
+from typing import Callable
 
 from config import Config
+from db.snapshot import NAME_PATTERN, Pointer, SnapshotError
 from db.snapshot_store import SnapshotStore, StoreUnavailable
-from db.snapshot import NAME_PATTERN, Pointer, SnapshotError, verify_download
-
 from service.api.endpoints import ENDPOINTS
-from service.compat import replace_database, snapshot_database
 from service.api.health import health_response
 from service.api.routing import resolve
+from service.compat import replace_database, snapshot_database
 from service.http.problems import send_problem, send_response
 from service.http.tally import count
-from service.replica.claims import Claim, alive, remove_unclaimed
+from service.replica.claims import Claim, remove_unclaimed
+from service.replica.folder import (
+    CURRENT,
+    clear_leftovers,
+    fetch,
+    read_served,
+    record_served,
+)
 
 log = logging.getLogger("qsite.follow")
 
@@ -84,16 +65,10 @@ def _asks_health(scope) -> bool:
     resolved = resolve((scope.get("raw_path") or scope["path"].encode()).decode("latin-1").partition("?")[0])
     return resolved is not None and resolved[0] is ENDPOINTS["health"]
 
+
 #: Seconds an old snapshot stays open (and on disk) after a swap, for the requests still using it:
 #: at least this, at least two polls, and longer than a query may run (``api.sql_time_limit_ms``).
 GRACE = 5.0
-#: The data folder's record of the snapshot being served (a copy of its pointer).
-CURRENT = "current.json"
-#: In the data folder: held (exclusively) by the worker downloading or checking a snapshot.
-DOWNLOAD_LOCK = ".download.lock"
-
-
-
 
 @dataclass
 class Serving:
@@ -189,11 +164,7 @@ class Follower:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        for pattern in (".*.part", f".{CURRENT}.*.tmp"):
-            for part in self.data_dir.glob(pattern):
-                pid = part.name.rsplit(".", 2)[-2]
-                if not (pid.isdigit() and alive(int(pid))):
-                    part.unlink(missing_ok=True)  # a download (or a record) a killed process left behind
+        clear_leftovers(self.data_dir)
         self._thread = threading.Thread(target=self._run, name="qsite-follow", daemon=True)
         self._thread.start()
         log.info("following %s every %d s into %s", self.store.where, self.poll, self.data_dir)
@@ -244,7 +215,7 @@ class Follower:
                              f"older than the served data version {served.data_version} (epoch {served.epoch}); not swapped")
                 return False
         try:
-            path, claim, timings = self.fetch(pointer)
+            path, claim, timings = fetch(self.store, self.data_dir, pointer)
         except (StoreUnavailable, SnapshotError, OSError) as exc:
             count("failed_swaps")
             self.problem(f"snapshot {pointer.file} not served: {exc}")
@@ -252,69 +223,12 @@ class Follower:
         self._swap_on_loop(pointer, path, claim, timings)
         return True
 
-    def fetch(self, pointer: Pointer) -> tuple[Path, Claim, dict]:
-        """A checked local copy of ``pointer``'s snapshot, claimed, downloading it unless one is already here.
-
-        Downloads take turns (:data:`DOWNLOAD_LOCK`), so the workers of a host
-        download each snapshot once; a copy already here is claimed under that
-        lock and checked after it, so the workers check side by side.
-        """
-        path = self.data_dir / pointer.file
-        for _ in range(2):  # a copy here that does not check out is removed, and fetched again once
-            with open(self.data_dir / DOWNLOAD_LOCK, "a") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
-                started = time.monotonic()
-                try:
-                    claim = Claim.take(path)
-                except FileNotFoundError:
-                    return self._download(pointer, path, started)
-            try:
-                verify_download(path, pointer)
-                return path, claim, {"download": 0.0, "check": time.monotonic() - started}
-            except SnapshotError:
-                claim.release()
-                if not remove_unclaimed(path):  # damaged, and another worker serves it: leave it
-                    raise
-        raise SnapshotError(f"{pointer.file}: the copy in {self.data_dir} does not check out")
-
-    def _download(self, pointer: Pointer, path: Path, started: float) -> tuple[Path, Claim, dict]:
-        part = self.data_dir / f".{pointer.file}.{os.getpid()}.part"
-        try:
-            try:
-                with open(part, "wb") as out:
-                    for chunk in self.store.stream(pointer.file):
-                        out.write(chunk)
-                    out.flush()
-                    os.fsync(out.fileno())
-            except FileNotFoundError:
-                raise SnapshotError(f"{pointer.file} is named by latest.json but not in the store") from None
-            downloaded = time.monotonic()
-            # Claimed before it has its name: from then on no worker deletes it.
-            unnamed = Claim.take(part)
-            try:
-                verify_download(part, pointer)
-                os.link(part, path)  # never over a file of that name: another worker may serve it
-                # Claimed again under its name (what lsof and /proc then show), before the first claim goes.
-                claim = Claim.take(path)
-            finally:
-                unnamed.release()
-        finally:
-            part.unlink(missing_ok=True)
-        return path, claim, {"download": downloaded - started, "check": time.monotonic() - downloaded}
-
     def _resume(self) -> bool:
         """With no snapshot served and no word from the store: serve the last one this folder had, if it checks out."""
-        try:
-            pointer = Pointer.from_json((self.data_dir / CURRENT).read_bytes())
-            path = self.data_dir / pointer.file
-            claim = Claim.take(path)
-        except (OSError, SnapshotError):
+        served = read_served(self.data_dir)
+        if served is None:
             return False
-        try:
-            verify_download(path, pointer)
-        except SnapshotError:
-            claim.release()
-            return False
+        pointer, path, claim = served
         log.warning("serving %s from %s until the store answers", pointer.file, self.data_dir)
         self._swap_on_loop(pointer, path, claim, {"download": 0.0, "check": 0.0})
         return True
@@ -354,10 +268,7 @@ class Follower:
             # Counted from now, when no new request can reach the old file any more.
             asyncio.get_running_loop().call_later(self.grace, self._retire, old)
         try:
-            # Each worker writes its own temporary copy: they may swap at the same moment.
-            temporary = self.data_dir / f".{CURRENT}.{os.getpid()}.tmp"
-            temporary.write_bytes(pointer.to_json())
-            os.replace(temporary, self.data_dir / CURRENT)
+            record_served(self.data_dir, pointer)
         except OSError as exc:  # only a restart without the store needs it: serve on
             log.error("cannot record the snapshot served in %s: %s", self.data_dir / CURRENT, exc)
         log.info(

@@ -7,7 +7,7 @@ import asyncio
 import httpx
 
 from config import load_config
-from service.serve import make_datasette
+from service.serve.app import make_datasette
 from tests.support.config_files import write_config
 from tests.support.openapi_check import OpenAPICheck
 
