@@ -104,7 +104,7 @@ def is_limited(scope: dict, whole_instance: bool = True) -> bool:
 
 
 class Verdict(NamedTuple):
-    """What the limiter said of one request (a tuple: made on every request, a frozen dataclass cost 1 µs)."""
+    """What the limiter said of one request (a tuple: made on every request, cheaper than a frozen dataclass)."""
 
     allowed: bool
     remaining: int
@@ -125,7 +125,8 @@ def with_cached_keys(item: limits.RateLimitItem) -> limits.RateLimitItem:
     """``item``, building each client's storage key once.
 
     ``limits``' strategy builds it on both of a request's calls (``hit`` and
-    ``get_window_stats``): about 1 µs a request, a fifth of the limiter's time.
+    ``get_window_stats``): a fifth of the limiter's time (docs/performance.md,
+    "Measurements behind the code").
     The keys are kept by client alone (not with ``functools.lru_cache``, whose
     key would hash the item too, as much again), up to :data:`KEYS_CACHED`
     clients, then dropped together.

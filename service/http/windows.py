@@ -46,9 +46,9 @@ class WindowCounts(Storage, SlidingWindowCounterSupport):
 
     def __init_subclass__(cls, **kwargs):
         # limits wraps each storage method in an error-translating coroutine,
-        # once more per class level (five deep on a subclass here, ~2 µs a
-        # request); FairUse catches every storage error itself, so the plain
-        # methods are put back.
+        # once more per class level (five deep on a subclass here, a cost on
+        # every request); FairUse catches every storage error itself, so the
+        # plain methods are put back.
         super().__init_subclass__(**kwargs)
         for name in ("acquire_sliding_window_entry", "get_sliding_window"):
             setattr(cls, name, inspect.unwrap(getattr(cls, name)))
