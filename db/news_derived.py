@@ -130,8 +130,7 @@ TOTAL_COUNTS = """
 #: minute, in any order within one, and ``& SEARCH_ROWID_MASK`` is the item's
 #: rowid. Negated because FTS5 reads a term's matches fastest in ascending
 #: rowid order (it seeks through a long one by its doclist index; going down,
-#: it loads it): a deep page of a common word took 5 ms descending, 0.03 ms
-#: ascending. 36 bits hold 68 billion rowids; the minute is clamped to 26 bits
+#: it loads it; docs/performance.md, "Measurements behind the code"). 36 bits hold 68 billion rowids; the minute is clamped to 26 bits
 #: and a sign (years 1842 to 2097), which keeps the order.
 SEARCH_ROWID_BITS = 36
 SEARCH_ROWID_MASK = (1 << SEARCH_ROWID_BITS) - 1
@@ -175,7 +174,7 @@ def search_columns_by_tag(row: str) -> str:
     search with a tag reads only its words' lists and keeps the entries of that
     column (``{science}: ...``). As a term of its own, the tag had a list as
     long as a third of the news: a word and a tag that seldom meet read both to
-    their end (``tag=Science&q=raises``: 9 ms at a million items, 1 ms now).
+    their end (``tag=Science&q=raises``; docs/performance.md, "Measurements behind the code").
     ``facets`` keeps the sources, alone (``s3``) and with the tag (``t3science``).
     """
     text = f"{row}.title || ' ' || {row}.summary"
@@ -235,7 +234,7 @@ def search_by_source_columns(row: str) -> str:
     The same words by tag as :func:`search_columns_by_tag`, keyed by source first: a search's
     count with sources (and neither ``since`` nor ``until``) reads each source's range of its
     words' lists, a source's share of them, where ``news_search`` walks the whole lists to meet
-    the source's term (two words that often meet and a source of twelve: 14 ms at a million items).
+    the source's term (docs/performance.md, "Measurements behind the code").
     """
     text = f"{row}.title || ' ' || {row}.summary"
     by_tag = ", ".join(f"iif({row}.tag = '{tag}', {text}, '')" for tag in TAGS)

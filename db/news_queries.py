@@ -185,8 +185,8 @@ limit coalesce(nullif(:limit, ''), 20)
 #: holding all that its term reads (with ``(:tag = '' or tag = :tag)``, a term read each item's
 #: row). Each term of :data:`COUNT_TERMS` is written once per way, behind the way's constant
 #: condition, so only one runs. Not one CTE of the ways: SQLite (3.40) does not push a term's
-#: conditions into a union inside a CTE, and the counts then read their tables whole (4 to 155 ms
-#: at a million items).
+#: conditions into a union inside a CTE, and the counts then read their tables whole
+#: (docs/performance.md, "Measurements behind the code").
 COUNT_WAYS = {
     "counts": (
         ("news_totals", "tag = :tag and :sources = ''"),
@@ -243,9 +243,9 @@ with
     select iif(:until = '', -${OPEN_END}, low + ${MINUTE_STEP}), iif(:since = '', ${OPEN_END}, high - ${MINUTE_STEP})
     from search_range)
 select case
-  -- no range: FTS5 checks a range's ends at every row, even open ones (0.13 against 0.08 ms for 1,001)
+  -- no range: FTS5 checks a range's ends at every row, even open ones
   -- limit +:count_limit, never a bare parameter: SQLite 3.50 and 3.51 as sqlean.py and pysqlite3-binary
-  -- build them compile a statement again each time a bare parameter of its LIMIT is bound (+0.4 to 0.8 ms)
+  -- build them compile a statement again each time a bare parameter of its LIMIT is bound
   -- sources and no range: each source's own range of news_search_by_source, a source's share of its words'
   -- lists, where news_search's source terms walked the whole lists to their 1,001st match with the source
   when :q <> '' and :sources <> '' and :since = '' and :until = '' then min(:count_limit, coalesce((select sum((

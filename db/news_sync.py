@@ -1,34 +1,24 @@
 """What keeps a mirror of the news in step: each item's image, authors and change, and what was removed.
 
-Migration 7 (:func:`db.migrations.m007_news_sync`) adds, to ``news``:
+Migration 7 (:func:`db.migrations.m007_news_sync`) adds to ``news`` ``image_url`` (the entry's own
+image, canonical, or null), ``authors`` (a JSON array of names, ``[]`` when none) and ``change_key``,
+the position of its last change in commit order (:func:`next_change`), indexed by ``news_updated``
+on ``(change_key, id)``: the order a sync walk reads (``/api/v1/news?updated_since=``,
+``api_news_changes`` in ``metadata.yml``), so a walk reads only what changed since its time,
+whatever the size of the table. It adds the table ``news_removed``: one tombstone per item qsite
+deleted (retention), with when and its own ``change_key``, so a mirror learns to drop it
+(``/api/v1/news/removed``). Tombstones are small and kept for good, so a mirror that has not synced
+for any length of time still learns of every removal.
 
-- ``image_url``: the entry's own image, canonical, or null;
-- ``authors``: a JSON array of its authors' names (``[]`` when none);
-- ``change_key``: the position of its last change in the order changes were
-  committed (:func:`next_change`), and the index ``news_updated`` on
-  ``(change_key, id)``: the order a sync walk reads
-  (``/api/v1/news?updated_since=``, ``api_news_changes`` in ``metadata.yml``),
-  so a walk reads only the items changed since its time, whatever the size
-  of the table;
+Must not change:
 
-and the table ``news_removed``: one row (a tombstone) per item qsite deleted
-(retention), with when and its own ``change_key``, so a mirror learns to drop
-it (``/api/v1/news/removed``). Tombstones are small (an id and two times) and
-kept for good: a mirror that has not synced for any length of time still
-learns of every item removed since. An item stored again under a removed id
-loses its tombstone (trigger ``news_removed_back``), so the two lists never
-disagree about it.
-
-``updated_at`` (there since migration 2) is when qsite last changed any
-field of the item it serves, to the second, as every served time is. Two
-commits in one second share it, so it cannot order a walk by itself: a
-walk that has passed an item at 08:00:00 must still see an item changed later
-within 08:00:00. ``change_key`` is that second, ``#`` and a counter
-(``2026-11-20T08:00:00Z#000000003``): greater than every key already
-committed, so a change committed while a walk pages always lands after the
-walk's position, and it compares with a bare time as that second's start
-(``updated_since=2026-11-20T08:00:00Z`` takes every key of that second).
-Existing rows keep their ``updated_at`` and get ``updated_at#000000000``.
+- An item stored again under a removed id loses its tombstone (trigger ``news_removed_back``), so
+  the two lists never disagree about it.
+- ``change_key`` is ``updated_at``'s second, ``#`` and a counter (``<second>#000000003``), greater
+  than every key already committed, so a change committed while a walk pages lands after the walk's
+  position; it compares with a bare time as that second's start. ``updated_at`` alone, to the
+  second, cannot order a walk: two commits in one second share it.
+- Rows stored before the migration keep their ``updated_at`` and get ``updated_at#000000000``.
 """
 
 from __future__ import annotations

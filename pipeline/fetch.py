@@ -79,8 +79,8 @@ class Fetched:
 
 @functools.cache
 def _tls_context() -> ssl.SSLContext:
-    # Loading the CA bundle costs ~50 ms per client; one context serves every
-    # client of the process (the scheduler makes one per sweep).
+    # Loading the CA bundle is slow, far more than a request's TLS set-up; one
+    # context serves every client of the process (the scheduler makes one per sweep).
     import certifi
 
     return ssl.create_default_context(cafile=certifi.where())

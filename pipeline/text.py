@@ -1,41 +1,24 @@
 """Feed text as one line of plain text: HTML made text, plain text left as written.
 
-feedparser hands over each text value with its type (``title_detail``,
-``summary_detail``, ``content[].type``). A ``text/plain`` value is already
-the text (its entities were decoded once, by the XML parser): it is only
-re-spaced, never decoded again, so ``std::vector&lt;bool&gt;`` in the feed
-stays ``std::vector<bool>`` and ``AT&amp;amp;T`` stays ``AT&amp;T``. Only
-HTML (``text/html``, ``application/xhtml+xml``) goes through
-:func:`html_to_text`.
+Promises: a ``text/plain`` value (feedparser's ``title_detail``, ``summary_detail``,
+``content[].type``) is already the text, its entities decoded once by the XML parser: it is only
+re-spaced, never decoded again (``std::vector&lt;bool&gt;`` stays ``std::vector<bool>``). Only HTML
+(``text/html``, ``application/xhtml+xml``) goes through :func:`html_to_text`, which parses with lxml
+(libxml2's HTML parser closes a self-closed ``<iframe/>`` or ``<textarea/>`` where it stands, as the
+author meant, where an HTML5 parser swallows the rest as raw text), drops embedded and scripted
+content with everything inside it, separates words at every block-level element and not at inline
+ones (``T<sub>1</sub>`` is ``T1``).
 
-HTML is parsed by lxml (libxml2's HTML parser), which, unlike an HTML5
-parser, closes a self-closed ``<iframe/>``, ``<textarea/>``, ``<xmp/>`` or
-``<noscript/>`` where it stands, as the author meant, instead of swallowing
-the rest of the summary as raw text. Embedded and scripted content
-(``script``, ``style``, ``noscript``, ``iframe``, ``object``...) is dropped with
-everything inside it; every block-level element separates words; inline
-elements do not (``T<sub>1</sub>`` is ``T1``).
+A summary is plain text whatever the feed did: :func:`plain_text` reads again, as HTML, text that
+still carries markup once read (HTML escaped twice, as Reddit's feeds send, or HTML typed as plain
+text). Never the text of a code sample (``<pre>``, ``<code>``, ``<kbd>``, ``<samp>``: :data:`LITERAL`),
+which is an example of markup a second read would delete.
 
-A summary is plain text whatever the feed did: :func:`plain_text` reads again,
-as HTML, text that still carries markup once read (HTML escaped twice, as
-Reddit's feeds send ``&amp;lt;!-- SC_OFF --&amp;gt;&amp;lt;div class="md"&amp;gt;``
-inside an XHTML description, or HTML in a value typed as plain text). Never
-the text of a code sample, though: what HTML shows inside ``<pre>``,
-``<code>``, ``<kbd>`` or ``<samp>`` is code as written, so an escaped
-``&lt;iframe ...&gt;&lt;/iframe&gt;`` there (dustri.org's snippet to embed a
-video) is an example of markup, which a second read deleted
-(:data:`LITERAL`). Escaped twice, a code sample is text at the first read
-and an element at the second, whose text then stays as written.
-
-That exception must not let markup through, so: the text around code
-samples is read again as one text, each sample in it an opaque placeholder
-(a tag that starts before a sample and ends after it is seen whole, and
-dropped with the sample); a code element the feed never closed is no code
-sample (``<code>`` at the start of a summary would otherwise keep all of it
-as written), nor is what an ``<xmp>`` or ``<textarea>`` inside one shows;
-and if markup still stands where a sample meets the text beside it
-(``&lt;<code>img src=x onerror=y&gt;</code>``), the whole value is read
-again with no exception.
+Must not change: that exception never lets markup through. The text around code samples is read
+again as one text, each sample an opaque placeholder (a tag spanning a sample is dropped with it);
+a code element the feed never closed is no code sample, nor is what an ``<xmp>`` or ``<textarea>``
+inside one shows; and if markup still stands where a sample meets the text beside it
+(``&lt;<code>img src=x onerror=y&gt;</code>``), the whole value is read again with no exception.
 """
 
 from __future__ import annotations

@@ -1,60 +1,22 @@
 """The one place qsite meets Datasette's and granian's internals, and the one place the two Datasette lines differ.
 
-qsite runs on Datasette 0.65 (the lock's default) and on the 1.0 alphas. As
-plugins that support both do (datasette-secrets, datasette-upgrade), it asks
-the object what it offers (``hasattr(datasette, "allowed")``), never the
-version string, and keeps every such branch here. Everything else in
-:mod:`service` uses documented hooks and ``Datasette``/``Database`` methods
-only; ``tests/test_compat.py`` fails loudly when one of the internals below
-changes under a new release.
+Promises: one code base runs on Datasette 0.65 (the lock's default) and the 1.0 alphas. As plugins
+that support both do (datasette-secrets, datasette-upgrade), it asks the object what it offers
+(``hasattr(datasette, "allowed")``), never the version string, and keeps every such branch here.
+Relies on: the internals each function names, with the versions checked and the upstream file;
+``tests/test_compat.py`` fails loudly when one changes under a new release. Must not change:
+everything else in :mod:`service` uses documented hooks and ``Datasette``/``Database`` methods only.
 
-What is here, and why no public API serves:
+What is here (each function says why no public API serves):
 
-- :func:`datasette_kwargs`: 1.0 takes settings, queries, permissions and plugin
-  configuration as ``config=`` (``datasette.yaml``) beside ``metadata=``; 0.65
-  takes the same keys inside its metadata. Public on both, shaped differently.
-- :func:`canned_query_sql`: ``get_canned_queries`` (0.65) became stored queries
-  and ``get_query`` (1.0a24 on); on 0.65 read as ``get_canned_queries`` reads them
-  (metadata, then the ``canned_queries`` hook), which writes into the metadata it returns.
-- :func:`allowed`: ``check_visibility(permissions=...)`` (0.65) became
-  ``allowed(action=, resource=)`` (1.0a20, "permissions are now actions").
-- :func:`queries_not_configured`, :func:`config_not_applied`, :func:`instance_metadata`: ``Datasette.metadata()`` exists on 0.65 only
-  (1.0 has no ``/-/metadata`` page; its ``/-/config`` shows :func:`instance_config`).
-- :func:`snapshot_database`: Datasette 0.65 keeps each executor thread's read
-  connection in a thread-local keyed by the database *name*
-  (``datasette/database.py``, ``execute_fn``), so a snapshot swapped in under
-  the same name would be read through the old file's connections. 1.0 keys
-  them per ``Database`` instance (``_thread_local_id``; checked on 1.0a41,
-  no upstream issue found for 0.65); on 0.65 a subclass does that, and to prepare its
-  connections as Datasette does it must call ``Datasette._prepare_connection``
-  (no public equivalent: the ``prepare_connection`` hook is what it runs).
-  It also hands Datasette the file's SHA-256, which the follower has verified:
-  an immutable database's ``hash`` property otherwise reads the whole file
-  synchronously, on the event loop, the first time ``/`` or ``/-/databases``
-  asks after a swap (``Database.hash``, ``datasette/database.py``, on 0.65.5
-  and 1.0a41 alike; it returns ``cached_hash`` when set, an attribute no
-  constructor argument or method sets; no upstream issue found).
-- :func:`replace_database`: 1.0's ``remove_database`` closes the database
-  at once; swapping a snapshot must leave the old one open for its requests.
-- :func:`json_data_view` and :func:`datasette_error_type`: the view class of
-  Datasette's introspection pages and the exception its views raise for what a
-  request asked, neither documented (``qsite serve`` replaces those pages; the
-  error handler answers that exception as a 4xx).
-- :func:`actor_from_plugins` and :func:`other_actor_sources`: /api/v1 answers
-  without Datasette's router, so it asks the ``actor_from_request`` hook as the
-  router does (``datasette.plugins.pm``, ``await_me_maybe``); no public method
-  resolves a request's actor.
-- :data:`GRANIAN_LOGGER` and :func:`serve_granian`: granian 2.x logs its server
-  lines to a logger named ``_granian`` (``granian/log.py``) and takes a
-  loader called in each worker as ``Server.serve(target_loader=)``, neither in
-  its documented API (checked on granian 2.8; no upstream issue found: the
-  documented ``factory=True`` takes no arguments, and the config is an object).
-- :func:`use_multiprocess_values` and :func:`add_to_histogram`: prometheus-client (checked on
-  0.26) picks its value class once, when ``prometheus_client.values`` is imported
-  (``values.ValueClass``), and a worker forked from a process that imported it before
-  ``PROMETHEUS_MULTIPROC_DIR`` was set would keep counting in its own memory; and a histogram
-  takes one observation at a time (``observe``), while a worker moves a second's worth of
-  counted requests at once into its buckets (``_buckets``, ``_sum``) (service/metrics/exported.py).
+- :func:`datasette_kwargs`, :func:`canned_query_sql`, :func:`allowed`: public on both lines, shaped differently.
+- :func:`queries_not_configured`, :func:`config_not_applied`, :func:`instance_metadata`,
+  :func:`instance_config`: ``Datasette.metadata()`` exists on 0.65 only.
+- :func:`snapshot_database`, :func:`replace_database`: a snapshot swapped in under the same name.
+- :func:`json_data_view`, :func:`datasette_error_type`: undocumented classes of Datasette's views.
+- :func:`actor_from_plugins`, :func:`other_actor_sources`: a request's actor without Datasette's router.
+- :data:`GRANIAN_LOGGER`, :func:`serve_granian`: granian 2.x's logger name and per-worker loader.
+- :func:`use_multiprocess_values`, :func:`add_to_histogram`: prometheus-client's value class and buckets.
 """
 
 from __future__ import annotations
@@ -104,7 +66,11 @@ def datasette_kwargs(metadata: dict, config: dict) -> dict:
 
 
 async def canned_query_sql(datasette, database: str, names) -> dict[str, str]:
-    """``{name: sql}`` of the canned queries ``names`` that Datasette has for ``database`` (those it lacks are left out)."""
+    """``{name: sql}`` of the canned queries ``names`` that Datasette has for ``database`` (those it lacks are left out).
+
+    ``get_canned_queries`` (0.65) became stored queries and ``get_query`` (1.0a24 on); on 0.65 this
+    reads as ``get_canned_queries`` reads them (metadata, then the ``canned_queries`` hook).
+    """
     if hasattr(datasette, "get_query"):  # 1.0: stored queries, saved from datasette.yaml at startup
         found = {}
         for name in names:
@@ -130,6 +96,8 @@ async def allowed(datasette, actor, action: str, database: str, child: str | Non
 
     What Datasette's own query and table pages check: the resource's ``allow``
     block, its database's and the instance's, and every permission plugin.
+    ``check_visibility(permissions=...)`` (0.65) became ``allowed(action=, resource=)``
+    (1.0a20, "permissions are now actions").
     """
     if datasette_1():
         from datasette.resources import DatabaseResource, QueryResource, TableResource
@@ -215,7 +183,7 @@ def _snapshot_database_065():
     from datasette.database import Database
 
     class SnapshotDatabase065(Database):
-        """Datasette 0.65: read connections per ``Database`` instance instead of per name (see the module docstring)."""
+        """Datasette 0.65: read connections per ``Database`` instance instead of per name (see :func:`snapshot_database`)."""
 
         def __init__(self, ds, path: Path):
             super().__init__(ds, path=str(path), is_mutable=False)
@@ -241,8 +209,19 @@ def _snapshot_database_065():
 def snapshot_database(datasette, path: Path, sha256: str | None = None):
     """A Datasette database over one snapshot file (immutable content), with read connections of its own.
 
-    :param sha256: the file's SHA-256 (hex), already checked: Datasette's ``hash``
-        of the database, which it then never computes (on the event loop) itself.
+    Datasette 0.65 keeps each executor thread's read connection in a thread-local keyed by the
+    database *name* (``datasette/database.py``, ``execute_fn``), so a snapshot swapped in under the
+    same name would be read through the old file's connections. 1.0 keys them per ``Database``
+    instance (``_thread_local_id``; checked on 1.0a41, no upstream issue found for 0.65); on 0.65 a
+    subclass does that, and to prepare its connections as Datasette does it calls
+    ``Datasette._prepare_connection`` (no public equivalent: the ``prepare_connection`` hook is what
+    it runs).
+
+    :param sha256: the file's SHA-256 (hex), already checked: Datasette's ``hash`` of the database,
+        which it then never computes itself. An immutable database's ``hash`` otherwise reads the
+        whole file synchronously, on the event loop, the first time ``/`` or ``/-/databases`` asks
+        after a swap (``Database.hash``, 0.65.5 and 1.0a41 alike; it returns ``cached_hash`` when
+        set, an attribute no constructor argument or method sets; no upstream issue found).
     """
     if datasette_1():
         from datasette.database import Database
@@ -280,7 +259,11 @@ GRANIAN_LOGGER = "_granian"
 
 
 def serve_granian(server, loader) -> None:
-    """Run granian's ``server``, calling ``loader(target)`` in each worker after the fork for the ASGI app."""
+    """Run granian's ``server``, calling ``loader(target)`` in each worker after the fork for the ASGI app.
+
+    ``Server.serve(target_loader=)`` is not in granian's documented API (checked on granian 2.8; no
+    upstream issue found): the documented ``factory=True`` takes no arguments, and the config is an object.
+    """
     server.serve(target_loader=loader)
 
 
@@ -348,7 +331,12 @@ def other_actor_sources() -> bool:
 
     return any(impl.plugin_name not in DATASETTE_ACTOR_SOURCES for impl in pm.hook.actor_from_request.get_hookimpls())
 def use_multiprocess_values() -> None:
-    """Make metrics created from now on count in ``PROMETHEUS_MULTIPROC_DIR``'s files (prometheus-client 0.26)."""
+    """Make metrics created from now on count in ``PROMETHEUS_MULTIPROC_DIR``'s files (prometheus-client 0.26).
+
+    prometheus-client picks its value class once, when ``prometheus_client.values`` is imported
+    (``values.ValueClass``): a worker forked from a process that imported it before the variable
+    was set would otherwise keep counting in its own memory.
+    """
     from prometheus_client import values
 
     values.ValueClass = values.get_value_class()
@@ -356,7 +344,11 @@ def use_multiprocess_values() -> None:
 
 def add_to_histogram(child, counts: list[int], total: float) -> None:
     """Add ``counts[i]`` observations to the ``i``-th bucket (non-cumulative, +Inf last) of a histogram's
-    labelled ``child``, and ``total`` to its sum: what as many ``observe`` calls would do (prometheus-client 0.26)."""
+    labelled ``child``, and ``total`` to its sum: what as many ``observe`` calls would do (prometheus-client 0.26).
+
+    A histogram takes one observation at a time (``observe``); a worker moves a second's worth of counted
+    requests at once into its buckets (``_buckets``, ``_sum``; :mod:`service.metrics.exported`).
+    """
     child._sum.inc(total)
     for bucket, n in zip(child._buckets, counts):
         if n:

@@ -311,14 +311,14 @@ def test_stalls_stop_the_server_and_its_workers_and_let_them_go_on(tmp_path):
     parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.run([sys.executable, '-c', 'import time; time.sleep(60)'])"])
     try:
         while len(process_tree(parent.pid)) < 2:
-            time.sleep(0.01)
+            time.sleep(0.01)  # polls for the event (the child process appearing)
         pids = process_tree(parent.pid)
         seen: set[tuple[int, str]] = set()
         stalling = threading.Thread(target=stop_now_and_then, args=(parent.pid, 2, 0.3, 0.05))
         stalling.start()
         while stalling.is_alive():
             seen |= {(pid, process_state(pid)) for pid in pids}
-            time.sleep(0.01)
+            time.sleep(0.01)  # review: the period states are sampled at while the stops run, not a wait
         assert {(pid, "T") for pid in pids} <= seen  # each was stopped
         assert all(process_state(pid) != "T" for pid in pids) and parent.poll() is None  # and runs on
     finally:

@@ -77,7 +77,7 @@ def test_two_workers_give_one_answer_whose_counts_add_up_to_the_requests_sent(se
             sent["api_unknown", str(response.status_code)] += 1
     assert sent["courses", "304"] == 11
     assert sent["api_unknown", "414"] == 12  # refused before any routing
-    time.sleep(SETTLED)
+    time.sleep(SETTLED)  # every worker's counts of these requests reach the shared files (FLUSH_EVERY, with room): no event marks a flush
     scrapes = [scrape(served.base) for _ in range(6)]
     for samples in scrapes:
         assert requests_of(samples) - requests_of(before) == sent  # one answer, whichever worker gave it
@@ -150,7 +150,7 @@ def test_a_replicas_gauges_move_on_a_swap(tmp_path, make_config, sample_export):
         assert swapped > 0 and total(samples, "qsite_replica_latest_data_version") == first.data_version
         assert total(samples, "qsite_replica_snapshot_info", file=first.file) == 1
         assert total(samples, "qsite_replica_failed_swaps_total") == 0
-        time.sleep(1.1)
+        time.sleep(1.1)  # review: lets a whole second pass since the swap, which the gauge is checked to count, not a wait
         assert total(scrape(replica.base), "qsite_replica_seconds_since_swap") >= 1
         second = writer.publish(other_export(sample_export))
         assert second.data_version > first.data_version

@@ -72,7 +72,7 @@ def test_a_request_crosses_both_ways_and_the_servers_loop_keeps_running():
         async def tick():
             while True:
                 ticks.append(time.perf_counter())
-                await asyncio.sleep(0.005)
+                await asyncio.sleep(0.005)  # review: the ticker's period, what the loop's freedom is counted in, not a wait
 
         ticker = asyncio.ensure_future(tick())
         await pages.run(app, {"type": "http"}, no_body, send)
@@ -89,13 +89,15 @@ def test_a_request_crosses_both_ways_and_the_servers_loop_keeps_running():
 def test_an_exception_comes_back_and_a_cancellation_reaches_the_page():
     pages = PageLoop("test-pages-2")
     ended = threading.Event()
+    began = threading.Event()
 
     async def failing(scope, receive, send):
         raise ConnectionResetError("the client went")
 
     async def endless(scope, receive, send):
+        began.set()
         try:
-            await asyncio.sleep(60)
+            await asyncio.sleep(60)  # review: a page that never ends by itself (it is cancelled), not a wait
         finally:
             ended.set()
 
@@ -107,7 +109,7 @@ def test_an_exception_comes_back_and_a_cancellation_reaches_the_page():
 
     async def cancelled():
         task = asyncio.ensure_future(pages.run(endless, {}, no_body, ignore))
-        await asyncio.sleep(0.1)
+        assert await asyncio.to_thread(began.wait, 10)  # the page is running on its own loop before it is cancelled
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

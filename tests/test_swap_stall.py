@@ -53,7 +53,7 @@ class LoopProbe:
     async def run(self) -> None:
         while self._running:
             wall, cpu = time.perf_counter(), time.thread_time()
-            await asyncio.sleep(self.interval)
+            await asyncio.sleep(self.interval)  # review: the probe's period, what a stall is measured against, not a wait
             self.worst_wall = max(self.worst_wall, time.perf_counter() - wall - self.interval)
             self.worst_cpu = max(self.worst_cpu, time.thread_time() - cpu)
 
@@ -96,7 +96,7 @@ def test_swapping_in_a_large_snapshot_never_stalls_the_event_loop(make_config, s
         async def swap_and_ask():
             probe = LoopProbe()
             probing = asyncio.create_task(probe.run())
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # review: the probe takes a few ticks of the quiet loop before the swap, not a wait
             try:
                 assert await asyncio.to_thread(follower.check)
                 statuses = [(await datasette.client.get(path)).status_code for path in PATHS]

@@ -152,7 +152,7 @@ def backdate_undated(items: list[Item]) -> list[Item]:
 
     Entries that were in a feed before qsite first read it are a backlog of
     unknown age: stamped with the time of that read they would pose as the
-    newest news, above every dated item (issue 23). Each undated entry takes the
+    newest news, above every dated item. Each undated entry takes the
     older of the dates of its nearest dated entries before and after it in the
     document (the feed's order bounds it, newest-first or oldest-first), so it
     sorts no newer than the dated entries around it. A feed with no dated entry
@@ -203,47 +203,28 @@ def merge_items(
     first_read: bool = False,
     seen_at: str | None = None,
 ) -> ItemChanges:
-    """Decide what ``source``'s freshly read ``items`` change.
+    """Decide what ``source``'s freshly read ``items`` change: new, updated, claimed, skipped, duplicates.
 
     :param known: what is stored already (:class:`Known`).
     :param cutoff: the retention cutoff (:func:`retention_cutoff`); an older new item
         is skipped, since it would be pruned at once.
-
-    An item is the stored one of this source with its entry key; else, the
-    first time the feed is read under these rules, the item stored under the
-    old rules with its legacy id (it keeps its id and url, and takes the
-    key). Else, if another source holds its URL, it is that source's story
-    (a duplicate); else it is new, with id :func:`pipeline.store.records.item_id`
-    of its URL, or of URL and key when that id is taken (one URL, many entries).
-    An entry key repeated within the feed counts once (its repeats are counted
-    as ``repeated``). An entry without guid
-    or enclosure is keyed by its link alone, or by link and title while the
-    link is shared (:func:`pipeline.news.normalise.entry_key`), so its key
-    changes when its link starts or stops being shared, when a shared entry's
-    title is corrected, and from the rules before (link and title always).
-    Its stored item is then found at its URL, among this source's items there
-    that no entry of the feed claims: the one with its title, if exactly one
-    has it; else, when it is the only entry at its URL, the only such item.
-    An entry keyed by its guid or enclosure whose key is unknown (the publisher
-    re-issued its ids) is the item at its URL with its title, when exactly one
-    unclaimed item of this source has both and no other entry of the document
-    shares the URL (entries sharing a link stay apart).
-    A new entry without a date of its own whose item retention removed (a
-    tombstone in ``news_removed`` under the id it had, :attr:`Known.removed`)
-    is skipped: only a date inside the window brings it back.
-
     :param first_read: nothing of ``source`` is stored yet: its undated entries are a backlog,
         dated by their neighbours (:func:`backdate_undated`).
     :param seen_at: the time this read first sees its entries, which undated ones carry: new items
         stamped with it keep the feed's order, a second apart (:func:`keep_feed_order`).
 
-    An update changes title, summary, tag, image and authors; ``published_at`` and
-    ``first_seen_at`` never move once stored. Not even when an entry stored
-    undated (with the time first seen, or its neighbours' date) later shows a
-    date: the order of /api/v1/news is keyed on (published_at, id), and a key
-    that moved would show the item twice to a client walking the pages (issue
-    25). An entry first seen on a later read appeared since the read before, so
-    the time first seen is within one ingest interval of its real date.
+    Promises: an entry is the stored item of this source with its entry key; else the item stored
+    under the old rules with its legacy id (first read under these rules); else the unclaimed item
+    of this source at its URL that its title picks out; else, if another source holds its URL, a
+    duplicate; else new, with id :func:`pipeline.store.records.item_id` of its URL (of URL and key
+    when that id is taken). The matching rules in full are in docs/ingestion.md, "Matching entries
+    to stored items". A key repeated within the feed counts once (``repeated``); a new undated entry
+    whose item retention removed (:attr:`Known.removed`) is skipped.
+
+    Must not change: an update changes title, summary, tag, image and authors; ``published_at`` and
+    ``first_seen_at`` never move once stored, not even when an entry stored undated later shows a
+    date, since /api/v1/news pages are keyed on (published_at, id) and a moved key would show the
+    item twice to a client walking the pages.
     """
     changes = ItemChanges(counts={"new": 0, "updated": 0, "unchanged": 0, "skipped": 0, "duplicates": 0, "repeated": 0})
     counts, seen, claimed, taken = changes.counts, set(), set(), set()

@@ -135,7 +135,7 @@ def end_on_own_second(db: sqlite_utils.Database, datasets) -> None:
     A run commits once per source (the news sweep), several times in one second, and those
     commits share a Last-Modified (the ETag tells them apart). Waiting once at its end
     (:func:`pipeline.store.runs.until_own_second`, under a second), not before each commit
-    (a second per source: 100 changed feeds took 99 s instead of 2.5), then moving the last
+    (a second per source, which made a sweep of many changed feeds last as many seconds), then moving the last
     versions' time there (:func:`pipeline.store.runs.restamp`), makes an ``If-Modified-Since``
     of anything the run showed a 200 once it is over. Blocks: call outside an event loop.
     """

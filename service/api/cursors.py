@@ -7,9 +7,8 @@ of each part, so only cursors this service wrote are taken
 (:class:`service.api.parameters.Cursor`).
 
 Why the count rides along: a listing's count does not depend on the page, yet
-every later page counted again what the first one had counted: at a million
-items a third of a later page's SQL, two thirds of a later search's with
-sources (0.57 ms of 0.83 ms). A ``next`` link therefore carries the count with a seal: a
+every later page counted again what the first one had counted, most of a later
+search's SQL (docs/performance.md, "Measurements behind the code"). A ``next`` link therefore carries the count with a seal: a
 keyed hash (BLAKE2b) of the count query's name and parameters, the data
 versions it was read at and the count itself (:func:`count_seal`). A later page
 takes the count from its cursor when the seal is right for its own filters and
@@ -127,7 +126,7 @@ def decode_cursor(value: str) -> Position | None:
 def count_seal(key: bytes, query: str, params: dict, versions: list, count: int) -> str:
     """The seal of ``count``: what ``query`` with ``params`` counted at the data ``versions``, under ``key``.
 
-    A keyed BLAKE2b (a MAC by design, and 1 µs here), so that a seal cannot be
+    A keyed BLAKE2b (a MAC by design, and cheap at this size), so that a seal cannot be
     made without the key; over everything the count depends on, so that it is
     right only where counting again would give the same number.
     """

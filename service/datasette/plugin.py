@@ -1,38 +1,24 @@
 """The qsite Datasette plugin: the /api/v1 JSON routes, and a read-only instance.
 
-Every path under /api/v1 is a plugin route (``register_routes``) answered by
-:class:`service.datasette.handler.Api`, on connections and threads of its own
-(:mod:`service.api.reader`). Responses are built once per data version and kept
-as bytes. The ASGI wrapper below answers requests without credentials itself,
-before Datasette's CSRF middleware and router run (:meth:`Api.anonymous
-<service.datasette.handler.Api.anonymous>`): a repeat of a built response needs no routing,
-no actor and no SQL, and a new one nothing of them either; requests with a
-cookie or ``Authorization`` go through the route, where Datasette's privacy
-rule applies. When another plugin implements ``actor_from_request`` (an auth
-proxy's header, ``?_auth_token=``), the actor is resolved as Datasette's router
-does (:func:`service.compat.actor_from_plugins`) before a new answer is built.
+Promises: every path under /api/v1 is answered by :class:`service.datasette.handler.Api`, on
+connections and threads of its own (:mod:`service.api.reader`), from responses built once per data
+version and kept as bytes. A request without credentials is answered by the ASGI wrapper
+(:func:`asgi_wrapper`) before Datasette's CSRF middleware and router run, so a repeat needs no
+routing, no actor and no SQL; a request with a cookie or ``Authorization`` goes through the route
+(:func:`api_view`), where Datasette's privacy rule applies. When another plugin implements
+``actor_from_request``, the actor is resolved as Datasette's router does
+(:func:`service.compat.actor_from_plugins`) before a new answer is built.
 
-As a plugin in someone else's Datasette (``datasette serve`` with qsite
-installed) that is all: every other request goes to Datasette as it came, except
-those of qsite's own database, which get the CSV and SQL guards below. On ``qsite
-serve``'s own server (:func:`service.http.settings.is_own_server`) the same
-wrapper hardens the whole instance: caps the request target and header
-fields and takes apart the request-target forms Datasette does not route
-(:mod:`service.http.targets`); refuses every method but GET, HEAD and OPTIONS
-under /api/v1 (405, ``Allow: GET, HEAD, OPTIONS``), while every other method
-and path goes to Datasette untouched, so its own POST routes and other
-plugins' (login, write APIs a deployer adds) work beside qsite; runs arbitrary SQL one query per client at a
-time (:mod:`service.http.sql_budget`); makes the served database's pages on an event loop
-of its own (:mod:`service.http.page_loop`); lets browser scripts anywhere read
-Datasette's JSON and CSV (CORS); and keeps caches from storing its errors
-(``no-store``). It is registered ``tryfirst`` so it sits innermost: middleware
-such as the rate limiter (``service/http/ratelimit.py``) wraps around it, so
-refused requests still count, and the scheme a trusted proxy forwards
-(``service/http/forwarded.py``), outermost, is in the scope it sees.
+Must not change: in someone else's Datasette (``datasette serve`` with qsite installed) every other
+request goes to Datasette as it came, except those of qsite's own database (CSV and SQL guards). On
+``qsite serve``'s own server the same wrapper hardens the whole instance (see :func:`asgi_wrapper`),
+while every other method and path outside /api/v1 goes to Datasette untouched, so its own POST
+routes and other plugins' work beside qsite. The wrapper is registered ``tryfirst`` so it sits
+innermost: the rate limiter (:mod:`service.http.ratelimit`) wraps around it, so refused requests
+still count, and the forwarded scheme (:mod:`service.http.forwarded`), outermost, is in its scope.
 
-Datasette's errors are answered by :mod:`service.datasette.errors` (never a 5xx for
-what a client asked), and its introspection pages without local paths or
-plugin settings by :mod:`service.datasette.public`.
+Relies on: :mod:`service.datasette.errors` for Datasette's errors (never a 5xx for what a client
+asked), :mod:`service.datasette.public` for introspection pages without local paths or settings.
 """
 
 from __future__ import annotations
@@ -313,6 +299,16 @@ def with_api_headers(send):
 
 @hookimpl(tryfirst=True)
 def asgi_wrapper(datasette):
+    """Answer /api/v1 without Datasette's router where it can; on qsite's own server, harden the rest.
+
+    On the own server (:func:`service.http.settings.is_own_server`): caps the request target and
+    header fields and takes apart the target forms Datasette does not route
+    (:mod:`service.http.targets`); refuses every method but GET, HEAD and OPTIONS under /api/v1
+    (405); runs arbitrary SQL one query per client at a time (:mod:`service.http.sql_budget`); makes
+    the served database's pages on a loop of its own (:mod:`service.http.page_loop`); adds CORS and
+    ``no-store`` on errors (:func:`with_api_headers`).
+    """
+
     def wrap(app):
         own = None  # is_own_server, read at the first request (plugin settings are complete by then)
 

@@ -217,8 +217,8 @@ PREFLIGHT_DESCRIPTION = "Answers a browser's CORS preflight: any origin may read
 def _mechanics() -> dict:
     """What every path answers to HEAD and to a CORS preflight, said once for the document.
 
-    They are HTTP mechanics, not operations. As operations (the document had them until
-    issue 25) every generated client grew two more methods per endpoint, and the
+    They are HTTP mechanics, not operations. As operations (as the document once had them)
+    every generated client grew two more methods per endpoint, and the
     HEAD operations' errors, documented with the problem body HEAD never carries, made
     the generated Python client raise JSONDecodeError. So the paths have GET only, and
     these extensions (which generators ignore) say the rest; the tests check HEAD and

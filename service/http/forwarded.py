@@ -1,37 +1,22 @@
 """What the proxies in front say of a request: ``X-Forwarded-For`` and ``X-Forwarded-Proto``.
 
-Only when ``api.trusted_proxies`` proxies stand in front (and, for the scheme,
-``api.forwarded_proto`` says they set it themselves), and only entries a
-trusted proxy wrote (:func:`forwarded_entry`); entries to their left may be
-made up by the client and are never used.
+Promises: only when ``api.trusted_proxies`` proxies stand in front (and, for the scheme,
+``api.forwarded_proto`` says they set it themselves), and only entries a trusted proxy wrote
+(:func:`forwarded_entry`); entries to their left may be made up by the client and are never used.
 
-- The client's address, whom the rate limit counts
-  (:func:`service.http.ratelimit.client_address`): the ``X-Forwarded-For``
-  entry ``trusted_proxies`` hops from the right, since each proxy appends the
-  address it saw.
-- The scheme the client used, which decides every absolute URL the instance
-  makes: the last ``X-Forwarded-Proto`` entry, the one the nearest proxy (a
-  trusted one) sent. That header is set once, by the proxy that ends TLS, and
-  handed on as it is by the others (as the shipped nginx, an ingress
-  controller and CDNs do), not appended to hop by hop.
+- The client's address, whom the rate limit counts (:func:`service.http.ratelimit.client_address`):
+  the ``X-Forwarded-For`` entry ``trusted_proxies`` hops from the right (each proxy appends).
+- The scheme the client used, which decides every absolute URL the instance makes: the last
+  ``X-Forwarded-Proto`` entry, the one the nearest (trusted) proxy sent. That header is set once, by
+  the proxy that ends TLS, and handed on as it is by the others, not appended hop by hop.
 
-Behind a proxy that ends TLS (nginx with ``listen 443 ssl``) qsite hears
-plain http, and the OpenAPI document's ``termsOfService``, Datasette's
-``next_url``, ``Link`` and ``alternate`` links and the dashboard's chart
-requests all said ``http://``, which a browser refuses to fetch from an
-https page (mixed content). :class:`ForwardedScheme`, installed through
-Datasette's ``asgi_wrapper`` hook outside every other middleware, sets the
-ASGI scope's ``scheme`` to ``http`` or ``https`` as the proxy says (any other
-value is ignored) before anything of the instance reads it: Datasette's
-``request.url`` and ``absolute_url``, and the /api/v1 routes
-(:func:`service.datasette.plugin.client_scheme`).
-
-Not granian's ``granian.utils.proxies.wrap_asgi_with_proxy_headers``: it
-trusts proxies by their socket address (a list of addresses or networks qsite's
-configuration does not have) rather than by their number, and takes the first
-``X-Forwarded-Proto`` field, the client's own when a proxy adds another.
-Datasette's own ``force_https_urls`` setting is the alternative for an
-instance only ever reached over https.
+Why: behind a proxy that ends TLS qsite hears plain http, and every absolute URL (``termsOfService``,
+``next_url``, ``Link``, the dashboard's chart requests) would say ``http://``, which a browser refuses
+from an https page. Must not change: :class:`ForwardedScheme` sits outside every other middleware,
+so the scheme is set before anything reads it (``request.url``, ``absolute_url``,
+:func:`service.datasette.plugin.client_scheme`). Not granian's ``wrap_asgi_with_proxy_headers``: it
+trusts proxies by socket address rather than number, and takes the first ``X-Forwarded-Proto``
+field, the client's own when a proxy adds another.
 """
 
 from __future__ import annotations

@@ -1,38 +1,26 @@
 """Fair-use rate limiting: the whole instance on ``qsite serve``, /api/v1 in anyone else's Datasette.
 
-An ASGI middleware, installed through Datasette's ``asgi_wrapper`` hook, that
-counts requests per client with the `limits <https://limits.readthedocs.io>`_
-library's sliding window counter (smooth like a moving window, but two
-counters per client instead of a timestamp per request): the count of the
-current fixed window plus the previous window's count weighted by how much of
-it still overlaps the last ``w`` seconds. The counts live in the storage named
-by ``api.rate_limit_storage``: ``memory://`` for one process, ``redis://...``
-so that several workers or replicas count against one limit
-(:mod:`service.http.windows`: one storage round trip per request, issue 15).
+Promises: an ASGI middleware (Datasette's ``asgi_wrapper`` hook) counts requests per client with
+the `limits <https://limits.readthedocs.io>`_ sliding window counter (the current fixed window's
+count plus the previous one's, weighted by its overlap with the last ``w`` seconds), in the storage
+``api.rate_limit_storage`` names: ``memory://`` for one process, ``redis://...`` so that several
+workers or replicas count against one limit (:mod:`service.http.windows`: one storage round trip
+per request). On ``qsite serve``'s own server every HTTP request except OPTIONS and static assets
+shares one budget per client; in someone else's Datasette only /api/v1 is limited.
 
-What is limited: on ``qsite serve``'s own server every HTTP request except OPTIONS
-(CORS preflight) and static assets, so /api/v1, Datasette's JSON, CSV and ``?sql=``
-pages and its HTML pages share one budget per client; as a plugin in someone
-else's Datasette (:func:`service.http.settings.is_own_server`) only /api/v1.
-
-A client is its address; IPv6 clients by the network of their address
-(``api.ipv6_prefix`` bits, a /64 by default), since one subscriber holds a whole
-/64 and could take a new address for every request. Every limited response carries the
-``RateLimit-Policy`` and ``RateLimit`` fields of
-draft-ietf-httpapi-ratelimit-headers (the structured-field form of drafts 08
-to 10)::
+A client is its address; IPv6 clients by their network (``api.ipv6_prefix`` bits, /64 by default),
+since one subscriber holds a whole /64. Every limited response carries the ``RateLimit-Policy``
+and ``RateLimit`` fields of draft-ietf-httpapi-ratelimit-headers (drafts 08 to 10)::
 
     RateLimit-Policy: "default";q=120;w=60
     RateLimit: "default";r=119;t=37
 
-``q`` is the quota, ``w`` the window in seconds, ``r`` what is left of the
-quota and ``t`` the seconds until ``r`` grows again. A request over the limit
-gets a 429 problem+json with ``Retry-After``; it is not counted.
+``q`` is the quota, ``w`` the window in seconds, ``r`` what is left, ``t`` the seconds until ``r``
+grows. A request over the limit gets a 429 problem+json with ``Retry-After``; it is not counted.
 
-Fair use must never take the service down: when the storage cannot be
-reached the request is served unlimited, a warning is logged at most once a
-minute, and the storage is not tried again for a few seconds so that a dead
-Redis costs no latency.
+Must not change: fair use never takes the service down. When the storage cannot be reached the
+request is served unlimited, a warning is logged at most once a minute, and the storage is not
+tried again for a few seconds, so that a dead Redis costs no latency.
 """
 
 from __future__ import annotations
@@ -116,7 +104,7 @@ def is_limited(scope: dict, whole_instance: bool = True) -> bool:
 
 
 class Verdict(NamedTuple):
-    """What the limiter said of one request (a tuple: made on every request, a frozen dataclass cost 1 µs)."""
+    """What the limiter said of one request (a tuple: made on every request, cheaper than a frozen dataclass)."""
 
     allowed: bool
     remaining: int
@@ -137,7 +125,8 @@ def with_cached_keys(item: limits.RateLimitItem) -> limits.RateLimitItem:
     """``item``, building each client's storage key once.
 
     ``limits``' strategy builds it on both of a request's calls (``hit`` and
-    ``get_window_stats``): about 1 µs a request, a fifth of the limiter's time.
+    ``get_window_stats``): a fifth of the limiter's time (docs/performance.md,
+    "Measurements behind the code").
     The keys are kept by client alone (not with ``functools.lru_cache``, whose
     key would hash the item too, as much again), up to :data:`KEYS_CACHED`
     clients, then dropped together.

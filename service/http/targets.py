@@ -1,7 +1,6 @@
 """Request targets and heads: their size limits, and the forms Datasette does not route.
 
-Checked in the plugin's ASGI wrapper, before anything else of the instance
-runs, so they hold whichever ASGI server runs the app:
+Promises, checked in the plugin's ASGI wrapper before anything else runs (whichever ASGI server):
 
 - **Size.** Under /api/v1 a request target (path and query string) over
   :data:`MAX_TARGET` bytes is answered 414, header fields over
@@ -18,11 +17,10 @@ runs, so they hold whichever ASGI server runs the app:
 - **asterisk-form** (``OPTIONS * HTTP/1.1``, RFC 9112 3.2.4): asks about the
   server as a whole; answered 204 with ``Allow``. Any other method with it is
   a 400.
-- A path beginning ``//`` names no page of the instance; on ``qsite serve`` it is a 404 here,
-  since Datasette 0.65's "drop the trailing slash" redirect sent ``//host/`` on to ``//host``.
+- A path beginning ``//`` names no page: on ``qsite serve`` a 404 here (Datasette 0.65's
+  "drop the trailing slash" redirect sent ``//host/`` on to ``//host``).
 
-As a plugin in someone else's Datasette (``whole_instance=False``) only targets
-under /api/v1 are checked; every other request goes to Datasette as it came.
+In someone else's Datasette (``whole_instance=False``) only targets under /api/v1 are checked.
 """
 
 from __future__ import annotations

@@ -7,16 +7,12 @@ where it keeps its counts, behind ``limits``' own storage interface
 (:class:`~limits.aio.storage.Storage` with
 :class:`~limits.aio.storage.SlidingWindowCounterSupport`).
 
-``limits``' storages did not fit, for measured reasons (issue 15's budget:
-one storage round trip per request, no task or thread hand-off per hit;
-README, "Performance"): its asyncio memory storage starts an expiry task
-that walks every key after each hit (the limiter then cost about 88 µs a
-request at 1,000 clients; with these counts, about 4 µs), and with its Redis
-storage the strategy's ``hit`` and ``get_window_stats`` are two Lua round
-trips (about 170 µs a request on loopback, against 110 µs). Here a hit is
-one increment of the current window's count; the previous window's count,
-final once its window has passed, is read once per client and window; and
-``get_sliding_window`` for a client that just hit is answered from that
+Promises: one storage round trip per request and no task or thread hand-off per hit, which
+``limits``' own storages do not keep (its memory storage walks every key after each hit; with its
+Redis storage ``hit`` and ``get_window_stats`` are two round trips; the figures are in
+docs/performance.md, "The limiter's window counts"). Here a hit is one increment of the current
+window's count; the previous window's count, final once its window has passed, is read once per
+client and window; and ``get_sliding_window`` for a client that just hit is answered from that
 hit's counts, so the headers come from the same answer as the verdict.
 """
 
@@ -50,9 +46,9 @@ class WindowCounts(Storage, SlidingWindowCounterSupport):
 
     def __init_subclass__(cls, **kwargs):
         # limits wraps each storage method in an error-translating coroutine,
-        # once more per class level (five deep on a subclass here, ~2 µs a
-        # request); FairUse catches every storage error itself, so the plain
-        # methods are put back.
+        # once more per class level (five deep on a subclass here, a cost on
+        # every request); FairUse catches every storage error itself, so the
+        # plain methods are put back.
         super().__init_subclass__(**kwargs)
         for name in ("acquire_sliding_window_entry", "get_sliding_window"):
             setattr(cls, name, inspect.unwrap(getattr(cls, name)))

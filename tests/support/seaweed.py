@@ -64,7 +64,7 @@ def seaweed_s3(folder: Path, timeout: float = 60) -> Iterator[SeaweedS3]:
             except Exception:
                 if time.monotonic() > deadline:
                     raise
-                time.sleep(0.3)
+                time.sleep(0.3)  # polls for the event (the server taking a write), with the deadline above
         yield server
     finally:
         try:
