@@ -118,3 +118,34 @@ def test_plain_datasette_065_serves_when_the_permissions_are_in_metadata(seeded_
     with ApiClient(Datasette(files, metadata=metadata)) as client:
         for path in ("/api/v1/news", "/site/api_news.json", "/site/courses.json", "/site.json?sql=select+1"):
             assert client.get(path).status_code == 403, path
+
+
+def test_plain_datasette_without_qsites_database_answers_503s_and_logs_the_reason_once(seeded_config, tmp_path):
+    """`datasette serve --memory` with qsite installed: /api/v1 answers 503, and its log says why once,
+    never a traceback per request (a misconfigured instance must not flood its log)."""
+    port = free_port()
+    log = tmp_path / "datasette.log"
+    env = {**os.environ, "QSITE_CONFIG": str(seeded_config)}
+    env.pop("QSITE_DATASETTE_CONFIG", None)
+    args = [str(DATASETTE), "serve", "--memory", "-h", "127.0.0.1", "-p", str(port)]
+    with open(log, "wb") as out:
+        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
+    base = f"http://127.0.0.1:{port}"
+
+    def answers():
+        try:
+            return httpx.get(base + "/-/versions.json", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        assert wait_until(answers, 30, interval=0.1), log.read_text()[-2000:]
+        for _ in range(5):
+            response = httpx.get(base + "/api/v1/news", timeout=10)
+            assert response.status_code == 503 and response.json()["type"] == "/api/v1/problems/unavailable"
+            assert str(tmp_path) not in response.text  # the reason names a local path: logged, never sent
+    finally:
+        stop(process)
+    text = log.read_text()
+    assert text.count("is not served by this Datasette") == 1, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]

@@ -60,6 +60,11 @@ def private(answer: tuple[int, list, bytes]) -> tuple[int, list, bytes]:
     ], body
 
 
+class NotServed(Exception):
+    """The API's database is not served by this Datasette (a reason logged once, at start): each request
+    is a 503, never a traceback of its own, so a misconfigured instance cannot flood its log."""
+
+
 def failed(exc: Exception, path: str, searched: bool = False) -> tuple[int, list, bytes]:
     """The answer to a build of ``path`` that raised ``exc`` (:class:`NoData`, :class:`Missing`,
     :class:`Invalid` or :class:`sqlite3.Error`); called in the ``except`` block, so a database
@@ -79,7 +84,8 @@ def failed(exc: Exception, path: str, searched: bool = False) -> tuple[int, list
         # but SQLite's Unicode tables are older than Python's: a few letters (New Tai Lue vowels) are
         # separators to it. Such a q is the client's to change, not an outage.
         return invalid_parameters([{"parameter": "q", "detail": "holds characters the search cannot take"}])
-    log.exception("database error answering %s", path)
+    if not isinstance(exc, NotServed):
+        log.exception("database error answering %s", path)
     return problem_response(
         "unavailable",
         "the database cannot be read just now; try again shortly",

@@ -24,7 +24,7 @@ from service.api.parameters import echo, invalid_parameters, parse_params
 from service.api.response_cache import ResponseCache
 from service.api.responses import Entry, dumps, read_conditions
 from service.api.routing import cache_key, resolve
-from service.datasette.answers import base_url, failed, private, without_parameters
+from service.datasette.answers import NotServed, base_url, failed, private, without_parameters
 from service.datasette.problem_pages import problem_page
 from service.describe.docs import DocsPage, collect_examples
 from service.describe.openapi import for_base_url
@@ -252,7 +252,7 @@ class Api:
                     entry, keep = entry.at_base_url(base, endpoint.absolute_links), False
                     if self.public_url is None:
                         entry.vary_on_host()
-        except (NoData, Missing, Invalid, sqlite3.Error) as exc:
+        except (NoData, Missing, Invalid, NotServed, sqlite3.Error) as exc:
             return failed(exc, path, searched=bool(values.get("q")))
         public = self.access is None or self.access.public(endpoint)
         if keep and public:  # the fast path answers anyone
@@ -278,7 +278,7 @@ class Api:
         if endpoint.build is None:
             return await self.cache.get_or_build(key, lambda: self._document(key, endpoint))
         if self.broken:
-            raise sqlite3.OperationalError(self.broken)
+            raise NotServed()
         if endpoint.required not in self.cache.versions.current:
             raise NoData()
         if endpoint.fresh:
