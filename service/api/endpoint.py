@@ -13,7 +13,8 @@ from functools import lru_cache, partial
 from typing import Callable
 from urllib.parse import quote
 
-from service.api.parameters import Cursor, Param
+from service.api.kinds import Cursor
+from service.api.parameters import Param
 from service.http.problems import API_PREFIX
 
 #: The media types of the 200 bodies: JSON but for the documentation page and the snapshot file.
@@ -119,7 +120,7 @@ class Endpoint:
 
     @property
     def pager(self) -> Param | None:
-        """Its :class:`~service.api.parameters.Cursor` parameter, if it answers in pages."""
+        """Its :class:`~service.api.kinds.Cursor` parameter, if it answers in pages."""
         return next((param for param in self.params if isinstance(param.kind, Cursor)), None)
 
     def next_link(self, values: dict, after) -> str:

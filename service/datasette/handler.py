@@ -303,7 +303,7 @@ class Api:
             return invalid_parameters([{"parameter": exc.parameter, "detail": detail} for detail in exc.details])
         except sqlite3.Error as exc:
             if values.get("q") and str(exc).startswith("fts5:"):
-                # The words of q are split as the index's tokenizer splits them (service.api.parameters.Words),
+                # The words of q are split as the index's tokenizer splits them (service.api.search_language.Words),
                 # but SQLite's Unicode tables are older than Python's: a few letters (New Tai Lue vowels) are
                 # separators to it. Such a q is the client's to change, not an outage.
                 return invalid_parameters([{"parameter": "q", "detail": "holds characters the search cannot take"}])
