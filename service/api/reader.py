@@ -80,7 +80,7 @@ def connect_read_only(path: str | Path, timeout: float = BUSY_TIMEOUT) -> ReadCo
     Its temporary tables and sorts are kept in memory (``temp_store=memory``):
     every news query sets up a few (its CTEs, each arm's order), and SQLite's
     default, a temporary file's pager for each, cost more than the rest of the
-    query (a page of 21 items by tag: 158 µs against 44 µs at a million items).
+    query (docs/performance.md, "Figures behind the API's limits").
     What they hold is bounded by the page limit, never by the table.
     """
     conn = sqlite3.connect(
