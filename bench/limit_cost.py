@@ -4,7 +4,7 @@ Issue 26 asked whether ``limit`` may go up to 500 (the Spaceflight News API's
 maximum): only if a page of 500 costs no more than twice the p99 of a page of 100.
 This builds a news database (:mod:`bench.newsdb`), then builds /news bodies the
 way the service does on a cache miss (the canned query ``api_news``, then
-:func:`service.api.bodies.news` and the JSON serialisation), each from a random
+:func:`service.api.news_bodies.news` and the JSON serialisation), each from a random
 position (a cursor), so none repeats, and reports p50 and p99 per mix. HTTP is
 left out: it costs the same at both sizes, so leaving it out makes the ratio
 larger, never smaller.

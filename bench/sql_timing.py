@@ -2,7 +2,7 @@
 
 Each news request of the bench's lists is read as the API reads it
 (:func:`~service.api.parameters.parse_params`) and built by the API's own
-:func:`~service.api.bodies.news` on a read-only connection opened as the API
+:func:`~service.api.news_bodies.news` on a read-only connection opened as the API
 opens its own (:func:`~service.api.reader.connect_read_only`: temporary tables
 in memory, which each page's sorts use), in this process, with no server
 around it. Only the statements are timed (each one's ``execute`` and
@@ -35,10 +35,11 @@ import time
 from pathlib import Path
 
 from bench.harness import bench_cursor_key, disk_read_bytes
-from service.api.bodies import Build, news, news_filters, with_count_limit
+from service.api.bodies import Build
 from service.api.cursors import keyset
 from service.api.data_versions import read_versions
 from service.api.endpoints import ENDPOINTS
+from service.api.news_bodies import news, news_filters, with_count_limit
 from service.api.parameters import parse_params
 from service.api.reader import connect_read_only
 from service.datasette.metadata import configured_queries, query_sql

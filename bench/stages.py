@@ -3,7 +3,7 @@
 Each request of a list is taken through the stages the API takes it through,
 each timed apart: reading its query string (:func:`~service.api.parameters.parse_params`),
 its SQL (the statements alone, as :mod:`bench.sql_timing` times them), building the
-body around the rows (:func:`~service.api.bodies.news` less its SQL; the ``next``
+body around the rows (:func:`~service.api.news_bodies.news` less its SQL; the ``next``
 link, :meth:`~service.api.endpoint.Endpoint.next_link`, is timed apart within
 it), and serialising it (:func:`~service.api.responses.dumps`, the ETag). What is
 left of a request's time under ``qsite serve`` beyond these is the server's and the
@@ -18,9 +18,10 @@ from pathlib import Path
 
 from bench.harness import bench_cursor_key
 from bench.sql_timing import _Fetched
-from service.api.bodies import Build, news
+from service.api.bodies import Build
 from service.api.data_versions import read_versions
 from service.api.endpoints import ENDPOINTS
+from service.api.news_bodies import news
 from service.api.parameters import parse_params
 from service.api.reader import connect_read_only
 from service.api.responses import dumps, etag_for

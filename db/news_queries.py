@@ -41,7 +41,7 @@ LAYOUT = {
 
 #: The MATCH expression of a search: q in the column of the tag asked (any tag: every column but
 #: facets), AND the sources' facet terms. A tag that is no column matches nothing. :q is already an
-#: FTS5 expression (service.api.bodies.fts_query: quoted words, OR and NOT); in parentheses, the
+#: FTS5 expression (service.api.search_language.fts_query: quoted words, OR and NOT); in parentheses, the
 #: column filter applies to all of it, the words it excludes too.
 SEARCH = """\
 select case when :tag = '' then '- facets: (' || :q || ')'

@@ -305,7 +305,7 @@ def _schema_text(schema: dict, document: dict) -> str:
     if schema.get("type") == "array":
         return "repeatable; each " + _schema_text(schema["items"], document)
     if "anyOf" in schema:
-        # OneOf (service/api/parameters.py): the enum, or the same words in any letter case.
+        # OneOf (service/api/kinds.py): the enum, or the same words in any letter case.
         members = [_resolve(document, member) for member in schema["anyOf"]]
         values = [value for member in members for value in member.get("enum", ())]
         any_cases = [member for member in members if "enum" not in member and values and _any_case(member, values)]

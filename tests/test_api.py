@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.store import open_database
 from service.api.endpoints import ENDPOINTS
-from service.api.parameters import MISPLACED_OR, NOTHING_INCLUDED
+from service.api.search_language import MISPLACED_OR, NOTHING_INCLUDED
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.config_files import write_config
 from tests.support.known_data import (

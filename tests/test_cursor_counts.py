@@ -17,10 +17,11 @@ import pytest
 from datasette.app import Datasette
 
 from pipeline.store import open_database
-from service.api.bodies import Build, news
+from service.api.bodies import Build
 from service.api.cursors import _CURSOR_MAX, COUNT_MAX, Position, count_seal, decode_cursor, encode_cursor
 from service.api.data_versions import read_versions
 from service.api.endpoints import ENDPOINTS
+from service.api.news_bodies import news
 from service.api.parameters import parse_params
 from service.datasette.metadata import configured_queries, query_sql
 from service.datasette.state import cursor_key

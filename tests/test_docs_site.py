@@ -96,7 +96,7 @@ def test_every_parameter_value_is_described():
         import _generate
     finally:
         sys.path.remove(str(DOCS))
-    from service.api.parameters import OneOf
+    from service.api.kinds import OneOf
 
     table = _generate.api_parameters()
     rows = {}

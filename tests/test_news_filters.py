@@ -10,8 +10,10 @@ import pytest
 from pipeline.store import open_database
 from service.api.bodies import Build, Invalid
 from service.api.data_versions import read_versions
-from service.api.endpoints import ENDPOINTS, SOURCE_MAX, SOURCES_MAX
-from service.api.parameters import MISPLACED_OR, parse_params
+from service.api.endpoints import ENDPOINTS
+from service.api.parameter_table import SOURCE_MAX, SOURCES_MAX
+from service.api.parameters import parse_params
+from service.api.search_language import MISPLACED_OR
 from service.datasette.metadata import configured_queries, query_sql
 from tests.support.api_client import news_client
 from tests.support.problems import assert_problem

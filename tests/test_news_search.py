@@ -27,9 +27,9 @@ from pipeline.store.records import Item
 from pipeline.store import bump_version, open_database, transaction
 from pipeline.store import news as news_store
 from pipeline.store import sources as sources_store
-from service.api.bodies import SEARCH_COUNT_MAX, fts_query
-from service.api.endpoints import Q_MAX
-from service.api.parameters import Words
+from service.api.news_bodies import SEARCH_COUNT_MAX
+from service.api.parameter_table import Q_MAX
+from service.api.search_language import Words, fts_query
 from service.datasette.metadata import configured_queries
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import database_before, seed_catalog
@@ -256,9 +256,10 @@ def test_a_page_that_already_gives_the_count_runs_one_query(db):
     A search whose words and filters seldom meet reads both index lists to their end (tens of
     milliseconds at a million items); running one query where two were run halves that.
     """
-    from service.api.bodies import Build, news
+    from service.api.bodies import Build
     from service.api.cursors import Position
     from service.api.endpoints import ENDPOINTS
+    from service.api.news_bodies import news
     from service.api.parameters import parse_params
 
     insert(db, items(120, seed=12))

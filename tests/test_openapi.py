@@ -15,7 +15,7 @@ import schemathesis
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from db.model import TAGS
-from service.api import endpoints
+from service.api import endpoints, parameter_table
 from service.api.parameters import ECHO_MAX, MAX_ERRORS
 from service.http.problems import PROBLEMS
 from service.i18n import LANGUAGES
@@ -74,12 +74,12 @@ def test_parameters_match_what_the_code_enforces(document):
     assert re.match(lang_schema["anyOf"][1]["pattern"], "ZH-hans") and not re.match(lang_schema["anyOf"][1]["pattern"], "zh")
     assert parameters["limit"]["schema"] == {
         "type": "integer",
-        "minimum": endpoints.LIMIT_MIN,
-        "maximum": endpoints.LIMIT_MAX,
-        "default": endpoints.LIMIT_DEFAULT,
+        "minimum": parameter_table.LIMIT_MIN,
+        "maximum": parameter_table.LIMIT_MAX,
+        "default": parameter_table.LIMIT_DEFAULT,
     }
-    assert (endpoints.LIMIT_MIN, endpoints.LIMIT_MAX, endpoints.LIMIT_DEFAULT) == (1, 100, 20)
-    assert parameters["q"]["schema"]["maxLength"] == endpoints.Q_MAX
+    assert (parameter_table.LIMIT_MIN, parameter_table.LIMIT_MAX, parameter_table.LIMIT_DEFAULT) == (1, 100, 20)
+    assert parameters["q"]["schema"]["maxLength"] == parameter_table.Q_MAX
     news = document["paths"]["/api/v1/news"]["get"]["parameters"]
     assert [p["$ref"].rsplit("/", 1)[1] for p in news] == [param.ref for param in endpoints.ENDPOINTS["news"].params]
     problem = document["components"]["schemas"]["Problem"]

@@ -28,10 +28,10 @@ from pipeline.text import html_to_text as plain_text
 from pipeline.text import plain_text as summary_text
 from pipeline.text import shorten
 from pipeline.news.urls import canonical_url
-from service.api.bodies import fts_query
 from service.api.cursors import Position, decode_cursor, encode_cursor
-from service.api.endpoints import Q_MAX
-from service.api.parameters import MISPLACED_OR, NOTHING_INCLUDED, Refused, Words, parse_since
+from service.api.kinds import Refused, parse_since
+from service.api.parameter_table import Q_MAX
+from service.api.search_language import MISPLACED_OR, NOTHING_INCLUDED, Words, fts_query
 from service.api.responses import dumps
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))

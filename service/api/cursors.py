@@ -4,7 +4,7 @@ A cursor is base64url of a small JSON array (a stored time or a sync walk's
 change key, an item id, for an oldest-first listing a direction, and the
 listing's count with its seal), checked on the way back in down to the shape
 of each part, so only cursors this service wrote are taken
-(:class:`service.api.parameters.Cursor`).
+(:class:`service.api.kinds.Cursor`).
 
 Why the count rides along: a listing's count does not depend on the page, yet
 every later page counted again what the first one had counted, most of a later
@@ -76,7 +76,7 @@ def encode_cursor(at: str, item_id: str, oldest_first: bool = False, count: int 
     It says which way the listing runs: a newest-first cursor starts with the
     pair (as it always did, so cursors handed out before ``sort`` existed still
     work), an oldest-first one carries :data:`OLDEST_FIRST` too. A cursor is a
-    position in one order only; :func:`service.api.bodies.news` refuses it with
+    position in one order only; :func:`service.api.news_bodies.news` refuses it with
     the other ``sort``. ``count`` and its ``seal`` come last, when given.
     """
     parts: list = [at, item_id, OLDEST_FIRST] if oldest_first else [at, item_id]

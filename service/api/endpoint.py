@@ -13,7 +13,8 @@ from functools import lru_cache, partial
 from typing import Callable
 from urllib.parse import quote
 
-from service.api.parameters import Cursor, Param
+from service.api.kinds import Cursor
+from service.api.parameters import Param
 from service.http.problems import API_PREFIX
 
 #: The media types of the 200 bodies: JSON but for the documentation page and the snapshot file.
@@ -31,10 +32,9 @@ _AS_IS = re.compile(r"[A-Za-z0-9_.~:-]*")
 def _link_text(text: str) -> str:
     """``text`` percent-encoded for a query string of a ``next`` link.
 
-    quote() itself only where something needs encoding: names, cursors, tags and
-    times seldom do, and quoting every one was half of a next link's time. ``:``
-    stays as it is (times read as written; RFC 3986 allows it in a query):
-    quote() works byte by byte in Python on any value it changes.
+    quote() itself only where something needs encoding (names, cursors, tags and
+    times seldom do; quote() works byte by byte in Python). ``:`` stays as it is:
+    times read as written, and RFC 3986 allows it in a query.
     """
     return text if _AS_IS.fullmatch(text) else _quoted(text)
 
@@ -45,37 +45,30 @@ _quoted = lru_cache(maxsize=1024)(partial(quote, safe=":"))
 
 @dataclass(frozen=True)
 class Endpoint:
-    """One endpoint of /api/v1.
+    """One endpoint of /api/v1: a frozen row of the table, from which its routing, docs and links derive.
 
-    :param name: its name in the index and in cache keys; camelCased, its OpenAPI operationId.
-    :param path: under :data:`~service.http.problems.API_PREFIX`; ``{name}`` as the last segment
-        is its path parameter.
+    :param name: its name in the index and cache keys; camelCased, its OpenAPI operationId.
+    :param path: under :data:`~service.http.problems.API_PREFIX`; a last segment ``{name}`` is its path parameter.
     :param summary: one line for the OpenAPI document.
     :param schema: the OpenAPI component schema of its 200 body.
     :param returns: the description of its 200 response.
-    :param build: the :mod:`service.api.bodies` function that builds its body; ``None`` for a
-        document built once at startup (the index, the OpenAPI document).
-    :param queries: the canned queries (``datasette.yaml``, without ``api_``) ``build`` runs.
-    :param datasets: the ``data_versions`` rows its body is built from; a change to any
-        drops the cached body, and the newest is its ``updated_at``.
-    :param required: the dataset that must have been ingested, or the answer is 503; by
-        default the first of ``datasets`` for an endpoint built from data (``build``).
-    :param trailing_slash: also answers at ``path + "/"`` (said in its description).
-    :param tag: its OpenAPI tag (:data:`TAGS_DOCUMENTED`).
+    :param build: the builder of its body (:mod:`service.api.bodies`, :mod:`service.api.news_bodies`,
+        :mod:`service.api.feeds`); ``None`` for a document built once at startup.
+    :param queries: the canned queries (``datasette.yaml``, without ``api_``) ``build`` may run.
+    :param datasets: the ``data_versions`` rows its body is built from; a change to any drops
+        the cached body, and the newest is its ``updated_at``.
+    :param required: the dataset without which the answer is 503 (default: the first of ``datasets``, if built).
+    :param trailing_slash: also answers at ``path + "/"``.
+    :param tag: its OpenAPI tag.
     :param description: what it answers, for the OpenAPI document and the documentation page.
-    :param media_type: what its 200 is: JSON, :data:`HTML` for the documentation page
-        (rendered from the document and examples of the other endpoints), :data:`BINARY`
-        for the snapshot file (a SQLite database, streamed by :mod:`service.replica.snapshot_api`),
-        or a feed's type (:mod:`service.api.feeds`).
-    :param fresh: built anew for every request, never kept: its data changes without a
-        ``data_versions`` bump (a feed's last successful fetch). ETag and 304 work as for all.
-    :param following: only a ``qsite serve --follow`` replica answers it (:mod:`service.replica.follow`);
-        elsewhere it is a 404 and the index leaves it out.
-    :param absolute_links: how many absolute links to this instance its body holds, first, before any
-        data (the JSON Feed's ``home_page_url`` and ``feed_url``): built with
-        :data:`~service.api.responses.BASE_URL_PLACEHOLDER` and kept so, each answer with the address it
-        was asked at put there (:meth:`~service.api.responses.Entry.at_base_url`), as the OpenAPI
-        document is; never answered from the fast path, whose key has no address. 0: none.
+    :param media_type: its 200's type: :data:`JSON`, :data:`HTML` (the documentation page),
+        :data:`BINARY` (the snapshot file) or a feed's (:mod:`service.api.feeds`).
+    :param fresh: built anew for every request, never kept (its data changes without a
+        ``data_versions`` bump); ETag and 304 work as for all.
+    :param following: answered only by a ``qsite serve --follow`` replica; elsewhere a 404, left out of the index.
+    :param absolute_links: how many absolute links to this instance its body holds first, built with
+        :data:`~service.api.responses.BASE_URL_PLACEHOLDER` and filled per answer
+        (:meth:`~service.api.responses.Entry.at_base_url`); never answered from the fast path.
     """
 
     name: str
@@ -119,7 +112,7 @@ class Endpoint:
 
     @property
     def pager(self) -> Param | None:
-        """Its :class:`~service.api.parameters.Cursor` parameter, if it answers in pages."""
+        """Its :class:`~service.api.kinds.Cursor` parameter, if it answers in pages."""
         return next((param for param in self.params if isinstance(param.kind, Cursor)), None)
 
     def next_link(self, values: dict, after) -> str:

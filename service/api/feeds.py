@@ -23,7 +23,9 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from feedgen.feed import FeedGenerator
 
-from service.api.bodies import Build, check_sources, news_filters
+from service.api.bodies import Build
+from service.api.news_bodies import news_filters
+from service.api.publishers import check_sources
 from service.api.responses import BASE_URL_PLACEHOLDER, parse_stored_time
 from service.http.problems import API_PREFIX
 
@@ -50,7 +52,7 @@ def xml_text(text: str) -> str:
 def items(build: Build) -> list[dict]:
     """The newest ``limit`` items matching the filters, as /api/v1/news's first page lists them.
 
-    None, with a ``source`` no publisher has: a 400 (:func:`~service.api.bodies.check_sources`), as on /news.
+    None, with a ``source`` no publisher has: a 400 (:func:`~service.api.publishers.check_sources`), as on /news.
     """
     found = build.rows("news", {**news_filters(build.values), "before": "", "before_id": "", "limit": build.values["limit"]})
     if not found:

@@ -1,57 +1,25 @@
 """The API's own read-only connections and threads, apart from Datasette's.
 
-Datasette runs every query (its table pages, ``?sql=`` from anyone) on one
-shared pool of ``num_sql_threads`` threads (3 by default), each query allowed
-``sql_time_limit_ms``. Had /api/v1 used that pool, a few heavy ``?sql=``
-queries would make every API request wait for a free thread. :class:`Reader`
-gives the API threads of its own, each with its own read-only connection to
-the database file: API queries wait only for each other.
+Promises: an API read never waits for Datasette's shared pool (``?sql=`` from anyone), and
+never holds the event loop long. :class:`Reader` runs a read on a connection of the event
+loop's own (:meth:`Reader.inline`) when it can, and on threads of its own, each with its own
+read-only connection, when it cannot:
 
-Most API queries need no thread at all (:meth:`Reader.inline`): each reads
-only the rows it answers with, through an index (``metadata.yml``;
-``tests/test_query_plans.py`` checks every plan and that the work does not
-grow with the table), well under a millisecond at a million news items.
-Handing such a query to a thread and back cost more than the query (the
-thread's wake-up and the GIL passed back and forth: a quarter of an uncached
-request's time, and the tail of its latency under load), so they run on a
-connection of the event loop's own. A news search too: it reads its page from
-``news_search`` and stops (its median 0.3 ms, its 99th percentile 1.4 ms at
-a million items). On the threads, its GIL hand-offs with a busy event loop
-had put a search's p99 under load at 80 ms; inline, 45.
+- a read that would wait for a lock goes to the threads at once;
+- a read still running after :data:`INLINE_BUDGET_MS` is interrupted and run again from the
+  start on the threads, so a search crafted to be slow holds the loop no longer than that;
+- every read, inline or on a thread, is interrupted at ``api.sql_time_limit_ms`` from its
+  start (a progress handler, every :data:`PROGRESS_STEPS` steps);
+- a connection whose read failed or was interrupted is closed, and the next read opens
+  another (Python 3.11 kept an interrupted statement marked running in its cache).
 
-While an inline read runs, nothing else on the event loop does, so it never
-waits and never runs long:
-
-- a read that would wait for a lock (in WAL mode, only while a checkpoint
-  resets the log or the file is replaced) goes to the threads at once;
-- a read still running after :data:`INLINE_BUDGET_MS` is interrupted and run
-  again from the start on the threads. The budget is the event loop's, not the
-  query's: a search crafted to be slow (dozens of words found everywhere and
-  two never found together: 0.1 s at 50,000 items, growing with the table)
-  held every other request up for the whole of ``api.sql_time_limit_ms``. Only
-  reads past the budget pay for a thread, and redo at most the budget's work.
-
-In WAL mode the event loop's connection keeps one read transaction for the
-reads that follow, for at most :data:`HOLD` seconds: starting one (its lock on
-the log's index, a look at the file) was a tenth of an uncached request's SQL.
-Readers never block the writer in WAL mode, and every read still sees one
-snapshot throughout. The ``data_versions`` poll (:meth:`Reader.fresh`) starts a
-transaction of its own, so whatever it finds changed, the builds after it see.
-
-Every read, inline or on a thread, ends by ``api.sql_time_limit_ms`` counted
-from its start (a read moved to a thread keeps its start): each connection has
-a progress handler that interrupts the query past its deadline, checked every
-:data:`PROGRESS_STEPS` virtual machine steps.
-
-A connection whose read failed, an interrupted one too, is closed and the next
-read opens another. On Python 3.11 (3.11.2 and 3.11.7 tried; 3.10 and 3.12 do
-not), a statement interrupted while its rows were fetched stays marked as
-running in the connection's statement cache, so every later read of the same
-SQL compiled it again for as long as the connection lived: after one read past
-the inline budget, a news page's query cost 0.8 ms more, and the rate one
-worker served at a million items fell from 1,900 to 600 requests a second.
-Python has no public way to empty that cache (and no upstream issue was found
-for this); a new connection costs a few milliseconds once, and interrupts are rare.
+Relies on every canned query reading only the rows it answers with, through an index
+(``tests/test_query_plans.py``), which is what makes running them inline safe. In WAL mode
+the inline connection keeps one read transaction for at most :data:`HOLD` seconds; readers
+never block the writer, every read sees one snapshot throughout, and the ``data_versions``
+poll (:meth:`Reader.fresh`) starts its own transaction, so the builds after it see what it
+found changed. What must not change: a read moved to a thread keeps its start time, and
+is redone from its start. Figures: docs/performance.md, "Figures behind the API's limits".
 """
 
 from __future__ import annotations
@@ -74,9 +42,9 @@ THREADS = 2
 #: Seconds a read waits on a lock (in WAL mode readers only wait while a checkpoint
 #: resets the log, or the file is being replaced).
 BUSY_TIMEOUT = 1.0
-#: The longest an inline read holds the event loop before it is moved to a thread: over
-#: ten times a search's 99th percentile at a million items (1.4 ms), and well inside
-#: the 50 ms the other requests may be kept waiting by it.
+#: The longest an inline read holds the event loop before it is moved to a thread: over ten
+#: times a search's 99th percentile at a million items, well inside the 50 ms other requests
+#: may be kept waiting by it.
 INLINE_BUDGET_MS = 20
 #: Seconds the event loop's connection keeps one read transaction (WAL only) for the reads that
 #: follow: a tenth of the data_versions poll's interval, so what a build sees is at most that much
@@ -112,7 +80,7 @@ def connect_read_only(path: str | Path, timeout: float = BUSY_TIMEOUT) -> ReadCo
     Its temporary tables and sorts are kept in memory (``temp_store=memory``):
     every news query sets up a few (its CTEs, each arm's order), and SQLite's
     default, a temporary file's pager for each, cost more than the rest of the
-    query (a page of 21 items by tag: 158 µs against 44 µs at a million items).
+    query (docs/performance.md, "Figures behind the API's limits").
     What they hold is bounded by the page limit, never by the table.
     """
     conn = sqlite3.connect(

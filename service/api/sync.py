@@ -5,7 +5,7 @@ since its last call and ``/api/v1/news/removed?since=`` for what was removed
 (retention) or, with the same ``tag`` and ``source``, left that view, each from the newest time it received (both bounds inclusive),
 and follows ``next`` to the end. Both walks are in the order changes were
 committed (``change_key``, :mod:`db.news_sync`), so nothing changed while one
-pages is missed. Listed in :data:`service.api.endpoints.PARAMETERS` and
+pages is missed. Listed in :data:`service.api.parameter_table.PARAMETERS` and
 ``ENDPOINTS`` like every other; kept here, apart, so the table stays readable.
 """
 
@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from db.model import NEWS
 
-from service.api import bodies
-from service.api.parameters import CURSOR_HINT, CURSOR_PEERS, Cursor, DateTime, Param
+from service.api import news_bodies
+from service.api.kinds import Cursor, DateTime
+from service.api.parameters import CURSOR_HINT, CURSOR_PEERS, Param
 
 UPDATED_SINCE = Param(
     "updated_since",
@@ -64,7 +65,7 @@ NEWS_REMOVED = dict(
     "view because their tag or source changed and are not in it now. A copy kept in sync with updated_since on "
     "/api/v1/news with the same tag and source deletes these, and so ends identical to that listing. An item "
     "that comes back is listed by /api/v1/news again, and no longer here.",
-    build=bodies.news_removed,
+    build=news_bodies.news_removed,
     queries=("news_removed", "news_removed_count", "news_removed_filtered", "news_removed_filtered_count", "source_names"),
     datasets=(NEWS,),
     required=NEWS,

@@ -80,7 +80,7 @@ def failed(exc: Exception, path: str, searched: bool = False) -> tuple[int, list
     if isinstance(exc, Invalid):
         return invalid_parameters([{"parameter": exc.parameter, "detail": detail} for detail in exc.details])
     if searched and str(exc).startswith("fts5:"):
-        # The words of q are split as the index's tokenizer splits them (service.api.parameters.Words),
+        # The words of q are split as the index's tokenizer splits them (service.api.search_language.Words),
         # but SQLite's Unicode tables are older than Python's: a few letters (New Tai Lue vowels) are
         # separators to it. Such a q is the client's to change, not an outage.
         return invalid_parameters([{"parameter": "q", "detail": "holds characters the search cannot take"}])

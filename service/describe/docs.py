@@ -137,7 +137,7 @@ def schema_facts(schema: dict, _: Callable) -> tuple[str, list[tuple[str, str | 
 
 def _listed(document: dict, schema: dict) -> dict:
     """A parameter's schema as the page lists it: an enum taken in any letter case (``anyOf`` the
-    enum's component and its any-case pattern, see :class:`service.api.parameters.OneOf`) as the enum."""
+    enum's component and its any-case pattern, see :class:`service.api.kinds.OneOf`) as the enum."""
     if "anyOf" not in schema:
         return schema
     first, *_rest = schema["anyOf"]

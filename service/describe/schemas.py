@@ -11,10 +11,12 @@ from http import HTTPStatus
 
 from db.model import AUTHOR_CHARS, AUTHORS_MAX, IMAGE_URL_MAX
 
-from service.api.bodies import SEARCH_COUNT_MAX
 from service.api.feeds import ATOM, JSON_FEED_VERSION
-from service.api.endpoints import ENDPOINTS, LIMIT_MAX, LIMIT_MIN, PARAMETERS, SQLITE
-from service.api.parameters import ECHO_MAX, MAX_ERRORS, OneOf
+from service.api.endpoints import ENDPOINTS, SQLITE
+from service.api.kinds import OneOf
+from service.api.news_bodies import SEARCH_COUNT_MAX
+from service.api.parameter_table import LIMIT_MAX, LIMIT_MIN, PARAMETERS
+from service.api.parameters import ECHO_MAX, MAX_ERRORS
 from service.http.problems import PROBLEM_PREFIX, PROBLEMS
 
 REF = "#/components/"
@@ -48,7 +50,7 @@ def _list(item: str, description: str) -> dict:
 
 
 def enums() -> dict:
-    """Each enum of the parameters (:class:`~service.api.parameters.OneOf`), once, by its component name.
+    """Each enum of the parameters (:class:`~service.api.kinds.OneOf`), once, by its component name.
 
     Parameters, bodies and headers refer to these rather than repeat the list: an enum
     written inline in several places became a type per place in generated clients

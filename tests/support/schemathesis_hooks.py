@@ -33,7 +33,8 @@ def filter_query(ctx, query) -> bool:
     those 400s are in test_news_sync.py, test_news_filters.py and test_api.py.
     """
     from service.api.cursors import decode_cursor
-    from service.api.parameters import Refused, exact_time, parse_search
+    from service.api.kinds import Refused, exact_time
+    from service.api.search_language import parse_search
 
     if not query:
         return True
@@ -55,7 +56,7 @@ def filter_query(ctx, query) -> bool:
     return cursor is None or not isinstance(cursor, str) or decode_cursor(cursor) is not None
 
 
-#: The 400 of a source no publisher has (service.api.bodies.unknown_source): how its details begin.
+#: The 400 of a source no publisher has (service.api.publishers.Publishers.unknown): how its details begin.
 _NO_PUBLISHER = "no publisher is named "
 
 
