@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 from bench import newsdb
-from db.model import TAGS
 from service.api.bodies import Build
 from service.api.data_versions import read_versions
 from service.api.endpoints import ENDPOINTS

@@ -16,7 +16,8 @@ import sqlite_utils
 from db.migrations import migrations
 from db.model import DATASETS, TAGS
 from service.api.cursors import Position
-from service.api.endpoints import ENDPOINTS, HTML, index_document
+from service.api.endpoint import HTML
+from service.api.endpoints import ENDPOINTS, index_document
 from service.api.parameter_table import LIMIT_DEFAULT, PARAMETERS
 from service.datasette.metadata import QUERY_NAMES, QUERY_PREFIX, read_metadata_file, configured_queries
 from service.api.parameters import parse_params

@@ -64,7 +64,7 @@ VALUES = {
     ("until",): [("",), (newer(days=2, minutes=11),), (older(days=6, minutes=11),)],
     ("sources",): [("",), (f'["{SOURCES["Science"]}", "{SOURCES["Investing"]}"]',)],
     ("before", "before_id"): [("", ""), (newer(days=5), "item-zzz"), (older(days=4), "item-zzz")],
-    ("after", "after_id"): [("", ""), (newer(days=5), "item-zzz"), (older(days=4), "item-zzz")],
+    ("after", "after_id"): [("", ""), (newer(days=5), "item-zzz"), (older(days=4), "item-zzz"), (newer(days=5), "item-00100")],
     ("limit",): [("",), (21,)],
     # a word; either of two; either less a third (photon: every news item but the qubit ones), as fts_query writes them
     ("q",): [("",), ('"qubit"',), ('("qubit" OR "laser")',), ('(("qubit" OR "about")) NOT ("photon")',)],
@@ -72,7 +72,6 @@ VALUES = {
     ("count_limit",): [(101,)],
     # a sync walk: every item changed at or after it (all are, in these databases), and its cursor
     ("updated_since",): [("",), (newer(days=1),)],
-    ("after", "after_id"): [("", ""), (newer(days=5), "item-00100")],
     ("id",): [("",), ("qubit",)],
     ("item_id",): [("item-00007",)],
     ("course",): [("",), ("quantum-basics",)],

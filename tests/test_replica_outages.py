@@ -18,7 +18,6 @@ import httpx
 import pytest
 
 from config import load_config
-from db.snapshot import Pointer
 from db.snapshot_store import SnapshotStore
 from tests.support.paths import FEEDS
 from tests.support.processes import qsite_serve, wait_until

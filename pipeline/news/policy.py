@@ -16,13 +16,13 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from collections import Counter
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping
 
 from config import SourceConfig
 from db.model import format_time
 
 from pipeline.news.normalise import RULES_VERSION, parse_time
-from pipeline.store.records import Item, Known, StoredItem, item_id
+from pipeline.store.records import Item, Known, item_id
 
 #: Longest wait between tries of a failing source; it is retried for ever.
 MAX_BACKOFF = 24 * 3600

@@ -22,7 +22,7 @@ from dataclasses import replace
 from db.model import CATALOG, DATASETS, GLOSSARY, NEWS, TOTALS, VERSION
 
 from service.api import bodies, feeds, news_bodies
-from service.api.endpoint import BINARY, HTML, JSON, SQLITE, Endpoint
+from service.api.endpoint import BINARY, HTML, Endpoint
 from service.api.parameter_table import PARAMETERS
 from service.api.sync import NEWS_REMOVED
 from service.i18n import LANGUAGES

@@ -5,7 +5,8 @@ Both are derived from the endpoint table, :data:`service.api.endpoints.ENDPOINTS
 
 from __future__ import annotations
 
-from service.api.endpoints import ENDPOINTS, Endpoint
+from service.api.endpoint import Endpoint
+from service.api.endpoints import ENDPOINTS
 from service.http.problems import API_PREFIX
 
 #: Raw path below the prefix -> endpoint, for paths without a parameter.

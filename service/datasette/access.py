@@ -16,7 +16,8 @@ each time. With the default configuration everything is public, as before.
 
 from __future__ import annotations
 
-from service.api.endpoints import ENDPOINTS, Endpoint
+from service.api.endpoint import Endpoint
+from service.api.endpoints import ENDPOINTS
 from service.compat import allowed, canned_query_sql
 
 #: Endpoints that hand out the whole database file.

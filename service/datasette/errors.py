@@ -36,7 +36,7 @@ from service.api.parameters import echo
 from service.compat import datasette_error_type
 from service.http.disconnects import ClientGone
 from service.datasette.answer_budget import AnswerTooLarge, problem
-from service.http.problems import ALLOWED_METHODS, API_PREFIX, PROBLEM_CONTENT_TYPE
+from service.http.problems import ALLOWED_METHODS, PROBLEM_CONTENT_TYPE
 from service.http.settings import is_own_server, is_qsite_database, path_database
 from service.http.settings import is_qsite_path as is_api_path
 from service.http.tally import count

@@ -18,7 +18,8 @@ from typing import Callable
 
 from service.api.bodies import Build, Invalid, Missing, NoData
 from service.api.data_versions import DataVersions, read_versions, updated_at
-from service.api.endpoints import ENDPOINTS, HTML, JSON, Endpoint
+from service.api.endpoint import HTML, JSON, Endpoint
+from service.api.endpoints import ENDPOINTS
 from service.api.health import health_response
 from service.api.parameters import echo, invalid_parameters, parse_params
 from service.api.response_cache import ResponseCache

@@ -14,7 +14,8 @@ from __future__ import annotations
 from db.model import VERSION
 
 from service.api.feeds import ATOM, JSON_FEED
-from service.api.endpoints import ENDPOINTS, HTML, JSON, TAGS_DOCUMENTED, USAGE_TERMS, Endpoint
+from service.api.endpoint import HTML, JSON, Endpoint
+from service.api.endpoints import ENDPOINTS, TAGS_DOCUMENTED, USAGE_TERMS
 from service.api.parameter_table import PARAMETERS
 from service.i18n import LANGUAGES, Catalogs, translate_document
 from service.api.parameters import MAX_ERRORS

@@ -12,7 +12,8 @@ from http import HTTPStatus
 from db.model import AUTHOR_CHARS, AUTHORS_MAX, IMAGE_URL_MAX
 
 from service.api.feeds import ATOM, JSON_FEED_VERSION
-from service.api.endpoints import ENDPOINTS, SQLITE
+from service.api.endpoint import SQLITE
+from service.api.endpoints import ENDPOINTS
 from service.api.kinds import OneOf
 from service.api.news_bodies import SEARCH_COUNT_MAX
 from service.api.parameter_table import LIMIT_MAX, LIMIT_MIN, PARAMETERS
