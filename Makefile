@@ -171,7 +171,7 @@ i18n-extract: dev
 # Adds new texts to every catalog (a new language: add it to service/i18n.py LANGUAGES first);
 # English is the source language, so its catalog is the texts themselves.
 i18n-update: i18n-extract
-	for dir in $$($(TEST_BIN)/python -c 'from service.i18n import LANGUAGES; print(*(l.catalog_dir for l in LANGUAGES))'); do \
+	for dir in $$($(TEST_BIN)/python -c 'from qsite.service.i18n import LANGUAGES; print(*(l.catalog_dir for l in LANGUAGES))'); do \
 		$(TEST_BIN)/pybabel update --init-missing -D qsite -i $(POT) -d $(LOCALES) -l $$dir --ignore-obsolete --no-wrap || exit 1; \
 	done
 	$(TEST_BIN)/python tools/po_source_language.py $(LOCALES)/en/LC_MESSAGES/qsite.po

@@ -25,7 +25,7 @@ from datasette.app import Datasette
 
 from bench.cpu import cpu_seconds, process_tree
 from bench.servers import pinned, raw_server_command
-from service.datasette.state import cursor_key
+from qsite.service.datasette.state import cursor_key
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

@@ -8,7 +8,7 @@ It prints one JSON object on its last line of output.
   :mod:`bench.feeds`, one after another in this one process (the reference).
 - ``fetch URL...``: fetch every URL with the pipeline's own fetcher,
   concurrently, and throw the bodies away (what the loopback server costs).
-- ``ingest CONFIG DB``: the real :func:`pipeline.news.ingest.ingest_news` into a new
+- ``ingest CONFIG DB``: the real :func:`qsite.pipeline.news.ingest.ingest_news` into a new
   database, then again unchanged.
 """
 
@@ -48,7 +48,7 @@ def time_feedparser(folder: Path, repeats: int) -> dict:
 
 
 def time_fetch(urls: list[str]) -> dict:
-    from pipeline.fetch import fetch, make_client
+    from qsite.pipeline.fetch import fetch, make_client
 
     async def run():
         async with make_client() as client:
@@ -71,9 +71,9 @@ def _counts(reports) -> dict:
 
 
 def time_ingest(config_path: str, db_path: str, runs: int = 2) -> dict:
-    from config import load_config
-    from pipeline.news.ingest import ingest_news
-    from pipeline.store import open_database
+    from qsite.config import load_config
+    from qsite.pipeline.news.ingest import ingest_news
+    from qsite.pipeline.store import open_database
 
     config = load_config(config_path, database=db_path)
     db = open_database(config.database_path)

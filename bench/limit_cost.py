@@ -4,7 +4,7 @@ Issue 26 asked whether ``limit`` may go up to 500 (the Spaceflight News API's
 maximum): only if a page of 500 costs no more than twice the p99 of a page of 100.
 This builds a news database (:mod:`bench.newsdb`), then builds /news bodies the
 way the service does on a cache miss (the canned query ``api_news``, then
-:func:`service.api.news_bodies.news` and the JSON serialisation), each from a random
+:func:`qsite.service.api.news_bodies.news` and the JSON serialisation), each from a random
 position (a cursor), so none repeats, and reports p50 and p99 per mix. HTTP is
 left out: it costs the same at both sizes, so leaving it out makes the ratio
 larger, never smaller.
@@ -24,11 +24,11 @@ import time
 from pathlib import Path
 
 from bench import newsdb
-from service.api.bodies import Build
-from service.api.data_versions import read_versions
-from service.api.endpoints import ENDPOINTS
-from service.api.responses import dumps
-from service.datasette.metadata import QUERY_PREFIX, read_metadata_file
+from qsite.service.api.bodies import Build
+from qsite.service.api.data_versions import read_versions
+from qsite.service.api.endpoints import ENDPOINTS
+from qsite.service.api.responses import dumps
+from qsite.service.datasette.metadata import QUERY_PREFIX, read_metadata_file
 
 MIXES = {
     "newest": {},

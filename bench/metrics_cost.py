@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def overhead_us(requests: int = 50_000, repeats: int = 7) -> dict:
-    """Microseconds :func:`service.metrics.middleware.observed` adds to one request, metrics on and off.
+    """Microseconds :func:`qsite.service.metrics.middleware.observed` adds to one request, metrics on and off.
 
     In process, around an app that answers at once: what the layer costs alone, without a server or
     a client to share the machine with. The best of ``repeats`` runs, each ``requests`` requests
@@ -151,9 +151,9 @@ def overhead_us(requests: int = 50_000, repeats: int = 7) -> dict:
 
     from datasette.app import Datasette
 
-    from config import load_config
-    from service.metrics.exported import MULTIPROC_ENV
-    from service.metrics.middleware import observed
+    from qsite.config import load_config
+    from qsite.service.metrics.exported import MULTIPROC_ENV
+    from qsite.service.metrics.middleware import observed
 
     folder = tempfile.mkdtemp(prefix="qsite-metrics-")
     os.environ[MULTIPROC_ENV] = folder

@@ -3,7 +3,7 @@
 Ingesting a million items the real way would take 20,000 feeds and an hour;
 what the uncached benchmark (:mod:`bench.uncached`) needs is the data, so the
 items are generated here and written by
-:func:`pipeline.store.news.bulk_insert_items` in one transaction. They look
+:func:`qsite.pipeline.store.news.bulk_insert_items` in one transaction. They look
 like real ones: a dozen publishers of all three tags (money headlines moved to
 Investing as a rule would), times spread evenly over four years, and titles and
 summaries of domain words and company names drawn with a Zipf-like skew, so a
@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Iterator
 
 from bench.feeds import DETAILS, SENTENCES, SUBJECTS
-from db.model import NEWS, format_time
-from pipeline.news.normalise import entry_key
-from pipeline.store.records import Item, item_id
-from pipeline.store import bump_version, open_database, transaction
-from pipeline.store import news as news_store
-from pipeline.store import sources as sources_store
+from qsite.db.model import NEWS, format_time
+from qsite.pipeline.news.normalise import entry_key
+from qsite.pipeline.store.records import Item, item_id
+from qsite.pipeline.store import bump_version, open_database, transaction
+from qsite.pipeline.store import news as news_store
+from qsite.pipeline.store import sources as sources_store
 
 #: Publisher name, web host and the tag their items carry.
 SOURCES = (

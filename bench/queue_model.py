@@ -10,7 +10,7 @@ by more than their rate alone says. This tool tells the two causes apart:
    in-process, no HTTP, on the server's core; a request's time is the median
    of three passes, each meeting the URLs in turn as a server meets them);
 2. it serves :data:`app` under granian, the worker settled as ``qsite serve``
-   settles its own (:func:`service.serve.worker.after_startup`), answering each
+   settles its own (:func:`qsite.service.serve.worker.after_startup`), answering each
    request after spinning for the next of those times, with a body of that
    request's size; and, side by side in the same rounds, ``qsite serve`` on
    the list itself. Both pinned as in ``make bench``.
@@ -76,8 +76,8 @@ def service_times(config: Path, listed: list[str], passes: int = 1) -> list[tupl
     machine lands in one pass, not in the model.
     """
     os.environ["DATASETTE_SECRET"] = BENCH_SECRET
-    from config import load_config
-    from service.serve.worker import load_app
+    from qsite.config import load_config
+    from qsite.service.serve.worker import load_app
 
     async def run() -> list[tuple[float, int]]:
         app = load_app((load_config(config), None))  # in the loop, as granian's worker loads it
@@ -139,7 +139,7 @@ def spin_app(turns):
 
 def _settled_spin_app():
     """:func:`spin_app` over the times of :data:`TIMES_ENV` as :data:`PLAN_ENV` has them, settled as ``qsite serve``'s worker."""
-    from service.serve.worker import after_startup
+    from qsite.service.serve.worker import after_startup
 
     recorded = [line.split() for line in Path(os.environ[TIMES_ENV]).read_text().splitlines()]
     planned_ms = planned([float(ms) for ms, _ in recorded], os.environ.get(PLAN_ENV, "1"))

@@ -219,9 +219,9 @@ def bench_serving(args, procs: Processes, work: Path, db: Path, config: Path, re
 
 def visibility(args, base: str, db: Path, work: Path, trials: int) -> dict:
     """Ingest one new item while serving; time until ``/api/v1/news`` shows it."""
-    from config import load_config
-    from pipeline.news.ingest import ingest_news
-    from pipeline.store import open_database
+    from qsite.config import load_config
+    from qsite.pipeline.news.ingest import ingest_news
+    from qsite.pipeline.store import open_database
 
     feed = work / "live.xml"
     config = load_config(news_config(work / "live.yml", db, [{"name": "Bench Live", "url": str(feed), "tag": "Science"}]))

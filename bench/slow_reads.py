@@ -31,11 +31,11 @@ import httpx
 import yaml
 
 from bench.harness import SAMPLE_EXPORT, Processes, free_port, qsite, wait_http, BIN, ROOT
-from db.model import NEWS, format_time
-from pipeline.store import bump_version, open_database, transaction
-from pipeline.store import news as news_store
-from pipeline.store import sources as sources_store
-from pipeline.store.records import Item
+from qsite.db.model import NEWS, format_time
+from qsite.pipeline.store import bump_version, open_database, transaction
+from qsite.pipeline.store import news as news_store
+from qsite.pipeline.store import sources as sources_store
+from qsite.pipeline.store.records import Item
 
 ITEMS = 250_000
 TIME_LIMIT_MS = 200

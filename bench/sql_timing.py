@@ -1,16 +1,16 @@
 """The SQL of uncached news requests, timed alone: the timing guard of issue 27.
 
 Each news request of the bench's lists is read as the API reads it
-(:func:`~service.api.parameters.parse_params`) and built by the API's own
-:func:`~service.api.news_bodies.news` on a read-only connection opened as the API
-opens its own (:func:`~service.api.reader.connect_read_only`: temporary tables
+(:func:`~qsite.service.api.parameters.parse_params`) and built by the API's own
+:func:`~qsite.service.api.news_bodies.news` on a read-only connection opened as the API
+opens its own (:func:`~qsite.service.api.reader.connect_read_only`: temporary tables
 in memory, which each page's sorts use), in this process, with no server
 around it. Only the statements are timed (each one's ``execute`` and
 ``fetchall``), none of the Python that builds the body: what a request's SQL
 costs at a million items, pages (no ``q``) apart from searches. So a request
 runs the queries the API runs for it, no more: a first page that is not full
 is its own count, and a later page takes its count from its cursor
-(:mod:`service.api.cursors`; the bench's cursors are sealed as the servers'
+(:mod:`qsite.service.api.cursors`; the bench's cursors are sealed as the servers'
 next links are, :class:`bench.uncached.CarriedCounts`).
 
 The connection is first used for as many other requests of the same list, as
@@ -35,21 +35,21 @@ import time
 from pathlib import Path
 
 from bench.harness import bench_cursor_key, disk_read_bytes
-from service.api.bodies import Build
-from service.api.cursors import keyset
-from service.api.data_versions import read_versions
-from service.api.endpoints import ENDPOINTS
-from service.api.news_bodies import news, news_filters, with_count_limit
-from service.api.parameters import parse_params
-from service.api.reader import connect_read_only
-from service.datasette.metadata import configured_queries, query_sql
+from qsite.service.api.bodies import Build
+from qsite.service.api.cursors import keyset
+from qsite.service.api.data_versions import read_versions
+from qsite.service.api.endpoints import ENDPOINTS
+from qsite.service.api.news_bodies import news, news_filters, with_count_limit
+from qsite.service.api.parameters import parse_params
+from qsite.service.api.reader import connect_read_only
+from qsite.service.datasette.metadata import configured_queries, query_sql
 
 #: The 99th percentile of a request's SQL each kind must stay within, in ms (issue 27).
 LIMITS_MS = {"pages": 0.5, "searches": 5.0}
 
 
 class _Fetched:
-    """What :meth:`service.api.bodies.Build.rows` reads of a cursor, its rows already fetched."""
+    """What :meth:`qsite.service.api.bodies.Build.rows` reads of a cursor, its rows already fetched."""
 
     def __init__(self, description, rows: list):
         self.description, self.rows = description, rows

@@ -1,11 +1,11 @@
 """The Python of an uncached news request, stage by stage, timed in this process at a million items.
 
 Each request of a list is taken through the stages the API takes it through,
-each timed apart: reading its query string (:func:`~service.api.parameters.parse_params`),
+each timed apart: reading its query string (:func:`~qsite.service.api.parameters.parse_params`),
 its SQL (the statements alone, as :mod:`bench.sql_timing` times them), building the
-body around the rows (:func:`~service.api.news_bodies.news` less its SQL; the ``next``
-link, :meth:`~service.api.endpoint.Endpoint.next_link`, is timed apart within
-it), and serialising it (:func:`~service.api.responses.dumps`, the ETag). What is
+body around the rows (:func:`~qsite.service.api.news_bodies.news` less its SQL; the ``next``
+link, :meth:`~qsite.service.api.endpoint.Endpoint.next_link`, is timed apart within
+it), and serialising it (:func:`~qsite.service.api.responses.dumps`, the ETag). What is
 left of a request's time under ``qsite serve`` beyond these is the server's and the
 event loop's (routing, the response cache, the limiter, granian).
 """
@@ -18,14 +18,14 @@ from pathlib import Path
 
 from bench.harness import bench_cursor_key
 from bench.sql_timing import _Fetched
-from service.api.bodies import Build
-from service.api.data_versions import read_versions
-from service.api.endpoints import ENDPOINTS
-from service.api.news_bodies import news
-from service.api.parameters import parse_params
-from service.api.reader import connect_read_only
-from service.api.responses import dumps, etag_for
-from service.datasette.metadata import configured_queries, query_sql
+from qsite.service.api.bodies import Build
+from qsite.service.api.data_versions import read_versions
+from qsite.service.api.endpoints import ENDPOINTS
+from qsite.service.api.news_bodies import news
+from qsite.service.api.parameters import parse_params
+from qsite.service.api.reader import connect_read_only
+from qsite.service.api.responses import dumps, etag_for
+from qsite.service.datasette.metadata import configured_queries, query_sql
 
 STAGES = ("parse_params", "sql", "body less sql", "next_link", "dumps and etag")
 

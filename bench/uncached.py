@@ -47,15 +47,15 @@ from bench.servers import log, record_responses, run_wrk
 from bench.sql_timing import LISTED_PER_TIMED, time_news_sql, time_search_kinds
 from bench.stages import time_stages
 from bench.stalls import rate_after_stalls
-from db.model import TAGS
-from service.api.bodies import Build
-from service.api.cursors import Position, encode_cursor
-from service.api.data_versions import read_versions
-from service.api.endpoints import ENDPOINTS
-from service.api.news_bodies import SEARCH_COUNT_MAX, news_filters, with_count_limit
-from service.api.parameters import parse_params
-from service.api.reader import connect_read_only
-from service.datasette.metadata import configured_queries, query_sql
+from qsite.db.model import TAGS
+from qsite.service.api.bodies import Build
+from qsite.service.api.cursors import Position, encode_cursor
+from qsite.service.api.data_versions import read_versions
+from qsite.service.api.endpoints import ENDPOINTS
+from qsite.service.api.news_bodies import SEARCH_COUNT_MAX, news_filters, with_count_limit
+from qsite.service.api.parameters import parse_params
+from qsite.service.api.reader import connect_read_only
+from qsite.service.datasette.metadata import configured_queries, query_sql
 
 #: Items per page, in both: the API's default limit and Datasette's ``_size``.
 PAGE = 20
@@ -86,7 +86,7 @@ USER_KIND_LIMIT_MS = 2.0
 #: the sampled items' text ("the", "to", "quantum"), whose lists hold most of the index.
 SEARCH_KINDS = ("one word", "two words of one item", "two words", "a very common word",
                 "a very common word and a rare one", "a word in no item",
-                # q's operators (service.api.search_language.parse_search): OR merges lists; an excluded
+                # q's operators (qsite.service.api.search_language.parse_search): OR merges lists; an excluded
                 # word that nearly every match has walks the included word's whole list
                 "one word or another", "a word without a very common one")
 #: Kinds held to a request's bound, not to issue 27's 5 ms for any q (its list: words, phrases,
@@ -249,9 +249,9 @@ class CarriedCounts:
     """Cursors as ``qsite serve`` writes them into next links: each with its listing's count, sealed.
 
     A client has a cursor only from a ``next`` link, and since the counts rode
-    along (:mod:`service.api.cursors`) every such link carries its listing's
+    along (:mod:`qsite.service.api.cursors`) every such link carries its listing's
     count. The bench's cursors are made the same way, by the API's own code
-    (:class:`~service.api.bodies.Build`) with the servers' secret
+    (:class:`~qsite.service.api.bodies.Build`) with the servers' secret
     (:data:`bench.harness.BENCH_SECRET`), over the data the servers serve.
     """
 

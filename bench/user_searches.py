@@ -24,7 +24,7 @@ import random
 import time
 from dataclasses import replace
 
-from db.model import TAGS
+from qsite.db.model import TAGS
 
 #: The shapes of ``q`` and their shares: a quarter two words, a tenth each an ``OR`` and an excluded word.
 SHAPES = {"one word": 0.55, "two words": 0.25, "an OR": 0.10, "an excluded word": 0.10}
@@ -87,7 +87,7 @@ def since(sample, rng: random.Random) -> str:
 def search(sample, rng: random.Random, kind: str | None = None):
     """A :class:`bench.uncached.NewsRequest` of ``kind`` (:func:`kinds`), drawn with the users' shares when ``None``."""
     from bench.uncached import NewsRequest
-    from service.api.cursors import Position
+    from qsite.service.api.cursors import Position
 
     shape, _, filtered = (kind or draw_kind(rng)).partition(", ")
     if filtered not in FILTERS:

@@ -1,12 +1,12 @@
-"""The qsite YAML configuration: its model (:mod:`config.model`) and its loading (:mod:`config.loading`).
+"""The qsite YAML configuration: its model (:mod:`qsite.config.model`) and its loading (:mod:`qsite.config.loading`).
 
 One YAML file configures everything: the database, the site export, the news sources, the
 API, snapshots, metrics and logs. This package's public surface is re-exported here:
-``from config import load_config, Config, ConfigError``.
+``from qsite.config import load_config, Config, ConfigError``.
 """
 
-from config.loading import DEFAULT_CONFIG, load_config
-from config.model import (
+from qsite.config.loading import DEFAULT_CONFIG, load_config
+from qsite.config.model import (
     ApiConfig,
     Config,
     ConfigError,
@@ -17,7 +17,7 @@ from config.model import (
     SourceConfig,
     serving_workers,
 )
-from config.values import is_url, parse_duration, parse_rate_limit
+from qsite.config.values import is_url, parse_duration, parse_rate_limit
 
 __all__ = [
     "DEFAULT_CONFIG",

@@ -1,12 +1,12 @@
-"""Reading a config file: YAML to a validated :class:`~config.model.Config`, or one error naming what is wrong.
+"""Reading a config file: YAML to a validated :class:`~qsite.config.model.Config`, or one error naming what is wrong.
 
-Promises: :func:`load_config` returns a config or raises :class:`~config.model.ConfigError`
+Promises: :func:`load_config` returns a config or raises :class:`~qsite.config.model.ConfigError`
 whose message names the file and, one line each, every bad key (``key.path: message``, with
 a "did you mean" for an unknown key); a key given twice in one mapping is refused, never
-silently the last; ``${VAR}`` references are expanded (:mod:`config.environment`) and an
+silently the last; ``${VAR}`` references are expanded (:mod:`qsite.config.environment`) and an
 unset one is named.
 
-Relies on :mod:`config.model` for what is valid.
+Relies on :mod:`qsite.config.model` for what is valid.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from config.environment import expand_environment
-from config.model import Config, ConfigError
-from config.spelling import did_you_mean
-from db.model import TAGS
+from qsite.config.environment import expand_environment
+from qsite.config.model import Config, ConfigError
+from qsite.config.spelling import did_you_mean
+from qsite.db.model import TAGS
 
 #: The bundled default config, pointing at the bundled samples.
 DEFAULT_CONFIG = Path(__file__).parent / "qsite.yml"

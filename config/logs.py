@@ -2,8 +2,8 @@
 of two formats (``text``, ``json``: :func:`make_formatter`).
 
 Logging is configured in two places (``qsite``'s commands, :mod:`qsite.cli`,
-and the server's ``dictConfig``, :mod:`service.serve.runner`); both attach
-:class:`RedactingFilter`. The rule itself is :func:`db.redact.redact_urls`.
+and the server's ``dictConfig``, :mod:`qsite.service.serve.runner`); both attach
+:class:`RedactingFilter`. The rule itself is :func:`qsite.db.redact.redact_urls`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 from contextvars import ContextVar
 from datetime import datetime, timezone
 
-from db.redact import redact_urls
+from qsite.db.redact import redact_urls
 
 
 class RedactingFilter(logging.Filter):

@@ -5,8 +5,8 @@ an error naming that key rather than a setting silently ignored; a :class:`Confi
 frozen once made. Relative paths resolve against the folder of the config file
 (:attr:`Config.path`), so a config can be moved together with its data.
 
-Relies on :mod:`config.values` for each value's kind and :mod:`config.observe` for the
-``metrics`` and ``logs`` sections. Reading the file is :mod:`config.loading`.
+Relies on :mod:`qsite.config.values` for each value's kind and :mod:`qsite.config.observe` for the
+``metrics`` and ``logs`` sections. Reading the file is :mod:`qsite.config.loading`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from pydantic import (
     field_validator,
 )
 
-from config.observe import LogsConfig, MetricsConfig
-from config.values import (
+from qsite.config.observe import LogsConfig, MetricsConfig
+from qsite.config.values import (
     Duration,
     Location,
     Regex,
@@ -38,7 +38,7 @@ from config.values import (
     is_url,
     rate_limit_from_yaml,
 )
-from db.urls import public_location
+from qsite.db.urls import public_location
 
 
 class ConfigError(Exception):
@@ -67,7 +67,7 @@ class SourceConfig(_Strict):
 
     @property
     def public_url(self) -> str:
-        """``url`` as it may be stored and shown: no credentials, a file by its name (:func:`db.urls.public_location`)."""
+        """``url`` as it may be stored and shown: no credentials, a file by its name (:func:`qsite.db.urls.public_location`)."""
         return public_location(self.url)
 
 
@@ -242,7 +242,7 @@ class Config(_Strict):
 
     @property
     def site_export_public(self) -> str:
-        """The export's location as it may be stored and shown (:func:`db.urls.public_location`)."""
+        """The export's location as it may be stored and shown (:func:`qsite.db.urls.public_location`)."""
         return public_location(self.site_export.source)
 
     def source_location(self, source: SourceConfig) -> str:

@@ -7,7 +7,7 @@ import typing
 
 from pydantic import BaseModel
 
-from db.model import TAGS
+from qsite.db.model import TAGS
 
 
 def canonical_tag(value):

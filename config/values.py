@@ -5,7 +5,7 @@ Promises: each validator turns what a YAML file may say into one canonical value
 with any credential of a URL redacted). :func:`parse_duration` and :func:`parse_rate_limit`
 are the one reading of a duration and of a limit everywhere qsite takes one.
 
-Relies on :mod:`db.model` for the tags and :mod:`db.redact` to keep credentials out of messages.
+Relies on :mod:`qsite.db.model` for the tags and :mod:`qsite.db.redact` to keep credentials out of messages.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Annotated, Literal
 import limits
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from config.spelling import canonical_tag
-from db.model import TAGS
-from db.redact import redact_text, redact_url
+from qsite.config.spelling import canonical_tag
+from qsite.db.model import TAGS
+from qsite.db.redact import redact_text, redact_url
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

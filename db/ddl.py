@@ -1,15 +1,15 @@
-"""The DDL the migrations of :mod:`db.migrations` run, as they have always written it.
+"""The DDL the migrations of :mod:`qsite.db.migrations` run, as they have always written it.
 
 Promises: each constant is the exact text one migration executes; SQLite stores the text of
 each ``CREATE`` as written, so the schema of a database made today is the schema those
 migrations always wrote. Must not change: the text of any constant here (databases in the
 field applied it); a change to the schema is a new migration with new DDL.
 
-Why apart from the migration list: so that :mod:`db.migrations` reads as the ordered list of
+Why apart from the migration list: so that :mod:`qsite.db.migrations` reads as the ordered list of
 changes, each with its reason, and the SQL of the base tables is found in one place.
 """
 
-from db.news_derived import (
+from qsite.db.news_derived import (
     COUNT_SCHEMA,
     COUNT_UPDATE_TRIGGER,
     SEARCH_COLUMNS,

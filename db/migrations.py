@@ -2,9 +2,9 @@
 
 Every change to the schema is a new migration appended here, in order; existing ones
 are never edited, because databases in the field have already applied them. The DDL
-they run is in :mod:`db.ddl` (the same rule holds for its text).
+they run is in :mod:`qsite.db.ddl` (the same rule holds for its text).
 Every command that opens the database applies what is pending
-(:func:`pipeline.store.open_database`).
+(:func:`qsite.pipeline.store.open_database`).
 
 Nothing that must not be exposed has a column here: no quiz questions,
 answers or explanations, and no user data. Datasette shows every table to
@@ -13,8 +13,8 @@ researchers, so the only safe place for such data is nowhere.
 
 from sqlite_utils.migrations import Migrations
 
-from db import news_sync
-from db.ddl import (
+from qsite.db import news_sync
+from qsite.db.ddl import (
     CATALOG,
     COUNTS_AND_WAYS_IN,
     COUNTS_BY_TAG_AND_SOURCE,
@@ -23,7 +23,7 @@ from db.ddl import (
     NEWS_SEARCH,
     NEWS_SEARCH_BY_TAG,
 )
-from db.news_derived import (
+from qsite.db.news_derived import (
     COUNT_NEWS,
     INDEX_NEWS_SEARCH,
     INDEX_NEWS_SEARCH_BY_SOURCE,
@@ -32,8 +32,8 @@ from db.news_derived import (
     TOTAL_SCHEMA,
     search_by_source_schema,
 )
-from db.redact import redact_text
-from db.urls import public_location
+from qsite.db.redact import redact_text
+from qsite.db.urls import public_location
 
 migrations = Migrations("qsite")
 
@@ -81,8 +81,8 @@ def m004_redact_locations(db):
 
     Everything here is public through Datasette. ``sources.url`` and the
     site export's ``ingest_runs.source`` and ``export_state.source`` become
-    :func:`db.urls.public_location` of what they were; stored errors are
-    redacted with :func:`db.redact.redact_text`. Export states whose
+    :func:`qsite.db.urls.public_location` of what they were; stored errors are
+    redacted with :func:`qsite.db.redact.redact_text`. Export states whose
     locations now read the same keep the newest (the next fetch simply checks
     again).
     """
@@ -140,7 +140,7 @@ def m006_news_search(db):
     ``news_fts`` (Datasette's search of the table) is keyed by the item's
     rowid, which says nothing of its date: a search for a word most items hold
     had to read every match to find the newest twenty. ``news_search`` is keyed by minute first, newest first
-    (see :data:`db.news_derived.SEARCH_ROWID_BITS`), so a page reads matches from its cursor
+    (see :data:`qsite.db.news_derived.SEARCH_ROWID_BITS`), so a page reads matches from its cursor
     and stops: ``api_news`` in metadata.yml takes the page's matches, then the
     rest of the oldest minute among them, and sorts those exactly.
     Tag and source are terms of the index too (``facets``), so a filtered search
@@ -158,7 +158,7 @@ def m006_news_search(db):
 
 @migrations()
 def m007_news_sync(db):
-    """Images, authors, a change-time index and tombstones, for mirrors (:mod:`db.news_sync`)."""
+    """Images, authors, a change-time index and tombstones, for mirrors (:mod:`qsite.db.news_sync`)."""
     db.executescript(news_sync.SCHEMA)
 
 
@@ -169,7 +169,7 @@ def m008_news_search_by_tag(db):
     A search with a tag was its words AND the tag's term, whose list holds a
     third of the news: when the two seldom meet, FTS5 read both lists to their
     end. Now a tag is a column filter on the words' own lists
-    (:func:`db.news_derived.search_columns_by_tag`). Same key, same facets for
+    (:func:`qsite.db.news_derived.search_columns_by_tag`). Same key, same facets for
     sources; the index is rebuilt from ``news``.
     """
     db.executescript(NEWS_SEARCH_BY_TAG)
@@ -179,7 +179,7 @@ def m008_news_search_by_tag(db):
 
 @migrations()
 def m009_news_sync_by_filter(db):
-    """Indexes for sync walks with a tag or sources (:data:`db.news_sync.FILTER_INDEXES`)."""
+    """Indexes for sync walks with a tag or sources (:data:`qsite.db.news_sync.FILTER_INDEXES`)."""
     db.executescript(news_sync.FILTER_INDEXES)
 
 
@@ -190,7 +190,7 @@ def m010_news_counts_by_tag_and_source(db):
     A count by tag read every tag's and every source's counts of its months and
     days through the primary key and kept a third of them; a count by source
     read all of the source's months and days, the period not being in its
-    index. ``api_news_count`` has a term per way in (:data:`db.news_queries.COUNT_WAYS`),
+    index. ``api_news_count`` has a term per way in (:data:`qsite.db.news_queries.COUNT_WAYS`),
     each reading its own range of one of these (what it gained: ``docs/performance.md``).
     """
     db.executescript(COUNTS_BY_TAG_AND_SOURCE)
@@ -207,7 +207,7 @@ def m011_news_totals(db):
     each read one range of it. Sources still read ``news_counts`` (``news_counts_source``).
     Kept by triggers, as ``news_counts`` is, in the same transaction as every
     change to ``news``; filled from ``news_counts``, which holds the same items
-    in fewer rows than ``news`` (:data:`db.news_derived.TOTAL_COUNTS`).
+    in fewer rows than ``news`` (:data:`qsite.db.news_derived.TOTAL_COUNTS`).
     What it gained: ``docs/performance.md``.
     ``news_counts_tag`` (m010) served only the count by tag, and every item
     stored rewrote two of its entries: it goes.
@@ -218,13 +218,13 @@ def m011_news_totals(db):
 
 @migrations()
 def m012_news_removed_by_view(db):
-    """Tombstones with their item's tag and source, and ``news_left``: mirrors of a tag or source (:data:`db.news_sync.VIEW_LOG`)."""
+    """Tombstones with their item's tag and source, and ``news_left``: mirrors of a tag or source (:data:`qsite.db.news_sync.VIEW_LOG`)."""
     db.executescript(news_sync.VIEW_LOG)
 
 
 @migrations()
 def m013_news_guid_duplicates(db):
-    """One item per story where changed guids stored it twice (:func:`db.news_sync.remove_guid_duplicates`)."""
+    """One item per story where changed guids stored it twice (:func:`qsite.db.news_sync.remove_guid_duplicates`)."""
     news_sync.remove_guid_duplicates(db)
 
 
@@ -232,7 +232,7 @@ def m013_news_guid_duplicates(db):
 def m014_news_search_by_source(db):
     """``news_search_by_source``: ``news_search``'s words keyed by source first, so that a search's count
     with sources reads each source's range of its words' lists, not the whole lists
-    (:func:`db.news_derived.search_by_source_columns`). Kept by triggers; filled from ``news``."""
+    (:func:`qsite.db.news_derived.search_by_source_columns`). Kept by triggers; filled from ``news``."""
     db.executescript(search_by_source_schema())
     db.execute(INDEX_NEWS_SEARCH_BY_SOURCE)
     db.execute("INSERT INTO news_search_by_source (news_search_by_source) VALUES ('optimize')")

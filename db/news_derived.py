@@ -1,16 +1,16 @@
 """The SQL that derives ``news_counts``, ``news_totals``, ``news_search`` and ``news_search_by_source`` from ``news``.
 
 The four tables are kept in step with ``news`` by triggers that the migrations
-create (:mod:`db.migrations`, m005, m006, m008, m011 and m012), and are filled in one
+create (:mod:`qsite.db.migrations`, m005, m006, m008, m011 and m012), and are filled in one
 statement when they are created and after the pipeline's bulk inserts
-(:mod:`pipeline.store.news`). The SQL lives here, apart from the migrations,
-because both use it (and the news queries, :mod:`db.news_queries`, read the
+(:mod:`qsite.pipeline.store.news`). The SQL lives here, apart from the migrations,
+because both use it (and the news queries, :mod:`qsite.db.news_queries`, read the
 search index's rowid layout described here).
 """
 
 from __future__ import annotations
 
-from db.model import TAGS
+from qsite.db.model import TAGS
 
 #: Fills ``news_counts`` from ``news`` (when the table is created, and after a bulk insert).
 COUNT_NEWS = """

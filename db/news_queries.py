@@ -3,9 +3,9 @@
 ``api_news``, ``api_news_oldest`` and ``api_news_count`` in ``datasette.yaml`` are
 generated from the templates here (``make cog``; ``tests/test_news_queries.py``
 fails while the file differs): the ``news_search`` rowid layout
-(:data:`db.news_derived.SEARCH_ROWID_BITS`), the clamp of a minute and the open
-ends of a range come from :mod:`db.news_derived`, the tag columns from
-:data:`db.model.TAGS`, and the search expression (:data:`SEARCH`) is written
+(:data:`qsite.db.news_derived.SEARCH_ROWID_BITS`), the clamp of a minute and the open
+ends of a range come from :mod:`qsite.db.news_derived`, the tag columns from
+:data:`qsite.db.model.TAGS`, and the search expression (:data:`SEARCH`) is written
 once for the three. ``datasette.yaml`` keeps the generated text, numbers
 written out, so researchers read and run in Datasette exactly what the API
 runs, and plain Datasette needs nothing of this module.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from string import Template
 
-from db.news_derived import (MINUTE_MAX, SEARCH_OPEN_END, SEARCH_ROWID_BITS, SEARCH_ROWID_MASK, SEARCH_TAG_COLUMNS,
+from qsite.db.news_derived import (MINUTE_MAX, SEARCH_OPEN_END, SEARCH_ROWID_BITS, SEARCH_ROWID_MASK, SEARCH_TAG_COLUMNS,
                              SOURCE_ROWID_BITS)
 
 #: The names the templates use, and their values.
@@ -41,7 +41,7 @@ LAYOUT = {
 
 #: The MATCH expression of a search: q in the column of the tag asked (any tag: every column but
 #: facets), AND the sources' facet terms. A tag that is no column matches nothing. :q is already an
-#: FTS5 expression (service.api.search_language.fts_query: quoted words, OR and NOT); in parentheses, the
+#: FTS5 expression (qsite.service.api.search_language.fts_query: quoted words, OR and NOT); in parentheses, the
 #: column filter applies to all of it, the words it excludes too.
 SEARCH = """\
 select case when :tag = '' then '- facets: (' || :q || ')'

@@ -1,6 +1,6 @@
 """What keeps a mirror of the news in step: each item's image, authors and change, and what was removed.
 
-Migration 7 (:func:`db.migrations.m007_news_sync`) adds to ``news`` ``image_url`` (the entry's own
+Migration 7 (:func:`qsite.db.migrations.m007_news_sync`) adds to ``news`` ``image_url`` (the entry's own
 image, canonical, or null), ``authors`` (a JSON array of names, ``[]`` when none) and ``change_key``,
 the position of its last change in commit order (:func:`next_change`), indexed by ``news_updated``
 on ``(change_key, id)``: the order a sync walk reads (``/api/v1/news?updated_since=``,
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 
-from db.model import NEWS, utc_now
+from qsite.db.model import NEWS, utc_now
 
 log = logging.getLogger("qsite.migrations")
 
@@ -83,7 +83,7 @@ FILTER_INDEXES = """
 #: holds, per item, each tag and source it had before it left them, with when and the change's key:
 #: trigger ``news_left_view`` writes a row whenever an item's tag or source changes (the pipeline's
 #: update gives the item a new ``change_key`` in the same statement), and ``news_left_removed`` one
-#: when an item is deleted, from the tombstone written just before (:func:`pipeline.store.news.delete_published_before`).
+#: when an item is deleted, from the tombstone written just before (:func:`qsite.pipeline.store.news.delete_published_before`).
 #: Tombstones already there are copied with tag and source ``''``: unknown, so listed under every view.
 #: An id left a view when its latest row that matches the view is there and the item is not in the view
 #: now (``api_news_removed_filtered`` in ``datasette.yaml``, through ``news_left_tag``,

@@ -1,13 +1,13 @@
 """Text as it may be logged or shown: no credentials of a URL in it, and for the public no local paths.
 
-:func:`db.urls.public_location` is the one rule for a configured location
+:func:`qsite.db.urls.public_location` is the one rule for a configured location
 (no userinfo, credential-like query values ``REDACTED``, a file by its name).
 This module applies it where locations are not alone but inside text:
 
 - :func:`redact_url`: one URL of any scheme (a ``redis://`` storage in a
   config error loses its userinfo and credential-like parameters too);
 - :func:`redact_urls`: every URL inside free text, for logs (which operators
-  read: local paths stay), and :class:`config.logs.RedactingFilter`, which does that to
+  read: local paths stay), and :class:`qsite.config.logs.RedactingFilter`, which does that to
   every log record;
 - :func:`redact_text`: that, and every absolute path cut to its file name,
   for error messages stored where Datasette shows them.
@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit, urlunsplit
 
-from db.urls import public_location, redact_parameters
+from qsite.db.urls import public_location, redact_parameters
 
 #: A URL: a scheme, ``://`` and what follows. A scheme starts only where no scheme character
 #: stands before it, so a long run of letters with no ``://`` is read once, not once from each of
@@ -35,8 +35,8 @@ _PATH = re.compile(r"(?<![\w.:/~-])(/[^\s'\"/<>]+)+/([^\s'\"/<>]+)")
 
 
 def redact_url(url: str) -> str:
-    """``url`` without credentials: :func:`~db.urls.public_location` for http(s); for others userinfo removed
-    and credential-like query and fragment values replaced (:func:`~db.urls.redact_parameters`)."""
+    """``url`` without credentials: :func:`~qsite.db.urls.public_location` for http(s); for others userinfo removed
+    and credential-like query and fragment values replaced (:func:`~qsite.db.urls.redact_parameters`)."""
     try:
         parts = urlsplit(url)
     except ValueError:  # an unbalanced [ in the host: not a URL anyone can fetch

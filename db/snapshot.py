@@ -1,7 +1,7 @@
 """What a published snapshot is: its name, the ``latest.json`` pointer, and the checks a copy must pass.
 
-Shared by the writer, which publishes snapshots (:mod:`pipeline.ops.publish`), and
-the replicas, which follow them (:mod:`service.replica.follow`); both check a file with
+Shared by the writer, which publishes snapshots (:mod:`qsite.pipeline.ops.publish`), and
+the replicas, which follow them (:mod:`qsite.service.replica.follow`); both check a file with
 :func:`check_file` before they trust it, so "a snapshot that checks out" means
 the same on both sides. Standard library only (and the schema's migration list).
 
@@ -21,8 +21,8 @@ import sqlite3
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from db.migrations import migrations
-from db.model import is_stored_time
+from qsite.db.migrations import migrations
+from qsite.db.model import is_stored_time
 
 #: The pointer object at the store's root: the one snapshot replicas serve.
 POINTER = "latest.json"

@@ -1,6 +1,6 @@
 """The snapshot store: a folder or an S3-compatible bucket, through obstore.
 
-The writer (:mod:`pipeline.ops.publish`) and the replicas (:mod:`service.replica.follow`)
+The writer (:mod:`qsite.pipeline.ops.publish`) and the replicas (:mod:`qsite.service.replica.follow`)
 both talk to the store configured under ``snapshots:``; this is the one place
 that turns that config into an obstore client and obstore's errors into one
 line a log can carry. Request signing, retries and multipart uploads are
@@ -22,7 +22,7 @@ import obstore
 from obstore.exceptions import AlreadyExistsError, PreconditionError
 from obstore.store import LocalStore, from_url
 
-from db.snapshot import POINTER, Pointer, SnapshotError, name_version
+from qsite.db.snapshot import POINTER, Pointer, SnapshotError, name_version
 
 
 #: A store that does not answer must not hold a replica's poll (or a publish) for minutes.
@@ -110,7 +110,7 @@ class SnapshotStore:
         """The current ``latest.json``, or None when nothing was ever published.
 
         :raises StoreUnavailable: the store cannot be read.
-        :raises db.snapshot.SnapshotError: the pointer is not valid.
+        :raises qsite.db.snapshot.SnapshotError: the pointer is not valid.
         """
         try:
             result = self._call(f"read {POINTER}", obstore.get, POINTER)
@@ -124,7 +124,7 @@ class SnapshotStore:
 
         :param lenient: an invalid pointer reads as no pointer, with its ``problem`` (so a publish can replace it).
         :raises StoreUnavailable: the store cannot be read.
-        :raises db.snapshot.SnapshotError: the pointer is not valid (unless ``lenient``).
+        :raises qsite.db.snapshot.SnapshotError: the pointer is not valid (unless ``lenient``).
         """
         try:
             result = self._call(f"read {POINTER}", obstore.get, POINTER)

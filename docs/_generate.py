@@ -11,7 +11,7 @@ code itself, never a copy of it:
 - :func:`cli_reference`: the ``--help`` of every command of the click app
   (:mod:`qsite.cli`), as sqlite-utils' ``docs/cli-reference.rst`` does;
 - :func:`api_endpoints` and :func:`api_parameters`: the paths and parameters of
-  the OpenAPI document as the service builds it (:mod:`service.describe.openapi`);
+  the OpenAPI document as the service builds it (:mod:`qsite.service.describe.openapi`);
 - :func:`runtime_packages`: the packages qsite depends on, as ``uv.lock`` records them.
 """
 
@@ -79,7 +79,7 @@ def _markdown(rest: str) -> str:
 def _attribute_docs() -> dict[tuple[str, str], str]:
     """``{(class name, field name): its #: comment}`` of the config model, read as autodoc reads them."""
     docs = {}
-    for module in ("config.model", "config.observe"):
+    for module in ("qsite.config.model", "qsite.config.observe"):
         analyzer = ModuleAnalyzer.for_module(module)
         docs.update(analyzer.find_attr_docs())
     return {key: _markdown(" ".join(line.strip() for line in lines if line.strip())) for key, lines in docs.items()}
@@ -223,7 +223,7 @@ def _nested_model(annotation) -> tuple[type[BaseModel] | None, str]:
 def config_rows(model: type[BaseModel] | None = None, prefix: str = "") -> list[tuple[str, str, str, str, str]]:
     """``(key, type, default, environment variable, description)`` of every key of the config file."""
     if model is None:
-        from config import Config
+        from qsite.config import Config
 
         model = Config
     docs = _attribute_docs()
@@ -275,7 +275,7 @@ def cli_reference() -> str:
 
 
 def _document() -> dict:
-    from service.describe.openapi import build_document
+    from qsite.service.describe.openapi import build_document
 
     return build_document(300)
 
@@ -365,10 +365,10 @@ def api_parameters() -> str:
 
 
 def endpoint_permissions() -> str:
-    """Each /api/v1 endpoint and the Datasette permissions it checks (:func:`service.datasette.access.resources`)."""
-    from service.api.endpoints import ENDPOINTS
-    from service.datasette.access import resources
-    from service.datasette.metadata import configured_queries
+    """Each /api/v1 endpoint and the Datasette permissions it checks (:func:`qsite.service.datasette.access.resources`)."""
+    from qsite.service.api.endpoints import ENDPOINTS
+    from qsite.service.datasette.access import resources
+    from qsite.service.datasette.metadata import configured_queries
 
     known = frozenset(configured_queries())
     lines = ["| endpoint | checks |", "|---|---|"]
@@ -392,7 +392,7 @@ def _schema():
     """An empty database in memory as the migrations make it."""
     import sqlite_utils
 
-    from db.migrations import migrations
+    from qsite.db.migrations import migrations
 
     database = sqlite_utils.Database(memory=True)
     migrations.apply(database)
@@ -422,7 +422,7 @@ def tables_read(sql: str) -> set[str]:
 
 def news_queries() -> list[str]:
     """The canned queries that read one of :func:`news_tables`."""
-    from service.datasette.metadata import configured_queries
+    from qsite.service.datasette.metadata import configured_queries
 
     tables = set(news_tables())
     return [name for name, query in configured_queries().items() if tables & tables_read(query["sql"])]
@@ -455,7 +455,7 @@ FTS_SHADOWS = ("_config", "_data", "_docsize", "_idx", "_content")
 def _metadata_tables() -> dict:
     import yaml
 
-    from service.datasette.metadata import METADATA_PATH
+    from qsite.service.datasette.metadata import METADATA_PATH
 
     (entry,) = yaml.safe_load(METADATA_PATH.read_text(encoding="utf-8"))["databases"].values()
     return entry["tables"]
@@ -487,9 +487,9 @@ def datasette_tables() -> str:
 
 def datasette_queries() -> str:
     """The canned queries of datasette.yaml, each with the /api/v1 endpoints that run it."""
-    from service.api.endpoints import ENDPOINTS
-    from service.datasette.access import QUERY_PREFIX
-    from service.datasette.metadata import configured_queries
+    from qsite.service.api.endpoints import ENDPOINTS
+    from qsite.service.datasette.access import QUERY_PREFIX
+    from qsite.service.datasette.metadata import configured_queries
 
     lines = ["| query | run by |", "|---|---|"]
     for name in configured_queries():
@@ -514,7 +514,7 @@ def runtime_packages() -> str:
 
 def metrics_reference() -> str:
     """The table of every metric ``/metrics`` exposes (service/metrics/exported.py)."""
-    from service.metrics.exported import METRICS
+    from qsite.service.metrics.exported import METRICS
 
     lines = ["| metric | type | labels | what it is |", "|---|---|---|---|"]
     for metric in METRICS:

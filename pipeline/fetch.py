@@ -25,8 +25,8 @@ from datetime import datetime, timezone
 
 import httpx
 
-from config import is_url
-from db.model import VERSION
+from qsite.config import is_url
+from qsite.db.model import VERSION
 
 USER_AGENT = f"qsite/{VERSION} (read-only quantum-computing site data service; feed fetcher)"
 CONNECT_TIMEOUT = 10.0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from db.redact import redact_urls
+from qsite.db.redact import redact_urls
 
 
 class RunReport:

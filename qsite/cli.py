@@ -14,10 +14,10 @@ import sys
 
 import click
 
-from config import ConfigError
-from db.model import VERSION
-from pipeline.ops import DEFAULT_GRACE
-from pipeline.store.lock import DEFAULT_WAIT
+from qsite.config import ConfigError
+from qsite.db.model import VERSION
+from qsite.pipeline.ops import DEFAULT_GRACE
+from qsite.pipeline.store.lock import DEFAULT_WAIT
 from qsite.options import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -106,8 +106,8 @@ def ingest_all_command(config, wait, quiet, now, publish):
 
 def _publish(config, quiet: bool = False, rollback_to: int | None = None) -> bool:
     """Publish a snapshot (pipeline/ops/publish.py), or roll back to one, and print its one line; False when it failed."""
-    from pipeline.ops.publish import PublishError, publish
-    from pipeline.ops.rollback import rollback
+    from qsite.pipeline.ops.publish import PublishError, publish
+    from qsite.pipeline.ops.rollback import rollback
 
     try:
         result = publish(config) if rollback_to is None else rollback(config, rollback_to)
@@ -140,7 +140,7 @@ def _ingest(config, wait: float, which: str, quiet: bool, publish: bool = False,
     With ``quiet``, only failures are printed (to stderr). ``which``: ``site``, ``news`` or ``all``;
     ``now``: the news sources backing off are fetched too.
     """
-    from pipeline.ops.ingest import ALL, NEWS, SITE, run_ingest
+    from qsite.pipeline.ops.ingest import ALL, NEWS, SITE, run_ingest
 
     kinds = {"site": (SITE,), "news": (NEWS,), "all": ALL}[which]
     if quiet:
@@ -166,7 +166,7 @@ def _ingest(config, wait: float, which: str, quiet: bool, publish: bool = False,
 
 def _ingest_with_progress_bar(config, wait: float, kinds: tuple[str, ...], now: bool = False):
     """Run the ingests with the news sources as a progress bar, shown once the news sweep starts."""
-    from pipeline.ops.ingest import NEWS, SITE, run_ingest
+    from qsite.pipeline.ops.ingest import NEWS, SITE, run_ingest
 
     with contextlib.ExitStack() as stack:
         bar = None
@@ -217,11 +217,11 @@ def serve_command(config, host, port, workers, follow, data_dir, datasette_confi
     """Serve /api/v1 and Datasette, read-only, over the database. Example: qsite serve --port 8001"""
     from pathlib import Path
 
-    from config import serving_workers
-    from pipeline.ops.lifeline import die_with_parent
-    from service.datasette.metadata import MetadataError
-    from service.serve.app import check_datasette_config
-    from service.serve.runner import serve
+    from qsite.config import serving_workers
+    from qsite.pipeline.ops.lifeline import die_with_parent
+    from qsite.service.datasette.metadata import MetadataError
+    from qsite.service.serve.app import check_datasette_config
+    from qsite.service.serve.runner import serve
 
     die_with_parent()  # when `qsite up` started this server
     if data_dir and not follow:
@@ -240,7 +240,7 @@ def serve_command(config, host, port, workers, follow, data_dir, datasette_confi
         data_dir = Path(data_dir).resolve() if data_dir else config.database_path.parent / "replica"
     else:
         open_db_or_exit(config, writing=False).close()  # migrations first, so the service finds its tables
-    if datasette_config:  # read by each worker's service.serve.app.make_datasette
+    if datasette_config:  # read by each worker's qsite.service.serve.app.make_datasette
         os.environ["QSITE_DATASETTE_CONFIG"] = str(Path(datasette_config).resolve())
     from qsite import options
 
@@ -269,8 +269,8 @@ def _quiet_apscheduler() -> None:
 @click.option("--run-now/--no-run-now", default=True, show_default=True, help="Ingest once at start-up.")
 def schedule_command(config, wait, grace, run_now):
     """Run the ingests on their intervals in the foreground until SIGTERM/Ctrl-C. Example: qsite schedule --config qsite.yml"""
-    from pipeline.ops.lifeline import die_with_parent
-    from pipeline.ops.schedule import Scheduler, run_forever
+    from qsite.pipeline.ops.lifeline import die_with_parent
+    from qsite.pipeline.ops.schedule import Scheduler, run_forever
 
     die_with_parent()  # when `qsite up` started this scheduler
     _quiet_apscheduler()
@@ -296,7 +296,7 @@ def status_command(config, as_json):
     if not config.database_path.exists():
         click.echo(f"Error: {config.database_path}: no database yet; run `qsite ingest all` first", err=True)
         sys.exit(EXIT_FAILED)
-    from pipeline.ops.status import collect_status, format_status
+    from qsite.pipeline.ops.status import collect_status, format_status
 
     db = open_db_or_exit(config, writing=False)
     try:
@@ -317,9 +317,9 @@ def status_command(config, as_json):
               help=f"Seconds to wait while another qsite run writes [default: {DEFAULT_WAIT:g}]. Env: QSITE_LOCK_WAIT.")
 def up_command(config, host, port, wait):
     """Migrate, ingest once, then schedule ingests in the background and serve in the foreground. Example: qsite up --port 8001"""
-    from config import serving_workers
-    from pipeline.ops.schedule import run_up
-    from service.serve.ports import PortInUse, check_port_free
+    from qsite.config import serving_workers
+    from qsite.pipeline.ops.schedule import run_up
+    from qsite.service.serve.ports import PortInUse, check_port_free
 
     try:
         check_port_free(host, port)  # before the ingest: a busy port is one line at once, not after a minute

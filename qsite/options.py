@@ -14,10 +14,10 @@ import sys
 
 import click
 
-from config import ConfigError, load_config
-from config.logs import RedactingFilter, make_formatter
-from pipeline.store import StoreError, open_and_migrate
-from pipeline.store.lock import DEFAULT_WAIT, WriterLockTimeout
+from qsite.config import ConfigError, load_config
+from qsite.config.logs import RedactingFilter, make_formatter
+from qsite.pipeline.store import StoreError, open_and_migrate
+from qsite.pipeline.store.lock import DEFAULT_WAIT, WriterLockTimeout
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -127,12 +127,12 @@ def setup_logging(level: str, log_format: str = "text") -> None:
 
 
 def open_db_or_exit(config, *, writing: bool = True):
-    """The database, migrated (:func:`pipeline.store.open_database`); one ``Error:`` line and exit status 1 if it cannot be."""
+    """The database, migrated (:func:`qsite.pipeline.store.open_database`); one ``Error:`` line and exit status 1 if it cannot be."""
     return open_and_migrate_or_exit(config, writing=writing)[0]
 
 
 def open_and_migrate_or_exit(config, *, writing: bool = True):
-    """:func:`pipeline.store.open_and_migrate`: the database and the migrations applied; exits as :func:`open_db_or_exit`."""
+    """:func:`qsite.pipeline.store.open_and_migrate`: the database and the migrations applied; exits as :func:`open_db_or_exit`."""
     try:
         return open_and_migrate(config.database_path, writing=writing)
     except StoreError as exc:
@@ -153,10 +153,10 @@ def exit_on_write_error(config):
 
 
 def single_writer(command):
-    """Options and errors of a command that writes through :func:`pipeline.ops.ingest.run_ingest`; adds ``--wait``.
+    """Options and errors of a command that writes through :func:`qsite.pipeline.ops.ingest.run_ingest`; adds ``--wait``.
 
     Goes below ``@common_options``; the command receives ``wait``. A second
-    writer waits up to ``--wait`` seconds for the lock (:mod:`pipeline.store.lock`),
+    writer waits up to ``--wait`` seconds for the lock (:mod:`qsite.pipeline.store.lock`),
     then ends with a message naming it and exit status 1; so does a database
     that cannot be opened or written.
     """

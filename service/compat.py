@@ -284,7 +284,7 @@ def datasette_error_type() -> type:
     """The exception class Datasette's views raise for what a request asked (``DatasetteError``).
 
     ``datasette.views.base.DatasetteError`` (0.65.5 and 1.0a41, ``datasette/views/base.py``), not
-    documented; :mod:`service.datasette.errors` answers it as the 4xx it is.
+    documented; :mod:`qsite.service.datasette.errors` answers it as the 4xx it is.
     """
     from datasette.views.base import DatasetteError
 
@@ -347,7 +347,7 @@ def add_to_histogram(child, counts: list[int], total: float) -> None:
     labelled ``child``, and ``total`` to its sum: what as many ``observe`` calls would do (prometheus-client 0.26).
 
     A histogram takes one observation at a time (``observe``); a worker moves a second's worth of counted
-    requests at once into its buckets (``_buckets``, ``_sum``; :mod:`service.metrics.exported`).
+    requests at once into its buckets (``_buckets``, ``_sum``; :mod:`qsite.service.metrics.exported`).
     """
     child._sum.inc(total)
     for bucket, n in zip(child._buckets, counts):

@@ -1,8 +1,8 @@
 """Interface languages: the message catalogs, and the interface description in each language.
 
 The English texts are written where the interface is described (the OpenAPI
-document built by :mod:`service.describe.openapi` from :mod:`service.datasette.handler` and
-:mod:`service.http.problems`, and the documentation page's template); their
+document built by :mod:`qsite.service.describe.openapi` from :mod:`qsite.service.datasette.handler` and
+:mod:`qsite.service.http.problems`, and the documentation page's template); their
 translations live in gettext catalogs, ``service/locales/<dir>/LC_MESSAGES/qsite.po``,
 keyed by the English text itself (``make messages`` extracts and updates them).
 

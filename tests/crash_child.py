@@ -18,11 +18,11 @@ import os
 import signal
 import sys
 
-from config import load_config
-from pipeline.store.lock import writer_lock
-from pipeline.news.ingest import ingest_news
-from pipeline.site.ingest import ingest_site
-from pipeline.store import open_database
+from qsite.config import load_config
+from qsite.pipeline.store.lock import writer_lock
+from qsite.pipeline.news.ingest import ingest_news
+from qsite.pipeline.site.ingest import ingest_site
+from qsite.pipeline.store import open_database
 
 
 def ingest_for_ever(configs) -> None:

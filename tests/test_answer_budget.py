@@ -16,8 +16,8 @@ from urllib.parse import quote
 
 import pytest
 
-from service.datasette import connections
-from service.datasette.answer_budget import CONFIG_KEY, CELL_BYTES, AnswerTooLarge, count_answers, row_bytes
+from qsite.service.datasette import connections
+from qsite.service.datasette.answer_budget import CONFIG_KEY, CELL_BYTES, AnswerTooLarge, count_answers, row_bytes
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import seeded_database
 

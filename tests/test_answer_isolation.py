@@ -25,7 +25,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from service.datasette.answer_budget import CELL_BYTES, CONFIG_KEY
+from qsite.service.datasette.answer_budget import CELL_BYTES, CONFIG_KEY
 from tests.support.known_data import seeded_database
 from tests.support.processes import qsite_serve, wait_until, worker_pids
 

@@ -13,9 +13,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from pipeline.store import open_database
-from service.api.endpoints import ENDPOINTS
-from service.api.search_language import MISPLACED_OR, NOTHING_INCLUDED
+from qsite.pipeline.store import open_database
+from qsite.service.api.endpoints import ENDPOINTS
+from qsite.service.api.search_language import MISPLACED_OR, NOTHING_INCLUDED
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.config_files import write_config
 from tests.support.known_data import (
@@ -422,7 +422,7 @@ def test_a_sort_by_relevance_says_only_date_order_exists(shared_api, value):
 
 
 def test_every_name_of_other_apis_at_once_stays_a_small_error(shared_api):
-    from service.api.parameters import KEY_NAMES
+    from qsite.service.api.parameters import KEY_NAMES
 
     names = [name for param in ENDPOINTS["news"].params for name in param.peers] + list(KEY_NAMES)
     response = shared_api.get("/api/v1/news?" + "&".join(f"{name}=1" for name in names))
@@ -607,7 +607,7 @@ def test_openapi_checked_every_response(api):
 
 
 def test_database_errors_are_503_and_faults_500_without_internals(api):
-    from service.datasette.plugin import get_api
+    from qsite.service.datasette.plugin import get_api
     import sqlite3
 
     api.get("/api/v1")

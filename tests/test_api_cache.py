@@ -8,15 +8,15 @@ from datetime import timedelta
 
 import pytest
 
-from db.model import utc_now
-from pipeline.store import bump_version, bump_versions, end_on_own_second, open_database, transaction
-from pipeline.store.runs import until_own_second
-from service.api.endpoints import ENDPOINTS
-from service.api.parameters import parse_params
-from service.api.response_cache import ALIAS_SHARE, ResponseCache, alias_size
-from service.api.responses import Conditions, Entry
-from service.api.routing import cache_key
-from service.datasette.plugin import get_api
+from qsite.db.model import utc_now
+from qsite.pipeline.store import bump_version, bump_versions, end_on_own_second, open_database, transaction
+from qsite.pipeline.store.runs import until_own_second
+from qsite.service.api.endpoints import ENDPOINTS
+from qsite.service.api.parameters import parse_params
+from qsite.service.api.response_cache import ALIAS_SHARE, ResponseCache, alias_size
+from qsite.service.api.responses import Conditions, Entry
+from qsite.service.api.routing import cache_key
+from qsite.service.datasette.plugin import get_api
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import NEWS_START, news_items, seed_news, seeded_database
 

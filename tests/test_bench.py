@@ -138,7 +138,7 @@ def test_sql_timing_reads_requests_as_the_api_does(tmp_path):
 def test_sql_timing_counts_what_a_statement_read_from_the_disk(tmp_path):
     """A statement that read pages from the disk, not the page cache, is counted: it timed the disk, not SQL."""
     from bench.sql_timing import TimedConnection
-    from service.api.reader import connect_read_only
+    from qsite.service.api.reader import connect_read_only
     from tests.support.known_data import seeded_database
 
     db = tmp_path / "site.db"

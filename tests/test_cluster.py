@@ -23,8 +23,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from config import load_config
-from db.snapshot_store import SnapshotStore
+from qsite.config import load_config
+from qsite.db.snapshot_store import SnapshotStore
 from tests.support.feeds import growing_feed
 from tests.support.processes import qsite_serve, stop, wait_until
 

@@ -16,8 +16,8 @@ import granian.log
 from datasette.app import Datasette
 from granian.server import Server
 
-from service import compat
-from service.serve.runner import logging_config
+from qsite.service import compat
+from qsite.service.serve.runner import logging_config
 
 
 def test_the_datasette_line_is_told_by_its_permission_api():
@@ -100,10 +100,10 @@ def test_the_config_split_is_loaded_the_same_way_on_both_lines():
 
 
 def test_add_to_histogram_does_what_as_many_observations_would():
-    """prometheus-client's histogram internals (``_buckets``, ``_sum``) as service.compat uses them."""
+    """prometheus-client's histogram internals (``_buckets``, ``_sum``) as qsite.service.compat uses them."""
     from prometheus_client import CollectorRegistry, Histogram
 
-    from service.compat import add_to_histogram
+    from qsite.service.compat import add_to_histogram
 
     buckets = (0.001, 0.01, 0.1)
     added, observed = (Histogram(name, "h", ("endpoint",), buckets=buckets, registry=CollectorRegistry())

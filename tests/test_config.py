@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from config import DEFAULT_CONFIG, ConfigError, load_config, parse_duration, parse_rate_limit, serving_workers
+from qsite.config import DEFAULT_CONFIG, ConfigError, load_config, parse_duration, parse_rate_limit, serving_workers
 from tests.support.paths import ROOT, SITE_EXPORT
 
 MINIMAL = "site_export:\n  source: export.json\n"

@@ -22,8 +22,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from config import load_config
-from service.serve.descriptors import FD_RESERVE, FdWatch, connections_per_worker, open_fds
+from qsite.config import load_config
+from qsite.service.serve.descriptors import FD_RESERVE, FdWatch, connections_per_worker, open_fds
 from tests.support.processes import cpu_seconds, qsite_serve, stop, wait_until, worker_pids
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))

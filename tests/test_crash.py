@@ -25,12 +25,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from config import load_config
-from pipeline.store.lock import writer_lock
-from pipeline.news.ingest import ingest_news
-from pipeline.site.ingest import ingest_site
-from pipeline.store import open_database
-from pipeline.store.runs import start_run
+from qsite.config import load_config
+from qsite.pipeline.store.lock import writer_lock
+from qsite.pipeline.news.ingest import ingest_news
+from qsite.pipeline.site.ingest import ingest_site
+from qsite.pipeline.store import open_database
+from qsite.pipeline.store.runs import start_run
 from tests.support.feeds import growing_feed
 from tests.support.processes import qsite_serve, wait_until
 from tests.support.site_exports import configs_for_both_exports

@@ -2,7 +2,7 @@
 
 A ``next`` link's cursor carries the count the page before it read, sealed
 with a key from the instance's Datasette secret over the count query, its
-parameters and the data versions (:mod:`service.api.cursors`). A page counts
+parameters and the data versions (:mod:`qsite.service.api.cursors`). A page counts
 again whenever the seal does not hold: the data changed, the filters are not
 the ones counted, the count was altered, another secret wrote it, or the
 cursor carries no count at all.
@@ -16,16 +16,16 @@ import httpx
 import pytest
 from datasette.app import Datasette
 
-from pipeline.store import open_database
-from service.api.bodies import Build
-from service.api.cursors import _CURSOR_MAX, COUNT_MAX, Position, count_seal, decode_cursor, encode_cursor
-from service.api.data_versions import read_versions
-from service.api.endpoints import ENDPOINTS
-from service.api.news_bodies import news
-from service.api.parameters import parse_params
-from service.datasette.metadata import configured_queries, query_sql
-from service.datasette.state import cursor_key
-from service.serve.app import make_datasette
+from qsite.pipeline.store import open_database
+from qsite.service.api.bodies import Build
+from qsite.service.api.cursors import _CURSOR_MAX, COUNT_MAX, Position, count_seal, decode_cursor, encode_cursor
+from qsite.service.api.data_versions import read_versions
+from qsite.service.api.endpoints import ENDPOINTS
+from qsite.service.api.news_bodies import news
+from qsite.service.api.parameters import parse_params
+from qsite.service.datasette.metadata import configured_queries, query_sql
+from qsite.service.datasette.state import cursor_key
+from qsite.service.serve.app import make_datasette
 from tests.support.api_client import ApiClient, shared_news_client
 from tests.support.known_data import news_items, seed_catalog, seed_news
 from tests.support.processes import qsite_serve, worker_pids
@@ -134,7 +134,7 @@ def test_one_secret_makes_one_key():
 
 
 def test_make_datasette_takes_the_secret_from_the_environment(monkeypatch, make_config, tmp_path):
-    from config import load_config
+    from qsite.config import load_config
 
     monkeypatch.setenv("DATASETTE_SECRET", "one secret")
     assert cursor_key(make_datasette(load_config(make_config()))) == KEY
@@ -234,7 +234,7 @@ def test_a_sync_walk_carries_its_count_too(client):
 
 def test_instances_with_one_secret_take_each_others_counts(monkeypatch, make_config, tmp_path):
     """The same link answered by another instance (worker, replica) with the same secret: the same body."""
-    from config import load_config
+    from qsite.config import load_config
 
     db = open_database(tmp_path / "site.db")
     seed_catalog(db)

@@ -10,11 +10,11 @@ import pytest
 import yaml
 from datasette.utils.asgi import NotFound, Request
 
-from pipeline.store import open_database
-from service.datasette.errors import error_response
-from service.datasette.metadata import METADATA_PATH, QUERY_NAMES, QUERY_PREFIX, load_metadata
-from service.compat import canned_query_sql, datasette_1
-from service.datasette.plugin import get_api
+from qsite.pipeline.store import open_database
+from qsite.service.datasette.errors import error_response
+from qsite.service.datasette.metadata import METADATA_PATH, QUERY_NAMES, QUERY_PREFIX, load_metadata
+from qsite.service.compat import canned_query_sql, datasette_1
+from qsite.service.datasette.plugin import get_api
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import news_id, seeded_database
 from tests.support.snapshot import snapshot

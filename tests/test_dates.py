@@ -4,7 +4,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from pipeline.news.dates import EARLIEST, DateReader, agrees
+from qsite.pipeline.news.dates import EARLIEST, DateReader, agrees
 
 
 def utc(*parts) -> datetime:

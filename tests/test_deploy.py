@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from config import load_config
+from qsite.config import load_config
 from qsite.cli import cli
 
 ROOT = Path(__file__).resolve().parent.parent

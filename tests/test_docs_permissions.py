@@ -13,12 +13,12 @@ import re
 import pytest
 import yaml
 
-from config import load_config
-from service.api.endpoints import ENDPOINTS
-from service.compat import datasette_1
-from service.datasette.access import WHOLE_DATABASE
-from service.datasette.metadata import read_config_file
-from service.serve.app import make_datasette
+from qsite.config import load_config
+from qsite.service.api.endpoints import ENDPOINTS
+from qsite.service.compat import datasette_1
+from qsite.service.datasette.access import WHOLE_DATABASE
+from qsite.service.datasette.metadata import read_config_file
+from qsite.service.serve.app import make_datasette
 from tests.support.api_client import ApiClient
 from tests.support.paths import ROOT
 

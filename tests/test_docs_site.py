@@ -96,7 +96,7 @@ def test_every_parameter_value_is_described():
         import _generate
     finally:
         sys.path.remove(str(DOCS))
-    from service.api.kinds import OneOf
+    from qsite.service.api.kinds import OneOf
 
     table = _generate.api_parameters()
     rows = {}
@@ -158,7 +158,7 @@ def test_readme_is_short_and_its_links_lead_somewhere():
 
 def test_readme_lists_every_endpoint():
     """The README's endpoint table is written by hand: a new endpoint must reach it too."""
-    from service.describe.openapi import build_document
+    from qsite.service.describe.openapi import build_document
 
     readme = (PROJECT / "README.md").read_text(encoding="utf-8")
     missing = [path for path in build_document(300)["paths"] if f"`{path}`" not in readme]

@@ -1,7 +1,7 @@
 """Feeds are read in the encoding the document declares, whatever feedparser or the HTTP header made of it."""
 
-from pipeline.news.encoding import check_encoding, declared_encoding
-from pipeline.news.feeds import FeedJob, read_feed
+from qsite.pipeline.news.encoding import check_encoding, declared_encoding
+from qsite.pipeline.news.feeds import FeedJob, read_feed
 from tests.support.goldens import REAL, SYNTHETIC
 
 

@@ -13,16 +13,16 @@ from urllib.parse import urlsplit
 import pytest
 import sqlite_utils
 
-from db.migrations import migrations
-from db.model import DATASETS, TAGS
-from service.api.cursors import Position
-from service.api.endpoint import HTML
-from service.api.endpoints import ENDPOINTS, index_document
-from service.api.parameter_table import LIMIT_DEFAULT, PARAMETERS
-from service.datasette.metadata import QUERY_NAMES, QUERY_PREFIX, read_metadata_file, configured_queries
-from service.api.parameters import parse_params
-from service.http.problems import API_PREFIX
-from service.api.routing import cache_key, resolve
+from qsite.db.migrations import migrations
+from qsite.db.model import DATASETS, TAGS
+from qsite.service.api.cursors import Position
+from qsite.service.api.endpoint import HTML
+from qsite.service.api.endpoints import ENDPOINTS, index_document
+from qsite.service.api.parameter_table import LIMIT_DEFAULT, PARAMETERS
+from qsite.service.datasette.metadata import QUERY_NAMES, QUERY_PREFIX, read_metadata_file, configured_queries
+from qsite.service.api.parameters import parse_params
+from qsite.service.http.problems import API_PREFIX
+from qsite.service.api.routing import cache_key, resolve
 
 
 def test_every_parameter_names_endpoints_of_the_table():
@@ -118,7 +118,7 @@ def test_next_link_keeps_a_search_as_its_canonical_text():
 
 def test_the_names_of_other_apis_are_no_parameter_of_the_endpoints_they_are_hints_on():
     """A peer name is never a parameter of an endpoint its hint is given on, nor the peer of two parameters of one."""
-    from service.api.parameters import KEY_NAMES, peer_key
+    from qsite.service.api.parameters import KEY_NAMES, peer_key
 
     for endpoint in ENDPOINTS.values():
         names = {peer_key(param.name) for param in endpoint.params}

@@ -2,8 +2,8 @@
 
 import pytest
 
-from pipeline.news.feeds import FeedError, FeedJob, parse, read_feed
-from pipeline.news.normalise import SUMMARY_LIMIT
+from qsite.pipeline.news.feeds import FeedError, FeedJob, parse, read_feed
+from qsite.pipeline.news.normalise import SUMMARY_LIMIT
 from tests.support.feeds import Entry, atom, rss
 from tests.support.paths import FEEDS
 

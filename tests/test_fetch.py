@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from db.model import VERSION as __version__
+from qsite.db.model import VERSION as __version__
 from tests.support.feeds import RSS_TYPE
 from tests.support.local_server import Reply
 from tests.support.paths import FEEDS

@@ -21,13 +21,13 @@ import httpx
 import pytest
 import yaml
 
-from config import load_config
-from db.snapshot import NAME_PATTERN, Pointer, snapshot_name
-from pipeline.store import open_database
-from service.datasette.state import instance
-from service.replica.claims import Claim, remove_unclaimed
-from service.replica.follow import Follower
-from service.serve.app import make_datasette
+from qsite.config import load_config
+from qsite.db.snapshot import NAME_PATTERN, Pointer, snapshot_name
+from qsite.pipeline.store import open_database
+from qsite.service.datasette.state import instance
+from qsite.service.replica.claims import Claim, remove_unclaimed
+from qsite.service.replica.follow import Follower
+from qsite.service.serve.app import make_datasette
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.openapi_check import OpenAPICheck
 from tests.support.known_data import news_items, seed_news
@@ -49,8 +49,8 @@ class Writer:
         self.store = tmp_path / "store"
 
     def publish(self, export: dict | None = None) -> Pointer:
-        from pipeline.ops.ingest import SITE, run_ingest
-        from pipeline.ops.publish import publish
+        from qsite.pipeline.ops.ingest import SITE, run_ingest
+        from qsite.pipeline.ops.publish import publish
 
         if export is not None:
             self.export.write_text(json.dumps(export))

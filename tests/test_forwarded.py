@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from service.http.forwarded import forwarded_entry, forwarded_scheme
+from qsite.service.http.forwarded import forwarded_entry, forwarded_scheme
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import seeded_database
 

@@ -27,8 +27,8 @@ from datasette import hookimpl
 from datasette.app import Datasette
 from datasette.plugins import pm
 
-from service.compat import datasette_1, datasette_kwargs
-from service.datasette.metadata import load_datasette_config, load_metadata
+from qsite.service.compat import datasette_1, datasette_kwargs
+from qsite.service.datasette.metadata import load_datasette_config, load_metadata
 from tests.support.processes import free_port, stop, wait_until
 
 #: qsite's entry points (pyproject.toml), as Datasette registers them.

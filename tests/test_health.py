@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from config import load_config
-from db.model import VERSION
-from pipeline.news.ingest import ingest_news
-from pipeline.store import open_database
-from service.serve.app import make_datasette
+from qsite.config import load_config
+from qsite.db.model import VERSION
+from qsite.pipeline.news.ingest import ingest_news
+from qsite.pipeline.store import open_database
+from qsite.service.serve.app import make_datasette
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.paths import FEEDS
 

@@ -18,12 +18,12 @@ import time
 
 import pytest
 
-from config import load_config
-from pipeline.news.ingest import ingest_news
-from pipeline.news import parse_pool
-from pipeline.news.parse_pool import IN_PROCESS_MAX_BYTES
-from pipeline.news.normalise import SUMMARY_LIMIT
-from pipeline.store import open_database
+from qsite.config import load_config
+from qsite.pipeline.news.ingest import ingest_news
+from qsite.pipeline.news import parse_pool
+from qsite.pipeline.news.parse_pool import IN_PROCESS_MAX_BYTES
+from qsite.pipeline.news.normalise import SUMMARY_LIMIT
+from qsite.pipeline.store import open_database
 from tests.support.feeds import RSS_TYPE
 from tests.support.hostile_feeds import corpus, double_gzip_bomb, good_feed, gzip_bomb, memory_hungry, slow_to_parse
 from tests.support.local_server import DripServer, Reply

@@ -11,9 +11,9 @@ import pytest
 from babel.messages.extract import extract_from_file
 from babel.messages.pofile import read_po
 
-from service.i18n import LANGUAGES, Catalogs, catalog_path, document_texts, find_language, translate_document
-from service.describe.messages import interface_texts
-from service.describe.openapi import build_document
+from qsite.service.i18n import LANGUAGES, Catalogs, catalog_path, document_texts, find_language, translate_document
+from qsite.service.describe.messages import interface_texts
+from qsite.service.describe.openapi import build_document
 
 ROOT = Path(__file__).resolve().parent.parent
 

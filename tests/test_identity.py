@@ -14,9 +14,9 @@ import sqlite3
 
 import pytest
 
-from config import load_config
-from pipeline.news.ingest import ingest_news
-from pipeline.store import open_database
+from qsite.config import load_config
+from qsite.pipeline.news.ingest import ingest_news
+from qsite.pipeline.store import open_database
 from tests.support.goldens import REAL, load_golden
 from tests.support.paths import ROOT
 

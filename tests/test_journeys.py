@@ -1,7 +1,7 @@
 """docs/journeys.md names only functions that exist.
 
 The page follows a request and a feed entry through the code, naming each step's module,
-class, function or method in a code span (```service.api.routing.resolve```). Every such
+class, function or method in a code span (```qsite.service.api.routing.resolve```). Every such
 name that starts with one of the product's packages is imported here: the longest prefix
 that is a module, then each remaining part as an attribute of the one before. A function
 moved or renamed without the page fails this test with its name.
@@ -49,7 +49,7 @@ def find(name: str):
 def test_the_page_names_the_steps_of_both_journeys():
     names = named()
     assert len(names) > 60, names  # both journeys, step by step
-    assert "service.api.routing.resolve" in names and "pipeline.ops.publish.publish" in names
+    assert "qsite.service.api.routing.resolve" in names and "qsite.pipeline.ops.publish.publish" in names
 
 
 @pytest.mark.parametrize("name", named())
@@ -62,9 +62,9 @@ def test_each_named_function_exists(name):
 
 def test_a_stale_name_is_caught():
     """The check itself: a name that is not there fails, a module prefix and methods are followed."""
-    assert find("service.api.routing.cache_key").__name__ == "cache_key"
-    assert callable(find("service.api.response_cache.ResponseCache.get_or_build"))
+    assert find("qsite.service.api.routing.cache_key").__name__ == "cache_key"
+    assert callable(find("qsite.service.api.response_cache.ResponseCache.get_or_build"))
     with pytest.raises(LookupError, match="has no 'no_such_step'"):
-        find("service.api.routing.no_such_step")
+        find("qsite.service.api.routing.no_such_step")
     with pytest.raises(LookupError, match="no module"):
         find("nowhere.at_all")

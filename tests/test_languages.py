@@ -7,9 +7,9 @@ import re
 import pytest
 from openapi_spec_validator import validate as validate_spec
 
-from pipeline.store import open_database
-from service.api.endpoints import USAGE_TERMS
-from service.i18n import LANGUAGES, Catalogs, document_texts, translate_document
+from qsite.pipeline.store import open_database
+from qsite.service.api.endpoints import USAGE_TERMS
+from qsite.service.i18n import LANGUAGES, Catalogs, document_texts, translate_document
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import COURSES, news_items, seed_news, seeded_database
 
@@ -136,7 +136,7 @@ def test_the_page_follows_the_data_and_answers_conditionally(client, tmp_path):
     db = open_database(tmp_path / "site.db")
     seed_news(db, [{**news_items(1, prefix="fresh")[0], "title": "A brand-new headline"}], changed_at="2026-11-21T00:00:00Z")
     db.close()
-    get_api = __import__("service.datasette.plugin", fromlist=["get_api"]).get_api
+    get_api = __import__("qsite.service.datasette.plugin", fromlist=["get_api"]).get_api
     client.run(get_api(client.datasette).cache.refresh(force=True))
     second = client.get("/api/v1/docs?lang=de")
     assert second.headers["etag"] != first.headers["etag"] and "A brand-new headline" in second.text

@@ -6,7 +6,7 @@ import graphlib
 
 import grimp
 
-PACKAGES = ("qsite", "pipeline", "service", "config", "db")
+PACKAGES = ("qsite",)
 
 
 def import_cycles(graph: grimp.ImportGraph) -> list[list[str]]:

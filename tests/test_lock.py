@@ -11,13 +11,13 @@ import time
 
 import pytest
 
-from pipeline.store.lock import WriterLockTimeout, lock_is_held, lock_path, writer_lock
+from qsite.pipeline.store.lock import WriterLockTimeout, lock_is_held, lock_path, writer_lock
 from tests.support.local_server import Reply
 from tests.support.processes import QSITE
 
 HOLDER = """
 import sys
-from pipeline.store.lock import writer_lock
+from qsite.pipeline.store.lock import writer_lock
 with writer_lock(sys.argv[1], 0):
     print("held", flush=True)
     sys.stdin.readline()  # until the test lets go (release), or kills it

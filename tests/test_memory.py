@@ -5,7 +5,7 @@ more ``&`` took the process from 247 MB to 1 GB (each spelling was kept as a
 response-cache alias, and aliases were capped by count, not bytes), and
 cursors carrying a made-up 11 KB item id were accepted and cached with their
 long keys. Now every byte the cache keeps is counted against its budget
-(:data:`service.api.response_cache.MAX_BYTES`), query strings are capped at
+(:data:`qsite.service.api.response_cache.MAX_BYTES`), query strings are capped at
 8 KiB, and a cursor must name an item id of the real shape.
 
 The test streams tens of thousands of distinct valid URLs (news pages at
@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.store import open_database
-from service.api.cursors import encode_cursor
-from service.api.response_cache import MAX_BYTES
+from qsite.pipeline.store import open_database
+from qsite.service.api.cursors import encode_cursor
+from qsite.service.api.response_cache import MAX_BYTES
 from tests.support.known_data import NEWS_START, news_items, seed_catalog, seed_news
 from tests.support.processes import qsite_serve, worker_pids
 

@@ -13,9 +13,9 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.http.tally import BUCKETS, Tally
-from service.metrics.exported import METRICS
-from service.metrics.middleware import Labels, endpoint_label
+from qsite.service.http.tally import BUCKETS, Tally
+from qsite.service.metrics.exported import METRICS
+from qsite.service.metrics.middleware import Labels, endpoint_label
 from tests.support.processes import qsite_serve, wait_until, worker_pids
 from tests.test_follow import Writer, follow
 
@@ -233,10 +233,10 @@ def test_a_429_is_counted_under_the_limit_that_refused_it(tmp_path, monkeypatch)
 
     from datasette.app import Datasette
 
-    from config import load_config
-    from service.http import tally
-    from service.http.problems import problem_response
-    from service.metrics.middleware import observed
+    from qsite.config import load_config
+    from qsite.service.http import tally
+    from qsite.service.http.problems import problem_response
+    from qsite.service.metrics.middleware import observed
 
     from prometheus_client import values
 

@@ -16,11 +16,11 @@ from collections import Counter
 import pytest
 import sqlite_utils
 
-from config import load_config
-from db.migrations import migrations
-from db.snapshot import KNOWN_MIGRATIONS
-from pipeline.news.ingest import ingest_news
-from pipeline.store import open_database
+from qsite.config import load_config
+from qsite.db.migrations import migrations
+from qsite.db.snapshot import KNOWN_MIGRATIONS
+from qsite.pipeline.news.ingest import ingest_news
+from qsite.pipeline.store import open_database
 from tests.support.goldens import REAL, load_golden
 from tests.support.paths import ROOT
 

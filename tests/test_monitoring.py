@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from service.metrics.exported import METRICS
+from qsite.service.metrics.exported import METRICS
 
 ROOT = Path(__file__).resolve().parent.parent
 MONITORING = ROOT / "deploy" / "monitoring"

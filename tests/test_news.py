@@ -7,14 +7,14 @@ from email.utils import format_datetime
 
 import pytest
 
-from config import load_config
-from db.model import format_time, utc_now
-from pipeline.fetch import FetchError, fetch_one, parse_retry_after
-from pipeline.news.feeds import MAX_ENTRIES
-from pipeline.news.ingest import ingest_news
-from pipeline.news.normalise import TITLE_MAX, URL_MAX
-from pipeline.news.policy import MAX_BACKOFF, backoff_seconds
-from pipeline.store import open_database
+from qsite.config import load_config
+from qsite.db.model import format_time, utc_now
+from qsite.pipeline.fetch import FetchError, fetch_one, parse_retry_after
+from qsite.pipeline.news.feeds import MAX_ENTRIES
+from qsite.pipeline.news.ingest import ingest_news
+from qsite.pipeline.news.normalise import TITLE_MAX, URL_MAX
+from qsite.pipeline.news.policy import MAX_BACKOFF, backoff_seconds
+from qsite.pipeline.store import open_database
 from tests.support.feeds import Entry, rss
 from tests.support.goldens import REAL
 from tests.support.local_server import Reply

@@ -3,10 +3,10 @@
 The API's ``count`` and the stats' ``news_items`` are read from ``news_totals``
 and ``news_counts`` (kept by triggers, db/migrations.py) and a range count within one day
 (``api_news_count`` in metadata.yml). Here items go in, change tag and go out
-the ways the pipeline does it (:mod:`pipeline.store.news`), and the canned
+the ways the pipeline does it (:mod:`qsite.pipeline.store.news`), and the canned
 queries are compared with ``count(*)`` over ``news`` itself at every boundary
 that matters: no ``since``, the start and end of a day and of a month, the
-times of items themselves. Also :func:`~pipeline.store.news.bulk_insert_items`:
+times of items themselves. Also :func:`~qsite.pipeline.store.news.bulk_insert_items`:
 the same counts, full-text index and schema as inserting row by row.
 """
 
@@ -18,12 +18,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from db.model import TAGS, format_time
-from pipeline.store.records import Item
-from pipeline.store import open_database, transaction
-from pipeline.store import news as news_store
-from pipeline.store import sources as sources_store
-from service.datasette.metadata import configured_queries
+from qsite.db.model import TAGS, format_time
+from qsite.pipeline.store.records import Item
+from qsite.pipeline.store import open_database, transaction
+from qsite.pipeline.store import news as news_store
+from qsite.pipeline.store import sources as sources_store
+from qsite.service.datasette.metadata import configured_queries
 from tests.support.known_data import database_before
 
 SQL = {name: q["sql"] for name, q in configured_queries().items()}

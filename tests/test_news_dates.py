@@ -8,11 +8,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 
-from config import load_config
-from db.model import format_time
-from pipeline.news.ingest import ingest_news
-from pipeline.news.normalise import parse_time
-from pipeline.store import open_database
+from qsite.config import load_config
+from qsite.db.model import format_time
+from qsite.pipeline.news.ingest import ingest_news
+from qsite.pipeline.news.normalise import parse_time
+from qsite.pipeline.store import open_database
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.feeds import Entry, rss
 from tests.support.goldens import REAL, load_golden

@@ -197,7 +197,7 @@ def test_the_json_feed_says_its_own_address_and_the_page_to_open(client):
 
 def test_a_publishers_text_never_becomes_the_address(make_config, tmp_path):
     """Only the feed's own two links are given the address: an item holding the stand-in's text keeps it."""
-    from service.api.responses import BASE_URL_PLACEHOLDER
+    from qsite.service.api.responses import BASE_URL_PLACEHOLDER
 
     found = news_items(2)
     found[0]["title"] = f"See {BASE_URL_PLACEHOLDER}/api/v1/docs"

@@ -7,14 +7,14 @@ from urllib.parse import parse_qsl, quote
 
 import pytest
 
-from pipeline.store import open_database
-from service.api.bodies import Build, Invalid
-from service.api.data_versions import read_versions
-from service.api.endpoints import ENDPOINTS
-from service.api.parameter_table import SOURCE_MAX, SOURCES_MAX
-from service.api.parameters import parse_params
-from service.api.search_language import MISPLACED_OR
-from service.datasette.metadata import configured_queries, query_sql
+from qsite.pipeline.store import open_database
+from qsite.service.api.bodies import Build, Invalid
+from qsite.service.api.data_versions import read_versions
+from qsite.service.api.endpoints import ENDPOINTS
+from qsite.service.api.parameter_table import SOURCE_MAX, SOURCES_MAX
+from qsite.service.api.parameters import parse_params
+from qsite.service.api.search_language import MISPLACED_OR
+from qsite.service.datasette.metadata import configured_queries, query_sql
 from tests.support.api_client import news_client
 from tests.support.problems import assert_problem
 from tests.support.known_data import NEWS_START, SOURCES, news_items, seed_news
@@ -366,7 +366,7 @@ def test_the_cursor_keeps_working_while_items_arrive(client, tmp_path):
         item["source"] = COMMA
     seed_news(db, newer, changed_at="2026-11-21T00:00:00Z")
     db.close()
-    client.run(__import__("service.datasette.plugin", fromlist=["get_api"]).get_api(client.datasette).cache.refresh(force=True))
+    client.run(__import__("qsite.service.datasette.plugin", fromlist=["get_api"]).get_api(client.datasette).cache.refresh(force=True))
     rest, url = [], first["next"]
     while url:
         page = client.get(url).json()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from config import load_config
-from pipeline.news.ingest import ingest_news
-from pipeline.store import open_database
+from qsite.config import load_config
+from qsite.pipeline.news.ingest import ingest_news
+from qsite.pipeline.store import open_database
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import news_items, seed_catalog, seed_news
 from tests.support.paths import ROOT

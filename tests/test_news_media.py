@@ -18,12 +18,12 @@ import json
 
 import pytest
 
-from config import load_config
-from pipeline.news.feeds import FeedJob, read_feed
-from pipeline.news.ingest import ingest_news
-from pipeline.news.media import is_avatar
-from pipeline.news.people import clean_name
-from pipeline.store import open_database
+from qsite.config import load_config
+from qsite.pipeline.news.feeds import FeedJob, read_feed
+from qsite.pipeline.news.ingest import ingest_news
+from qsite.pipeline.news.media import is_avatar
+from qsite.pipeline.news.people import clean_name
+from qsite.pipeline.store import open_database
 from tests.support.goldens import REAL, SYNTHETIC, feed_files, feed_params
 from tests.support.feeds import RSS_TYPE
 from tests.support.local_server import Reply

@@ -6,10 +6,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from config import SourceConfig
-from db.model import format_time
-from pipeline.news import policy
-from pipeline.store.records import Item, item_id
+from qsite.config import SourceConfig
+from qsite.db.model import format_time
+from qsite.pipeline.news import policy
+from qsite.pipeline.store.records import Item, item_id
 
 STARTED = datetime(2025, 3, 10, 12, 0, tzinfo=timezone.utc)
 NOW = format_time(STARTED)

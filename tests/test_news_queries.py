@@ -8,8 +8,8 @@ import sys
 
 import yaml
 
-from db import news_queries
-from db.news_derived import SEARCH_ROWID_BITS, SEARCH_ROWID_MASK
+from qsite.db import news_queries
+from qsite.db.news_derived import SEARCH_ROWID_BITS, SEARCH_ROWID_MASK
 from tests.support.paths import ROOT
 
 DATASETTE_YAML = ROOT / "datasette.yaml"

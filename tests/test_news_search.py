@@ -21,16 +21,16 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import sqlite_utils
 
-from db.news_derived import SEARCH_ROWID_MASK
-from db.model import NEWS, TAGS, format_time
-from pipeline.store.records import Item
-from pipeline.store import bump_version, open_database, transaction
-from pipeline.store import news as news_store
-from pipeline.store import sources as sources_store
-from service.api.news_bodies import SEARCH_COUNT_MAX
-from service.api.parameter_table import Q_MAX
-from service.api.search_language import Words, fts_query
-from service.datasette.metadata import configured_queries
+from qsite.db.news_derived import SEARCH_ROWID_MASK
+from qsite.db.model import NEWS, TAGS, format_time
+from qsite.pipeline.store.records import Item
+from qsite.pipeline.store import bump_version, open_database, transaction
+from qsite.pipeline.store import news as news_store
+from qsite.pipeline.store import sources as sources_store
+from qsite.service.api.news_bodies import SEARCH_COUNT_MAX
+from qsite.service.api.parameter_table import Q_MAX
+from qsite.service.api.search_language import Words, fts_query
+from qsite.service.datasette.metadata import configured_queries
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import database_before, seed_catalog
 
@@ -256,11 +256,11 @@ def test_a_page_that_already_gives_the_count_runs_one_query(db):
     A search whose words and filters seldom meet reads both index lists to their end (tens of
     milliseconds at a million items); running one query where two were run halves that.
     """
-    from service.api.bodies import Build
-    from service.api.cursors import Position
-    from service.api.endpoints import ENDPOINTS
-    from service.api.news_bodies import news
-    from service.api.parameters import parse_params
+    from qsite.service.api.bodies import Build
+    from qsite.service.api.cursors import Position
+    from qsite.service.api.endpoints import ENDPOINTS
+    from qsite.service.api.news_bodies import news
+    from qsite.service.api.parameters import parse_params
 
     insert(db, items(120, seed=12))
     api_sql = {name.removeprefix("api_"): sql for name, sql in SQL.items()}

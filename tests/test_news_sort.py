@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import pytest
 
-from service.api.cursors import encode_cursor
+from qsite.service.api.cursors import encode_cursor
 from tests.support.api_client import shared_news_client
 from tests.support.known_data import NEWS_START, SOURCES, news_items
 

@@ -18,13 +18,13 @@ from datetime import datetime, timezone
 import pytest
 import sqlite_utils
 
-from config import load_config
-from db.migrations import migrations
-from db.model import NEWS
-from pipeline.news.ingest import ingest_news
-from pipeline.store import bump_version, open_database, transaction
-from pipeline.store import news as news_store
-from pipeline.store.records import Item, item_id
+from qsite.config import load_config
+from qsite.db.migrations import migrations
+from qsite.db.model import NEWS
+from qsite.pipeline.news.ingest import ingest_news
+from qsite.pipeline.store import bump_version, open_database, transaction
+from qsite.pipeline.store import news as news_store
+from qsite.pipeline.store.records import Item, item_id
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.goldens import REAL
 from tests.support.local_server import Reply

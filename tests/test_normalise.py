@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.news.normalise import (
+from qsite.pipeline.news.normalise import (
     SUMMARY_LIMIT,
     FeedContext,
     classify,
@@ -19,9 +19,9 @@ from pipeline.news.normalise import (
     published_at,
     shared_links,
 )
-from pipeline.text import html_to_text, plain_text, shorten, text_of
-from pipeline.news.urls import canonical_url
-from pipeline.store.records import item_id
+from qsite.pipeline.text import html_to_text, plain_text, shorten, text_of
+from qsite.pipeline.news.urls import canonical_url
+from qsite.pipeline.store.records import item_id
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -343,7 +343,7 @@ def test_the_vendored_clearurls_rules_are_the_commit_their_source_names():
     import hashlib
     import json
 
-    from pipeline.news import tracking
+    from qsite.pipeline.news import tracking
 
     folder = tracking.RULES_FILE.parent
     source = dict(line.split(": ", 1) for line in (folder / "SOURCE").read_text().splitlines() if ": " in line)

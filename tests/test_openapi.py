@@ -14,11 +14,11 @@ import schemathesis
 
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from db.model import TAGS
-from service.api import endpoints, parameter_table
-from service.api.parameters import ECHO_MAX, MAX_ERRORS
-from service.http.problems import PROBLEMS
-from service.i18n import LANGUAGES
+from qsite.db.model import TAGS
+from qsite.service.api import endpoints, parameter_table
+from qsite.service.api.parameters import ECHO_MAX, MAX_ERRORS
+from qsite.service.http.problems import PROBLEMS
+from qsite.service.i18n import LANGUAGES
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import seeded_database
 

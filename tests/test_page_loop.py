@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from service.http.page_loop import PageLoop, database_page
+from qsite.service.http.page_loop import PageLoop, database_page
 
 
 @pytest.mark.parametrize(

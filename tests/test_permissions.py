@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from config import load_config
-from service.datasette.metadata import read_config_file
-from service.serve.app import make_datasette
+from qsite.config import load_config
+from qsite.service.datasette.metadata import read_config_file
+from qsite.service.serve.app import make_datasette
 from tests.support.api_client import ApiClient
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.compat import datasette_1
-from service.datasette.metadata import CONFIG_PATH, METADATA_PATH
+from qsite.service.compat import datasette_1
+from qsite.service.datasette.metadata import CONFIG_PATH, METADATA_PATH
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.processes import free_port, stop, wait_until
 
@@ -71,7 +71,7 @@ def with_database_allow(tmp_path, allow) -> Path:
     """The bundled datasette.yaml with ``allow`` on the database (not on any query)."""
     import yaml
 
-    from service.datasette.metadata import read_config_file
+    from qsite.service.datasette.metadata import read_config_file
 
     data = read_config_file()
     (entry,) = data["databases"].values()
@@ -103,8 +103,8 @@ def test_plain_datasette_065_serves_when_the_permissions_are_in_metadata(seeded_
 
     from datasette.app import Datasette
 
-    from service.datasette.metadata import load_metadata
-    from service.datasette.plugin import ConfigNotApplied
+    from qsite.service.datasette.metadata import load_metadata
+    from qsite.service.datasette.plugin import ConfigNotApplied
 
     deny = with_database_allow(tmp_path, {"id": "editor"})
     monkeypatch.setenv("QSITE_CONFIG", str(seeded_config))

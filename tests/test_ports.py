@@ -12,7 +12,7 @@ import socket
 import httpx
 import pytest
 
-from service.serve.ports import claim_port
+from qsite.service.serve.ports import claim_port
 from tests.support.processes import free_port, qsite_serve, run_qsite
 
 #: Real processes and servers, seconds each: `make test-fast` leaves these out (tests/README.md).

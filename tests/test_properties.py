@@ -19,20 +19,20 @@ import sqlite_utils
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from db.migrations import migrations
-from pipeline.news.dates import DateReader
-from pipeline.news.normalise import FUTURE_TOLERANCE, SUMMARY_LIMIT, FeedContext, normalise_entry, published_at
-from pipeline.store.records import item_id
-from pipeline.text import _MARKUP, one_line
-from pipeline.text import html_to_text as plain_text
-from pipeline.text import plain_text as summary_text
-from pipeline.text import shorten
-from pipeline.news.urls import canonical_url
-from service.api.cursors import Position, decode_cursor, encode_cursor
-from service.api.kinds import Refused, parse_since
-from service.api.parameter_table import Q_MAX
-from service.api.search_language import MISPLACED_OR, NOTHING_INCLUDED, Words, fts_query
-from service.api.responses import dumps
+from qsite.db.migrations import migrations
+from qsite.pipeline.news.dates import DateReader
+from qsite.pipeline.news.normalise import FUTURE_TOLERANCE, SUMMARY_LIMIT, FeedContext, normalise_entry, published_at
+from qsite.pipeline.store.records import item_id
+from qsite.pipeline.text import _MARKUP, one_line
+from qsite.pipeline.text import html_to_text as plain_text
+from qsite.pipeline.text import plain_text as summary_text
+from qsite.pipeline.text import shorten
+from qsite.pipeline.news.urls import canonical_url
+from qsite.service.api.cursors import Position, decode_cursor, encode_cursor
+from qsite.service.api.kinds import Refused, parse_since
+from qsite.service.api.parameter_table import Q_MAX
+from qsite.service.api.search_language import MISPLACED_OR, NOTHING_INCLUDED, Words, fts_query
+from qsite.service.api.responses import dumps
 
 SOAK = bool(os.environ.get("QSITE_SOAK"))
 EXAMPLES = 3000 if SOAK else 150

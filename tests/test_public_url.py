@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from config import ConfigError, load_config
+from qsite.config import ConfigError, load_config
 from tests.support.api_client import news_client
 from tests.support.config_files import write_config
 from tests.support.known_data import news_items

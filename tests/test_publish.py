@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from config import ConfigError, load_config
-from db.snapshot import (
+from qsite.config import ConfigError, load_config
+from qsite.db.snapshot import (
     SCHEMA_VERSION,
     Pointer,
     SnapshotError,
@@ -189,7 +189,7 @@ def unmakeable_store(tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 def test_a_store_folder_that_cannot_be_created_fails_the_publish_in_one_line(qsite, make_config, tmp_path):
-    from pipeline.ops.publish import publisher_for
+    from qsite.pipeline.ops.publish import publisher_for
 
     store = unmakeable_store(tmp_path)
     config = make_config(snapshots={"store": str(store)})
@@ -239,7 +239,7 @@ def test_a_publish_removes_the_copies_of_killed_publishes_but_not_of_running_one
 
 @pytest.mark.slow
 def test_the_scheduler_publishes_after_ingests_that_changed_data(make_config, http_server, tmp_path):
-    from pipeline.ops.schedule import Scheduler
+    from qsite.pipeline.ops.schedule import Scheduler
 
     http_server.routes["/feed.xml"] = growing_feed("Lab", step=1)
     config = load_config(
@@ -266,7 +266,7 @@ def test_the_scheduler_publishes_after_ingests_that_changed_data(make_config, ht
 
 
 def test_without_a_store_the_scheduler_publishes_nothing(make_config, tmp_path):
-    from pipeline.ops.schedule import Scheduler
+    from qsite.pipeline.ops.schedule import Scheduler
 
     scheduler = Scheduler(load_config(make_config()))
     assert scheduler.publish is None
@@ -303,8 +303,8 @@ def test_store_urls(make_config, tmp_path):
 @pytest.fixture(scope="module")
 def published(tmp_path_factory) -> tuple[Path, Pointer]:
     """One published snapshot of the sample export (in-process: the checks below only read it)."""
-    from pipeline.ops.ingest import SITE, run_ingest
-    from pipeline.ops.publish import publish
+    from qsite.pipeline.ops.ingest import SITE, run_ingest
+    from qsite.pipeline.ops.publish import publish
 
     folder = tmp_path_factory.mktemp("published")
     config = load_config(None, database=str(folder / "site.db"))

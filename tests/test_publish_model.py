@@ -4,7 +4,7 @@ Random sequences of ingests (changing the data or not, or failing), publishes (a
 overlapping in threads, or one overtaken by another mid-way), explicit
 rollbacks, a follower's polls and time passing (the writer's runs made older),
 on a real writer database, a real folder store and a real in-process follower
-(:class:`service.replica.follow.Follower` swapping snapshots in Datasette). After
+(:class:`qsite.service.replica.follow.Follower` swapping snapshots in Datasette). After
 every step the invariants of docs/invariants.md ("Publish and follow", "Health"):
 
 - the pointer's order (epoch, data version) never decreases, and its data version
@@ -33,15 +33,15 @@ import pytest
 from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from config import load_config
-from db.snapshot import name_version
-from db.snapshot_store import SnapshotStore
-from pipeline.ops.ingest import SITE, run_ingest
-from pipeline.ops.publish import publish
-from pipeline.ops.rollback import rollback
-from service.datasette.state import instance
-from service.replica.follow import Follower
-from service.serve.app import make_datasette
+from qsite.config import load_config
+from qsite.db.snapshot import name_version
+from qsite.db.snapshot_store import SnapshotStore
+from qsite.pipeline.ops.ingest import SITE, run_ingest
+from qsite.pipeline.ops.publish import publish
+from qsite.pipeline.ops.rollback import rollback
+from qsite.service.datasette.state import instance
+from qsite.service.replica.follow import Follower
+from qsite.service.serve.app import make_datasette
 from tests.support.api_client import ApiClient
 from tests.support.config_files import write_config
 from tests.support.paths import SITE_EXPORT

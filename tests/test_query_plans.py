@@ -32,11 +32,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from db.model import TAGS, format_time
-from pipeline.store.records import Item
-from pipeline.store import open_database, transaction
-from pipeline.store import news as news_store
-from service.datasette.metadata import QUERY_PREFIX, configured_queries
+from qsite.db.model import TAGS, format_time
+from qsite.pipeline.store.records import Item
+from qsite.pipeline.store import open_database, transaction
+from qsite.pipeline.store import news as news_store
+from qsite.service.datasette.metadata import QUERY_PREFIX, configured_queries
 from tests.support.known_data import SOURCES, seed_catalog
 
 NEWEST = datetime(2026, 11, 20, 9, 0, tzinfo=timezone.utc)

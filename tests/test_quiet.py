@@ -34,7 +34,7 @@ def test_quiet_success_prints_nothing(qsite, make_config, command):
 
 
 def test_quiet_ingest_stored_the_data(qsite, make_config):
-    from pipeline.store import open_database
+    from qsite.pipeline.store import open_database
 
     path = make_config(news={"sources": SOURCES})
     done = qsite("ingest", "all", "--config", str(path), "--quiet")

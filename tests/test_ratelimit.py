@@ -15,11 +15,11 @@ import limits
 import pytest
 from datasette.app import Datasette
 
-import service.http.ratelimit
-from config import ConfigError, load_config
-from pipeline.ops.ingest import SITE, run_ingest
-from pipeline.store import open_database
-from service.describe.openapi import build_document
+import qsite.service.http.ratelimit
+from qsite.config import ConfigError, load_config
+from qsite.pipeline.ops.ingest import SITE, run_ingest
+from qsite.pipeline.store import open_database
+from qsite.service.describe.openapi import build_document
 from tests.support.openapi_check import OpenAPICheck
 from tests.support.problems import assert_problem
 from tests.support.processes import free_port, qsite_serve, stop as stop_process, wait_until, worker_pids
@@ -60,7 +60,7 @@ def datasette_for(make_config):
             # qsite serve's own server limits every page; a plugin in someone else's Datasette only /api/v1
             metadata={"plugins": {"qsite": {"config": str(path), "own_server": own_server}}},
         )
-        if config.api.rate_limit_storage.startswith("memory://") and (limiter := service.http.ratelimit.fair_use(ds)):
+        if config.api.rate_limit_storage.startswith("memory://") and (limiter := qsite.service.http.ratelimit.fair_use(ds)):
             limiter.clock = Clock(START)  # counts that never see a window turn mid-test
         return ds
 
@@ -80,7 +80,7 @@ def assert_rate_limited(response: httpx.Response, quota: int, window: int):
 @pytest.mark.slow
 def test_limit_reached_refused_then_reset(datasette_for):
     ds = datasette_for(rate_limit="3 per 2 seconds")
-    clock = service.http.ratelimit.fair_use(ds).clock
+    clock = qsite.service.http.ratelimit.fair_use(ds).clock
 
     async def scenario():
         seen = []
@@ -151,7 +151,7 @@ def test_as_a_plugin_only_api_v1_is_limited(datasette_for):
 
 
 def test_ipv6_clients_count_by_their_network():
-    key = service.http.ratelimit.client_key
+    key = qsite.service.http.ratelimit.client_key
     assert key("2001:db8:1:2::1") == key("2001:db8:1:2:ffff:1:2:3") == "2001:db8:1:2::/64"
     assert key("2001:db8:1:3::1") != key("2001:db8:1:2::1")
     assert key("2001:db8:1:2::1", 48) == key("2001:db8:1:3::1", 48) == "2001:db8:1::/48"
@@ -258,11 +258,11 @@ def test_forwarded_for_honoured_one_hop_from_the_right(datasette_for):
 
 
 def test_limits_strategy_over_the_memory_counts():
-    """limits' own SlidingWindowCounterRateLimiter decides over service.http.windows' counts:
+    """limits' own SlidingWindowCounterRateLimiter decides over qsite.service.http.windows' counts:
     refused hits are not counted, the stats after a hit are that hit's, clear starts over."""
     from limits.aio.strategies import SlidingWindowCounterRateLimiter
 
-    from service.http.windows import MemoryCounts
+    from qsite.service.http.windows import MemoryCounts
 
     counts = MemoryCounts()
     counts.clock = lambda: 86400 * 20000 + 3600  # an hour into a day that never ends: no window turns
@@ -295,7 +295,7 @@ def test_limits_strategy_over_the_memory_counts():
 def test_client_address(trusted, header, expected):
     headers = [(b"x-forwarded-for", header.encode())] if header else []
     scope = {"type": "http", "client": ("127.0.0.1", 5000), "headers": headers}
-    assert service.http.ratelimit.client_address(scope, trusted) == expected
+    assert qsite.service.http.ratelimit.client_address(scope, trusted) == expected
 
 
 @pytest.mark.parametrize("value", ["lots", "120/minute;10/second", "0/minute", ""])
@@ -367,7 +367,7 @@ def redis_server(tmp_path):
 @pytest.mark.requires("redis-server")
 def test_redis_down_mid_run_still_serves_and_counting_resumes(datasette_for, redis_server, caplog, monkeypatch):
     # try the storage on every request, to show the warning is still logged only once
-    monkeypatch.setattr(service.http.ratelimit, "STORAGE_RETRY_AFTER", 0.0)
+    monkeypatch.setattr(qsite.service.http.ratelimit, "STORAGE_RETRY_AFTER", 0.0)
     ds = datasette_for(rate_limit="2/minute", rate_limit_storage=redis_server.url)
 
     async def scenario():
@@ -452,7 +452,7 @@ def test_two_workers_share_one_budget_in_redis(make_config, qsite, redis_server,
 
 @pytest.mark.slow
 def test_memory_storage_refuses_more_than_one_worker(make_config, qsite):
-    from config import serving_workers
+    from qsite.config import serving_workers
 
     # Checked where serve decides its workers: the other commands take the config, and --workers overrides it.
     path = make_config(api={"workers": 2, "rate_limit_storage": "memory://"})
@@ -473,7 +473,7 @@ def test_memory_storage_refuses_more_than_one_worker(make_config, qsite):
 
 
 def test_default_workers_one_per_core_unless_counting_in_memory(make_config):
-    from config import serving_workers
+    from qsite.config import serving_workers
 
     cores = len(os.sched_getaffinity(0))
     assert serving_workers(load_config(make_config()).api) == 1

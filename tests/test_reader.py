@@ -17,10 +17,10 @@ from contextlib import contextmanager
 
 import pytest
 
-from service.api.data_versions import VERSIONS_SQL
-from service.datasette.handler import in_snapshot
-from service.datasette.plugin import get_api
-from service.api.reader import Reader
+from qsite.service.api.data_versions import VERSIONS_SQL
+from qsite.service.datasette.handler import in_snapshot
+from qsite.service.datasette.plugin import get_api
+from qsite.service.api.reader import Reader
 from tests.support.api_client import ApiClient, datasette_for_config
 
 

@@ -14,7 +14,7 @@ import re
 
 import yaml
 
-from config import load_config
+from qsite.config import load_config
 from tests.support.paths import ROOT
 
 README = ROOT / "README.md"

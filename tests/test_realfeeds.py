@@ -15,11 +15,11 @@ import re
 
 import pytest
 
-from config import load_config
-from pipeline.news.feeds import MAX_ENTRIES
-from pipeline.news.ingest import ingest_news
-from pipeline.news.normalise import parse_time
-from pipeline.store import open_database
+from qsite.config import load_config
+from qsite.pipeline.news.feeds import MAX_ENTRIES
+from qsite.pipeline.news.ingest import ingest_news
+from qsite.pipeline.news.normalise import parse_time
+from qsite.pipeline.store import open_database
 from tests.support.goldens import FIRST_SEEN, HOMES, REAL, SUMMARY_CHARS, feed_files, feed_params, item_record, load_golden, read_golden_of, read_items
 from tests.support.local_server import Reply
 
@@ -36,7 +36,7 @@ def test_feed_reads_as_its_golden(feed):
 
 
 #: Markup a reader would see as such: a comment, or a tag of common HTML with or without attributes.
-#: Written out here, not taken from pipeline.text, so that the test does not share the code's idea of markup.
+#: Written out here, not taken from qsite.pipeline.text, so that the test does not share the code's idea of markup.
 SEEN_AS_MARKUP = re.compile(r"<!--|-->|</?(?:p|div|span|a|b|i|em|strong|br|img|table|tr|td|ul|li|blockquote|h[1-6])(?:\s[^<>]*)?/?>", re.I)
 
 
@@ -68,7 +68,7 @@ def landed(db) -> dict[str, list[dict]]:
     """The stored items of each source, as golden records, in one order (the database keeps none).
 
     An item is undated when it carries the time first seen, less a second for each undated entry
-    above it in the feed (:func:`pipeline.news.policy.keep_feed_order`): at most ``MAX_ENTRIES`` of them.
+    above it in the feed (:func:`qsite.pipeline.news.policy.keep_feed_order`): at most ``MAX_ENTRIES`` of them.
     """
     by_source: dict[str, list[dict]] = {}
     for source, url, title, published_at, first_seen_at, summary in db.execute(

@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from db.redact import redact_urls
+from qsite.db.redact import redact_urls
 from tests.support.config_files import write_config
 from tests.support.local_server import Reply
 from tests.support.paths import FEEDS, ROOT, SITE_EXPORT

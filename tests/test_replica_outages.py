@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from config import load_config
-from db.snapshot_store import SnapshotStore
+from qsite.config import load_config
+from qsite.db.snapshot_store import SnapshotStore
 from tests.support.paths import FEEDS
 from tests.support.processes import qsite_serve, wait_until
 from tests.support.seaweed import seaweed_s3
@@ -164,7 +164,7 @@ class RacingStore(SnapshotStore):
 
 
 def publish_racing(config_path: Path, newer_config: Path, qsite):
-    from pipeline.ops.publish import publish
+    from qsite.pipeline.ops.publish import publish
 
     config = load_config(config_path)
     won = {}

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from config import load_config
-from pipeline.ops.schedule import JobSpec, Scheduler, run_forever
-from pipeline.report import RunReport
+from qsite.config import load_config
+from qsite.pipeline.ops.schedule import JobSpec, Scheduler, run_forever
+from qsite.pipeline.report import RunReport
 from tests.support.local_server import Reply
 from tests.support.processes import QSITE, stop, wait_until
 

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from pipeline.store import open_database
+from qsite.pipeline.store import open_database
 
 
 def foreign_keys(db, table: str) -> set[tuple]:

@@ -30,9 +30,9 @@ import feedparser
 from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
-from config import load_config
-from pipeline.news.ingest import ingest_news
-from pipeline.store import open_database
+from qsite.config import load_config
+from qsite.pipeline.news.ingest import ingest_news
+from qsite.pipeline.store import open_database
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.config_files import write_config
 from tests.support.local_server import LocalServer, Reply

@@ -155,7 +155,7 @@ def test_serve_refuses_a_datasette_config_without_a_query_the_api_runs(seeded_co
     """A copy of datasette.yaml without api_health: one Error line naming the file and the query, status 2, no server."""
     import yaml
 
-    from service.datasette.metadata import read_config_file
+    from qsite.service.datasette.metadata import read_config_file
 
     data = read_config_file()
     (entry,) = data["databases"].values()
@@ -176,8 +176,8 @@ def test_a_worker_freezes_what_its_startup_made(monkeypatch):
     import asyncio
     import gc
 
-    from service.serve import worker
-    from service.serve.worker import after_startup
+    from qsite.service.serve import worker
+    from qsite.service.serve.worker import after_startup
 
     monkeypatch.setattr(worker, "batch_other_threads", list)  # this test process's threads keep their policy
 

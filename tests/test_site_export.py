@@ -9,10 +9,10 @@ import threading
 
 import pytest
 
-from config import load_config
-from pipeline.site.catalog_rows import slugify
-from pipeline.site.ingest import ingest_site
-from pipeline.store import open_database
+from qsite.config import load_config
+from qsite.pipeline.site.catalog_rows import slugify
+from qsite.pipeline.site.ingest import ingest_site
+from qsite.pipeline.store import open_database
 from tests.support.local_server import Reply
 from tests.support.paths import SITE_EXPORT
 from tests.support.processes import free_port

@@ -2,7 +2,7 @@
 
 Reads run inline on the event loop were bounded only by ``api.sql_time_limit_ms``,
 so one slow search stalled every other request of the worker for the whole limit.
-Now an inline read gets :data:`~service.api.reader.INLINE_BUDGET_MS`, then runs
+Now an inline read gets :data:`~qsite.service.api.reader.INLINE_BUDGET_MS`, then runs
 again on the API's threads, and stops at the limit counted from its start.
 
 The slow read is a search anyone may send: thirty-odd words found in every
@@ -34,10 +34,10 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from db.model import NEWS, format_time
-from pipeline.store import bump_version, transaction
-from pipeline.store import news as news_store
-from pipeline.store.records import Item
+from qsite.db.model import NEWS, format_time
+from qsite.pipeline.store import bump_version, transaction
+from qsite.pipeline.store import news as news_store
+from qsite.pipeline.store.records import Item
 from tests.support.known_data import SOURCES, seeded_database
 from tests.support.processes import qsite_serve
 

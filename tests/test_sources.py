@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.store import open_database, transaction
-from pipeline.store.runs import finish_run, start_run
-from service.datasette.plugin import get_api
+from qsite.pipeline.store import open_database, transaction
+from qsite.pipeline.store.runs import finish_run, start_run
+from qsite.service.datasette.plugin import get_api
 from tests.support.api_client import ApiClient, datasette_for_config
 from tests.support.known_data import NEWS_AT, SOURCES, news_items, seed_catalog, seed_news
 

@@ -29,7 +29,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from service.http.sql_budget import MAX_WAITING
+from qsite.service.http.sql_budget import MAX_WAITING
 from tests.support.known_data import seeded_database
 from tests.support.processes import qsite_serve, threads_on_cpu, wait_until, worker_pids
 

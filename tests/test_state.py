@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from datasette.database import Database
 
-from config import load_config
-from service.datasette.state import held_api
-from service.serve.app import make_datasette
+from qsite.config import load_config
+from qsite.service.datasette.state import held_api
+from qsite.service.serve.app import make_datasette
 from tests.support.api_client import ApiClient
 
 

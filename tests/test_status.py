@@ -7,9 +7,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from config import load_config
-from pipeline.ops.status import collect_status, format_status
-from pipeline.store import open_database
+from qsite.config import load_config
+from qsite.pipeline.ops.status import collect_status, format_status
+from qsite.pipeline.store import open_database
 from tests.support.feeds import RSS_TYPE, Entry, rss
 from tests.support.local_server import Reply
 
@@ -138,7 +138,7 @@ def test_status_without_a_database_says_so(qsite, make_config, tmp_path):
 
 
 def test_status_shows_a_running_ingest(qsite, known_db, tmp_path):
-    from pipeline.store.lock import writer_lock
+    from qsite.pipeline.store.lock import writer_lock
 
     with writer_lock(tmp_path / "site.db", 0):
         result = qsite("status", "--json", "--config", str(known_db))

@@ -8,7 +8,7 @@ real SQLite and no mocks:
 * SQLite has already rolled the transaction back when the error reaches us: a
   trigger's ``RAISE(ROLLBACK)``, or ``SQLITE_FULL`` from ``PRAGMA max_page_count``.
 
-The unit is :func:`pipeline.store.transaction`; then whole news and export runs,
+The unit is :func:`qsite.pipeline.store.transaction`; then whole news and export runs,
 where one source's failure must not stop the next.
 """
 
@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from config import load_config
-from db.redact import redact_text
-from pipeline.news.ingest import ingest_news
-from pipeline.site.ingest import ingest_site
-from pipeline.store import open_database, transaction
+from qsite.config import load_config
+from qsite.db.redact import redact_text
+from qsite.pipeline.news.ingest import ingest_news
+from qsite.pipeline.site.ingest import ingest_site
+from qsite.pipeline.store import open_database, transaction
 
 FEEDS = Path(__file__).resolve().parents[1] / "pipeline" / "samples" / "feeds"
 

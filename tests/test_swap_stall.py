@@ -5,7 +5,7 @@ database's SHA-256 (``Database.hash``: the home page, ``/-/databases``) and, not
 told it, reads the whole file to compute it, synchronously, on the event loop,
 on the first such request after each swap: a stall of about a second per GB, in
 every worker. The follower has verified the file against the pointer's SHA-256
-already and gives it to Datasette (:func:`service.compat.snapshot_database`).
+already and gives it to Datasette (:func:`qsite.service.compat.snapshot_database`).
 
 Measured in-process, on the event loop that serves: a probe task wakes every
 few milliseconds while a real follower downloads, checks and swaps in a
@@ -24,10 +24,10 @@ import time
 
 import pytest
 
-from config import load_config
-from service.datasette.state import instance
-from service.replica.follow import Follower
-from service.serve.app import make_datasette
+from qsite.config import load_config
+from qsite.service.datasette.state import instance
+from qsite.service.replica.follow import Follower
+from qsite.service.serve.app import make_datasette
 from tests.support.api_client import ApiClient
 from tests.support.site_exports import other_export
 
@@ -62,8 +62,8 @@ class LoopProbe:
 
 
 def _publish(config_path, export_file, export: dict):
-    from pipeline.ops.ingest import SITE, run_ingest
-    from pipeline.ops.publish import publish
+    from qsite.pipeline.ops.ingest import SITE, run_ingest
+    from qsite.pipeline.ops.publish import publish
 
     export_file.write_text(json.dumps(export))
     config = load_config(config_path)

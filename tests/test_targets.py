@@ -19,14 +19,14 @@ import pytest
 
 from tests.support.known_data import seeded_database
 from tests.support.processes import qsite_serve
-from service.http.targets import check_target
+from qsite.service.http.targets import check_target
 from tests.support.raw_http import raw_request
 
 #: A real server for the module, seconds to start: `make test-fast` leaves these out (tests/README.md).
 pytestmark = pytest.mark.slow
 
 OK_OR_CLIENT_ERROR = range(200, 500)
-from service.compat import datasette_1
+from qsite.service.compat import datasette_1
 
 #: Where Datasette runs arbitrary SQL as JSON: 1.0 moved it to /<db>/-/query (the old URL redirects).
 SQL_JSON = "/site/-/query.json" if datasette_1() else "/site.json"

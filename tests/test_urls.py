@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from db.urls import REDACTED, is_credential_parameter, public_location
+from qsite.db.urls import REDACTED, is_credential_parameter, public_location
 
 
 @pytest.mark.parametrize(
@@ -70,7 +70,7 @@ def test_only_whole_credential_words_are_secrets(name, secret):
 
 def test_other_schemes_lose_credential_parameters_too():
     """db/redact.py shares the rule: a redis:// storage in a config error keeps no password in its query."""
-    from db.redact import redact_url
+    from qsite.db.redact import redact_url
 
     assert redact_url("redis://u:p@cache.example:6379/0?password=x&db=1#pass=y") == (
         f"redis://cache.example:6379/0?password={REDACTED}&db=1#pass={REDACTED}"

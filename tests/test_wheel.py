@@ -73,7 +73,7 @@ def test_the_installed_versions_are_the_ones_asked_for(installed):
     assert version == datasette.split("==")[1]
     # and nothing of the checkout is reachable from there
     found = subprocess.run(
-        [str(bin_dir / "python"), "-c", "import service.datasette.metadata as m; print(m.CONFIG_PATH)"],
+        [str(bin_dir / "python"), "-c", "import qsite.service.datasette.metadata as m; print(m.CONFIG_PATH)"],
         capture_output=True, text=True, check=True, cwd=bin_dir,
     ).stdout.strip()
     assert found.startswith(str(bin_dir.parent)), found

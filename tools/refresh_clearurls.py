@@ -6,7 +6,7 @@ installed package, so that what the pipeline removes changes only when
 this script is run and its diff reviewed. It downloads ``data.min.json`` and
 ``LICENSE`` at one commit of https://github.com/ClearURLs/Rules (a branch or
 tag is resolved to its commit first), checks that every provider compiles
-as :mod:`pipeline.news.tracking` reads it, and writes the two files and a
+as :mod:`qsite.pipeline.news.tracking` reads it, and writes the two files and a
 ``SOURCE`` note naming the commit and the data's SHA-256.
 
 Usage: ``.venv/bin/python tools/refresh_clearurls.py [REF]`` (default ``master``);
@@ -53,7 +53,7 @@ def download(client: httpx.Client, commit: str, name: str) -> bytes:
 def check(data: bytes) -> int:
     """How many providers ``data`` holds; raises ValueError naming the provider that does not compile."""
     sys.path.insert(0, str(FOLDER.parents[3]))
-    from pipeline.news.tracking import Provider
+    from qsite.pipeline.news.tracking import Provider
 
     providers = json.loads(data)["providers"]
     for name, rules in providers.items():

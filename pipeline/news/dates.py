@@ -32,7 +32,7 @@ FALLBACK_BUDGET = 2.0
 #: (RSS in 1999), so an earlier date is a publisher's placeholder for "no date": 0001-01-01
 #: (.NET's DateTime.MinValue, Go's zero time), 1900-01-01 (SQL Server, spreadsheets), 1970-01-01
 #: (Unix time 0), 1980-01-01 (DOS). It is no date at all: shown, it would be news from the year 1,
-#: and it would date the undated entries around it (pipeline.news.policy.backdate_undated).
+#: and it would date the undated entries around it (qsite.pipeline.news.policy.backdate_undated).
 EARLIEST = datetime(1991, 1, 1, tzinfo=timezone.utc)
 #: Longest raw date text given to dateparser (a date is short; a long text is not one).
 MAX_DATE_TEXT = 100

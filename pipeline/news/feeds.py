@@ -1,6 +1,6 @@
 """Parsing fetched feed bytes with feedparser, guarded, into normalised items.
 
-feedparser is only ever given bytes that :mod:`pipeline.fetch` already
+feedparser is only ever given bytes that :mod:`qsite.pipeline.fetch` already
 fetched (never a URL, and never a bare string it might take for a file
 name). Whatever it makes of them is judged here: an exception or a document
 that is not a feed is that source's error; a ``bozo`` (not well-formed) feed
@@ -20,14 +20,14 @@ import feedparser
 from feedparser.exceptions import CharacterEncodingOverride, NonXMLContentType
 from w3lib.encoding import read_bom
 
-from pipeline.news.dates import DateReader
-from pipeline.news.encoding import check_encoding
-from pipeline.news.media import feed_logos
-from pipeline.news.normalise import FeedContext, is_empty, normalise_entry, parse_time, shared_links
-from pipeline.news.people import entry_authors
-from pipeline.store.records import Item
-from pipeline.news.tracking import providers
-from pipeline.news.urls import canonical_url, is_web_link
+from qsite.pipeline.news.dates import DateReader
+from qsite.pipeline.news.encoding import check_encoding
+from qsite.pipeline.news.media import feed_logos
+from qsite.pipeline.news.normalise import FeedContext, is_empty, normalise_entry, parse_time, shared_links
+from qsite.pipeline.news.people import entry_authors
+from qsite.pipeline.store.records import Item
+from qsite.pipeline.news.tracking import providers
+from qsite.pipeline.news.urls import canonical_url, is_web_link
 
 
 #: Most entries read from one feed per fetch: the first ones in document order, since feeds list
@@ -57,7 +57,7 @@ class FeedJob:
     #: When this run first saw the feed (RFC 3339); the date of undated entries.
     seen_at: str
     #: Whether the source still has items stored before migration 3, which its entries may claim
-    #: (then each item carries its :func:`pipeline.news.legacy.legacy_id`).
+    #: (then each item carries its :func:`qsite.pipeline.news.legacy.legacy_id`).
     legacy: bool = True
 
 
@@ -68,7 +68,7 @@ class FeedResult:
     items: list[Item] = field(default_factory=list)
     #: Entries dropped because they had no usable link (reported as ``skipped_no_link``).
     skipped: int = 0
-    #: Entries with nothing in them (:func:`pipeline.news.normalise.is_empty`): no stories, so not
+    #: Entries with nothing in them (:func:`qsite.pipeline.news.normalise.is_empty`): no stories, so not
     #: skipped ones either (reported as ``empty``).
     empty: int = 0
     warning: str | None = None
@@ -81,10 +81,10 @@ def parse(body: bytes, headers: dict[str, str] | None = None):
     ``headers`` are the HTTP response headers (for the declared charset, and a
     ``Content-Location``). The URL the body came from is not given to
     feedparser: relative links are resolved later, against it, by
-    :func:`pipeline.news.urls.canonical_url` (feedparser would resolve every URI
+    :func:`qsite.pipeline.news.urls.canonical_url` (feedparser would resolve every URI
     in the document, a fifth of its parse time). The result's
     ``encoding_warning`` says when the document's own encoding had to win
-    (:mod:`pipeline.news.encoding`).
+    (:mod:`qsite.pipeline.news.encoding`).
     """
     response_headers = {name.lower(): value for name, value in (headers or {}).items()}
     parsed = _feedparser(body, response_headers)
@@ -133,13 +133,13 @@ def _feedparser(body: bytes, response_headers: dict[str, str]):
 
 def _parse(body: bytes, response_headers: dict[str, str]):
     try:
-        # HTML inside entries is made plain text later (pipeline.text), so feedparser's own
+        # HTML inside entries is made plain text later (qsite.pipeline.text), so feedparser's own
         # (slow) sanitising and link rewriting of that HTML would be wasted work.
         return feedparser.parse(
             io.BytesIO(body), response_headers=response_headers, sanitize_html=False, resolve_relative_uris=False
         )
     except MemoryError:
-        raise  # past a pool worker's memory limit: the pool names the limit (pipeline.news.parse_pool)
+        raise  # past a pool worker's memory limit: the pool names the limit (qsite.pipeline.news.parse_pool)
     except Exception as exc:  # feedparser's failure modes are not a documented set
         raise FeedError(f"feed could not be parsed: {type(exc).__name__}: {exc}") from None
 

@@ -1,12 +1,12 @@
 """News ingestion: configured feeds to rows in ``news``, one source at a time.
 
-The data flows one way: :mod:`pipeline.fetch` fetches every due source
-concurrently (one httpx client), :mod:`pipeline.news.parse_pool` has
-:mod:`pipeline.news.feeds` parse what changed (in worker processes when there is
+The data flows one way: :mod:`qsite.pipeline.fetch` fetches every due source
+concurrently (one httpx client), :mod:`qsite.pipeline.news.parse_pool` has
+:mod:`qsite.pipeline.news.feeds` parse what changed (in worker processes when there is
 enough of it, or a body big enough that its parse needs a deadline) and
-:mod:`pipeline.news.normalise` makes each entry an item (and tags it).
-:mod:`pipeline.news.policy` decides what is due, what changed and how long a
-failing source waits; :mod:`pipeline.store` writes the outcome, each source
+:mod:`qsite.pipeline.news.normalise` makes each entry an item (and tags it).
+:mod:`qsite.pipeline.news.policy` decides what is due, what changed and how long a
+failing source waits; :mod:`qsite.pipeline.store` writes the outcome, each source
 in its own transaction. This module runs those steps in order.
 
 A source that fails (including a parse that runs past its deadline, whose
@@ -30,18 +30,18 @@ from typing import Callable
 
 import sqlite_utils
 
-from config import Config, SourceConfig, is_url
-from db.model import NEWS, format_time
+from qsite.config import Config, SourceConfig, is_url
+from qsite.db.model import NEWS, format_time
 
-from pipeline.news import policy
-from pipeline.news.feeds import FeedJob, FeedResult
-from pipeline.fetch import Fetched, FetchError, fetch, make_client, split_options
-from pipeline.news.parse_pool import PARSE_DEADLINE, PARSE_MEMORY, ParsePool
-from pipeline.report import RunReport
-from pipeline.store import news as news_store
-from pipeline.store import runs as runs_store
-from pipeline.store import sources as sources_store
-from pipeline.store import end_on_own_second, transaction
+from qsite.pipeline.news import policy
+from qsite.pipeline.news.feeds import FeedJob, FeedResult
+from qsite.pipeline.fetch import Fetched, FetchError, fetch, make_client, split_options
+from qsite.pipeline.news.parse_pool import PARSE_DEADLINE, PARSE_MEMORY, ParsePool
+from qsite.pipeline.report import RunReport
+from qsite.pipeline.store import news as news_store
+from qsite.pipeline.store import runs as runs_store
+from qsite.pipeline.store import sources as sources_store
+from qsite.pipeline.store import end_on_own_second, transaction
 
 log = logging.getLogger("qsite.news")
 
@@ -69,7 +69,7 @@ def sync_sources(db: sqlite_utils.Database, config: Config) -> dict[str, dict]:
     """Bring the ``sources`` table in line with the config and return each configured source's row.
 
     A new source is inserted; a moved or retagged one is reset as
-    :func:`pipeline.news.policy.source_change` explains. Sources no longer
+    :func:`qsite.pipeline.news.policy.source_change` explains. Sources no longer
     configured keep their row and items but are not fetched.
     """
     rows = sources_store.stored_sources(db)
@@ -105,9 +105,9 @@ def ingest_news(
     (every enabled source, the back-off ignored: the operator says the feed is fixed).
 
     :param progress: called with each source's report as soon as it is stored, in config order.
-    :param client_options: ``connect_timeout`` and ``read_timeout`` for :func:`pipeline.fetch.make_client`,
-        and ``max_bytes`` and ``deadline`` for each :func:`pipeline.fetch.fetch`.
-    :param parse_workers: processes to parse in (:class:`pipeline.news.parse_pool.ParsePool`); ``None`` picks
+    :param client_options: ``connect_timeout`` and ``read_timeout`` for :func:`qsite.pipeline.fetch.make_client`,
+        and ``max_bytes`` and ``deadline`` for each :func:`qsite.pipeline.fetch.fetch`.
+    :param parse_workers: processes to parse in (:class:`qsite.pipeline.news.parse_pool.ParsePool`); ``None`` picks
         by the amount of work, 0 parses in-process all but the biggest bodies.
     :param parse_deadline: seconds a pooled parse may take before its source fails.
     :param parse_memory: bytes of memory a pool worker may add to what it inherits before its parse fails.

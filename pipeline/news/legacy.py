@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
-#: The tracking parameters of the old rule (frozen; the rule in use is :mod:`pipeline.news.tracking`).
+#: The tracking parameters of the old rule (frozen; the rule in use is :mod:`qsite.pipeline.news.tracking`).
 _OLD_TRACKING = frozenset(
     {
         "fbclid", "gclid", "dclid", "gbraid", "wbraid", "msclkid", "yclid", "twclid", "igshid",

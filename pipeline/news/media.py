@@ -11,7 +11,7 @@ The candidates, in order (the first that is a usable image wins):
 4. the entry's own ``itunes:image``.
 
 Usable means an http(s) URL (a relative one resolved against the feed's base),
-made canonical as item links are (:func:`pipeline.news.urls.canonical_url`), of
+made canonical as item links are (:func:`qsite.pipeline.news.urls.canonical_url`), of
 at most :data:`IMAGE_URL_MAX` characters, and not the feed's own logo
 (``<image>``, ``itunes:image`` of the channel, Atom ``logo`` and ``icon``):
 a podcast repeating its show art in every episode gives its items no image
@@ -30,9 +30,9 @@ import mimetypes
 from typing import Iterable, Iterator, Mapping
 from urllib.parse import urlsplit
 
-from db.model import IMAGE_URL_MAX
+from qsite.db.model import IMAGE_URL_MAX
 
-from pipeline.news.urls import canonical_url
+from qsite.pipeline.news.urls import canonical_url
 
 #: Hosts (with their subdomains) that serve only people's pictures, never a story's: Gravatar's
 #: avatars (``/avatar/<hash>``) and profile images. No maintained list of such services was found,

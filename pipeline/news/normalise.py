@@ -1,9 +1,9 @@
 """Turning one parsed feed entry into one clean news item: no I/O, no database.
 
-Each rule has its own module: :mod:`pipeline.news.urls` (the canonical URL),
-:mod:`pipeline.text` (plain text), :mod:`pipeline.news.dates` (the date). This
+Each rule has its own module: :mod:`qsite.pipeline.news.urls` (the canonical URL),
+:mod:`qsite.pipeline.text` (plain text), :mod:`qsite.pipeline.news.dates` (the date). This
 module picks the entry's link and its identity within its feed, and puts an
-item together; :func:`pipeline.news.policy.merge_items` then decides what
+item together; :func:`qsite.pipeline.news.policy.merge_items` then decides what
 the items change in the database.
 
 An entry is identified within its source by its guid/id, else by its link
@@ -13,7 +13,7 @@ posts on one page) by its link plus its title, else (no title either) its
 link plus its text. Each distinct entry is its own item, even when many
 share one link, and a publisher fixing a typo in a title changes the item,
 not makes a second one. Across sources, one canonical URL is one story
-(:mod:`pipeline.news.policy`).
+(:mod:`qsite.pipeline.news.policy`).
 """
 
 from __future__ import annotations
@@ -26,15 +26,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Mapping, Sequence
 
-from db.model import IMAGE_URL_MAX, format_time
+from qsite.db.model import IMAGE_URL_MAX, format_time
 
-from pipeline.news.dates import DateReader
-from pipeline.news.legacy import legacy_id
-from pipeline.news.media import entry_image
-from pipeline.news.people import entry_authors
-from pipeline.text import plain_text, shorten, text_of
-from pipeline.news.urls import canonical_url, is_web_link
-from pipeline.store.records import Item
+from qsite.pipeline.news.dates import DateReader
+from qsite.pipeline.news.legacy import legacy_id
+from qsite.pipeline.news.media import entry_image
+from qsite.pipeline.news.people import entry_authors
+from qsite.pipeline.text import plain_text, shorten, text_of
+from qsite.pipeline.news.urls import canonical_url, is_web_link
+from qsite.pipeline.store.records import Item
 
 #: Longest summary kept, in characters, ellipsis included.
 SUMMARY_LIMIT = 500
@@ -48,7 +48,7 @@ URL_MAX = IMAGE_URL_MAX
 #: A date further ahead than this is a publisher's mistake, not a scheduled post we can show.
 FUTURE_TOLERANCE = timedelta(days=1)
 #: The version of these rules. Part of each source's stored content key
-#: (:func:`pipeline.news.policy.content_key`), so that a new version reads every feed again once.
+#: (:func:`qsite.pipeline.news.policy.content_key`), so that a new version reads every feed again once.
 #: 3: an entry keyed by its link alone unless the link repeats in the document; items carry their image and authors.
 #: 4: an Atom entry without an author has its feed's; a time on a 12-hour clock keeps its AM or PM.
 #: 5: no control character in a title, summary or author; titles cut to TITLE_MAX; a date before 1991 is no date; an address feedparser cut leaves no author.
@@ -85,9 +85,9 @@ class FeedContext:
     legacy: bool = True
     #: The own links (canonical) that more than one entry keyed by its link carries (:func:`shared_links`).
     shared_links: frozenset[str] = frozenset()
-    #: The feed's own pictures (:func:`pipeline.news.media.feed_logos`): never an item's image.
+    #: The feed's own pictures (:func:`qsite.pipeline.news.media.feed_logos`): never an item's image.
     logos: frozenset[str] = frozenset()
-    #: The authors of an entry that names none (an Atom feed's own ``<author>``; :mod:`pipeline.news.people`).
+    #: The authors of an entry that names none (an Atom feed's own ``<author>``; :mod:`qsite.pipeline.news.people`).
     authors: tuple[str, ...] = ()
     #: Whether the feed is Atom: its authors' names and addresses are elements of their own.
     atom: bool = False
@@ -106,14 +106,14 @@ def classify(
 
 
 def parse_time(value: str) -> datetime:
-    """Read a time written by :func:`db.model.format_time`."""
+    """Read a time written by :func:`qsite.db.model.format_time`."""
     return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
 
 
 def published_at(moment: datetime | None, first_seen: datetime) -> tuple[str, bool]:
     """When the item was published, as stored, and whether that is the feed's date.
 
-    ``moment`` is the entry's date (:class:`pipeline.news.dates.DateReader`); without
+    ``moment`` is the entry's date (:class:`qsite.pipeline.news.dates.DateReader`); without
     one, or one more than a day ahead of ``first_seen``, it is ``first_seen``.
     """
     if moment is None or moment - first_seen > FUTURE_TOLERANCE:
@@ -185,7 +185,7 @@ def entry_key(entry: Mapping, link: str | None, title: str, text: str, *, shared
     enclosure; else that link alone, unless the link is ``shared`` by other
     entries of the document (:func:`shared_links`): then that link plus its
     title, else that link plus its text. The second value tells
-    :func:`pipeline.news.policy.merge_items` that a stored item at the same
+    :func:`qsite.pipeline.news.policy.merge_items` that a stored item at the same
     url may be this entry under another key (its title edited while its link
     was shared, or stored by the rules before, which keyed every guid-less
     entry by link and title).
@@ -221,7 +221,7 @@ def entry_text(entry: Mapping) -> str:
         summary, kind = content[0].get("value"), content[0].get("type")
     # A value with no type at all is taken to be HTML: stripping tags from text loses less than showing markup.
     # What still holds markup once read (HTML escaped twice, as Reddit's feeds do) is read as HTML again,
-    # but never a code sample's text (pipeline.text.plain_text).
+    # but never a code sample's text (qsite.pipeline.text.plain_text).
     return plain_text(summary, kind or "text/html") if isinstance(summary, str) else ""
 
 

@@ -1,4 +1,4 @@
-"""Running :func:`pipeline.news.feeds.read_feed` in this process or in a pebble process pool, under a deadline.
+"""Running :func:`qsite.pipeline.news.feeds.read_feed` in this process or in a pebble process pool, under a deadline.
 
 Parsing is CPU-bound, so a run with many changed feeds parses them in a pool
 of worker processes; and one big body, which a hostile publisher can make
@@ -18,7 +18,7 @@ from multiprocessing import get_context
 
 from pebble import ProcessExpired, ProcessPool
 
-from pipeline.news.feeds import FeedJob, FeedResult, prepare, read_feed
+from qsite.pipeline.news.feeds import FeedJob, FeedResult, prepare, read_feed
 
 #: Fewer changed feeds than this are parsed in this process: a pool costs more than it saves.
 POOL_MIN_FEEDS = 8

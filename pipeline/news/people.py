@@ -20,8 +20,8 @@ one author beside ``Jane Doe``) and starts with one only when a letter or
 digit follows it directly (Reddit's ``/u/jane``; ``- Jane`` is ``Jane``).
 Names are kept as written otherwise (``Doe, Jane`` is one name: no list is
 split on commas; ``Jane (Editor)`` keeps its brackets), once each (ignoring
-letter case), at most :data:`~db.model.AUTHORS_MAX` of them and
-:data:`~db.model.AUTHOR_CHARS` characters each.
+letter case), at most :data:`~qsite.db.model.AUTHORS_MAX` of them and
+:data:`~qsite.db.model.AUTHOR_CHARS` characters each.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-from db.model import AUTHOR_CHARS, AUTHORS_MAX
+from qsite.db.model import AUTHOR_CHARS, AUTHORS_MAX
 
-from pipeline.text import one_line, shorten
+from qsite.pipeline.text import one_line, shorten
 
 #: An email address, with a ``mailto:`` before it and brackets around it if there are any.
 _EMAIL = re.compile(r"[(<\[]?\s*(?:mailto:)?[^\s()<>\[\]@,;:\"']+@[^\s()<>\[\]@,;:\"']+\s*[)>\]]?", re.IGNORECASE)

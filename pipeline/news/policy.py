@@ -1,10 +1,10 @@
 """What the news ingest decides, with no SQL and no I/O.
 
-Given a source's stored row (a plain dict from :mod:`pipeline.store.sources`),
+Given a source's stored row (a plain dict from :mod:`qsite.pipeline.store.sources`),
 its configuration and the time, these functions decide: whether the source
 is due, whether its configuration changed enough to forget its validators,
 how long it backs off after a failure, which items are new or changed, and
-what the retention window keeps. :mod:`pipeline.news.ingest` fetches and writes
+what the retention window keeps. :mod:`qsite.pipeline.news.ingest` fetches and writes
 what they decide, so each rule here is tested without a network or a
 database (``tests/test_news_policy.py``).
 """
@@ -18,11 +18,11 @@ from datetime import datetime, timedelta
 from collections import Counter
 from typing import Iterable, Mapping
 
-from config import SourceConfig
-from db.model import format_time
+from qsite.config import SourceConfig
+from qsite.db.model import format_time
 
-from pipeline.news.normalise import RULES_VERSION, parse_time
-from pipeline.store.records import Item, Known, item_id
+from qsite.pipeline.news.normalise import RULES_VERSION, parse_time
+from qsite.pipeline.store.records import Item, Known, item_id
 
 #: Longest wait between tries of a failing source; it is retried for ever.
 MAX_BACKOFF = 24 * 3600
@@ -36,7 +36,7 @@ def settings_fingerprint(source: SourceConfig) -> str:
 
     It prefixes the stored ``content_hash`` (:func:`content_key`), so changing
     any of them makes the next run parse the feed again even though its bytes
-    did not change; so does a new :data:`pipeline.news.normalise.RULES_VERSION`,
+    did not change; so does a new :data:`qsite.pipeline.news.normalise.RULES_VERSION`,
     so that items stored under older rules are read again under the new ones.
     """
     settings = json.dumps([source.url, source.tag, [[rule.match, rule.tag] for rule in source.rules], RULES_VERSION])
@@ -216,7 +216,7 @@ def merge_items(
     Promises: an entry is the stored item of this source with its entry key; else the item stored
     under the old rules with its legacy id (first read under these rules); else the unclaimed item
     of this source at its URL that its title picks out; else, if another source holds its URL, a
-    duplicate; else new, with id :func:`pipeline.store.records.item_id` of its URL (of URL and key
+    duplicate; else new, with id :func:`qsite.pipeline.store.records.item_id` of its URL (of URL and key
     when that id is taken). The matching rules in full are in docs/ingestion.md, "Matching entries
     to stored items". A key repeated within the feed counts once (``repeated``); a new undated entry
     whose item retention removed (:attr:`Known.removed`) is skipped.

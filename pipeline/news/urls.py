@@ -4,7 +4,7 @@ Two links name the same story when they are equivalent by RFC 3986 sections
 6.2.2 (syntax-based: scheme and host in lower case, percent-encoding in upper
 case, unreserved characters decoded, dot segments removed) and 6.2.3
 (scheme-based: the default port dropped, an empty path made ``/``), once
-the tracking parameters of :mod:`pipeline.news.tracking` are gone. Everything else
+the tracking parameters of :mod:`qsite.pipeline.news.tracking` are gone. Everything else
 is kept as the publisher wrote it: the other parameters and their order, the
 fragment (a post on a page of many posts is that page plus its fragment,
 ``#p1``, ``#p2``), and empty path segments. A fragment that only navigates
@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from urllib.parse import quote, urljoin, urlsplit
 
-from pipeline.news.tracking import remove_tracking
+from qsite.pipeline.news.tracking import remove_tracking
 
 WEB_SCHEMES = ("http", "https")
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -75,7 +75,7 @@ def kept_fragment(fragment: str) -> str:
 
     A fragment directive (``:~:``, text fragments: ``#:~:text=...``, ``#intro:~:text=...``) is the
     reader's highlight, not the page's: it and what follows go. ``utm_`` parameters after ``#``
-    go with the tracking rules (:mod:`pipeline.news.tracking`).
+    go with the tracking rules (:mod:`qsite.pipeline.news.tracking`).
     """
     fragment = fragment.partition(":~:")[0]
     return "" if _NAVIGATION.fullmatch(fragment) else fragment

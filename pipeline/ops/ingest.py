@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-from config import Config
+from qsite.config import Config
 
-from pipeline.news import ingest as news
-from pipeline.site import ingest as site_export
-from pipeline.store.lock import DEFAULT_WAIT, writer_lock
-from pipeline.report import RunReport
-from pipeline.store import open_database
+from qsite.pipeline.news import ingest as news
+from qsite.pipeline.site import ingest as site_export
+from qsite.pipeline.store.lock import DEFAULT_WAIT, writer_lock
+from qsite.pipeline.report import RunReport
+from qsite.pipeline.store import open_database
 
 #: The ingests by the ``kind`` of their ``ingest_runs`` rows and reports.
 SITE, NEWS = site_export.KIND, news.KIND
@@ -32,11 +32,11 @@ def run_ingest(
 ) -> list[RunReport]:
     """Run the ingests named in ``kinds``, in order, holding the writer lock across all of them.
 
-    :param wait: seconds to wait for another writer (:class:`pipeline.store.lock.WriterLockTimeout` after that).
+    :param wait: seconds to wait for another writer (:class:`qsite.pipeline.store.lock.WriterLockTimeout` after that).
     :param progress: called with each report as soon as it is stored: the site
         export's, then each news source's in config order.
     :param now: fetch every enabled news source, those backing off after a failure too.
-    :raises pipeline.store.StoreError: when the database cannot be opened or migrated.
+    :raises qsite.pipeline.store.StoreError: when the database cannot be opened or migrated.
     """
     with writer_lock(config.database_path, wait):
         db = open_database(config.database_path)

@@ -3,14 +3,14 @@
 One publish, in this order, so that a replica can never find a pointer to a
 file that is not whole and checked:
 
-1. ``VACUUM INTO`` a temporary file (:func:`pipeline.store.snapshots.copy_database`) in a
+1. ``VACUUM INTO`` a temporary file (:func:`qsite.pipeline.store.snapshots.copy_database`) in a
    folder beside the database (:func:`work_folder`, which first removes those of killed publishes):
    a consistent, compact copy taken in one read transaction, so it neither
    waits for the WAL's readers nor blocks them (the writer lock is not needed);
-2. :func:`db.snapshot.check_file` on the copy (``PRAGMA integrity_check``,
+2. :func:`qsite.db.snapshot.check_file` on the copy (``PRAGMA integrity_check``,
    schema version, the data version it holds) and its SHA-256;
-3. upload under the immutable name :func:`db.snapshot.snapshot_name`;
-4. only then ``latest.json`` (:class:`db.snapshot.Pointer`), by compare-and-swap,
+3. upload under the immutable name :func:`qsite.db.snapshot.snapshot_name`;
+4. only then ``latest.json`` (:class:`qsite.db.snapshot.Pointer`), by compare-and-swap,
    and never over a pointer to newer data (two publishes may overlap: the
    scheduler's and a manual one);
 5. delete published snapshots beyond ``snapshots.keep``, never the pointed one.
@@ -34,13 +34,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
-from config import Config
-from db.snapshot_store import PointerState, SnapshotStore, StoreUnavailable
-from db.model import utc_now
-from db.snapshot import SCHEMA_VERSION, Pointer, SnapshotError, check_file, file_sha256, snapshot_name
+from qsite.config import Config
+from qsite.db.snapshot_store import PointerState, SnapshotStore, StoreUnavailable
+from qsite.db.model import utc_now
+from qsite.db.snapshot import SCHEMA_VERSION, Pointer, SnapshotError, check_file, file_sha256, snapshot_name
 
-from pipeline.store import newer_schema
-from pipeline.store.snapshots import copy_database, live_data_version, live_ingests, live_migrations
+from qsite.pipeline.store import newer_schema
+from qsite.pipeline.store.snapshots import copy_database, live_data_version, live_ingests, live_migrations
 
 log = logging.getLogger("qsite.publish")
 
@@ -154,14 +154,14 @@ def publish(config: Config, store: SnapshotStore | None = None) -> PublishResult
     """Publish the configured database to the configured store; see the module docstring.
 
     The pointer is replaced by compare-and-swap (:meth:`SnapshotStore.swap_pointer
-    <db.snapshot_store.SnapshotStore.swap_pointer>`) and only by a higher or equal
-    :attr:`~db.snapshot.Pointer.order`: a publish that lost the race to a newer
+    <qsite.db.snapshot_store.SnapshotStore.swap_pointer>`) and only by a higher or equal
+    :attr:`~qsite.db.snapshot.Pointer.order`: a publish that lost the race to a newer
     pointer leaves it (``superseded``). With the data already published, or a
     rollback holding (:func:`holds`), only the heartbeat is renewed.
 
     :raises PublishError: the database cannot be copied, the copy does not check out,
         the store cannot be read or written, or the store's pointer names newer data
-        than the database holds (only :func:`pipeline.ops.rollback.rollback` goes back).
+        than the database holds (only :func:`qsite.pipeline.ops.rollback.rollback` goes back).
     """
     database = config.database_path
     store = store or SnapshotStore(config.snapshot_store, config.snapshots.endpoint_url)

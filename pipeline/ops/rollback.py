@@ -1,13 +1,13 @@
 """``qsite publish --rollback-to VERSION``: point ``latest.json`` back at an older published snapshot, on purpose.
 
 Publishes never replace a pointer with one to older data, and replicas never
-swap to one (:attr:`db.snapshot.Pointer.order`); a rollback is the one way back.
+swap to one (:attr:`qsite.db.snapshot.Pointer.order`); a rollback is the one way back.
 It raises the pointer's ``epoch``, so replicas follow it down, and records the
 data version it rolled back from (``rolled_back_from``): later publishes keep
 the rollback (renewing only the heartbeat) until the writer's data is newer
-than that version (:func:`pipeline.ops.publish.holds`).
+than that version (:func:`qsite.pipeline.ops.publish.holds`).
 
-The snapshot is downloaded and checked (:func:`db.snapshot.check_file`, its
+The snapshot is downloaded and checked (:func:`qsite.db.snapshot.check_file`, its
 name against its hash) before the pointer names it, as a replica would check it.
 """
 
@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import sqlite3
 
-from config import Config
-from db.model import utc_now
-from db.snapshot import Pointer, SnapshotError, check_file, file_sha256, name_version, snapshot_name
-from db.snapshot_store import SnapshotStore, StoreUnavailable
+from qsite.config import Config
+from qsite.db.model import utc_now
+from qsite.db.snapshot import Pointer, SnapshotError, check_file, file_sha256, name_version, snapshot_name
+from qsite.db.snapshot_store import SnapshotStore, StoreUnavailable
 
-from pipeline.ops.publish import PublishError, PublishResult, read_state, work_folder
+from qsite.pipeline.ops.publish import PublishError, PublishResult, read_state, work_folder
 
 
 def rollback(config: Config, data_version: int, store: SnapshotStore | None = None) -> PublishResult:

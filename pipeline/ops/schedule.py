@@ -8,8 +8,8 @@ APScheduler 3 does the timing; this module decides how the jobs behave:
   run), ``max_instances=1`` and a misfire grace time, and a first run at
   start-up.
 - Jobs run one at a time on a single worker thread, and each is a
-  :func:`pipeline.ops.ingest.run_ingest`: it takes the database's writer lock
-  (:mod:`pipeline.store.lock`), so the scheduler, cron and a manual ``qsite ingest``
+  :func:`qsite.pipeline.ops.ingest.run_ingest`: it takes the database's writer lock
+  (:mod:`qsite.pipeline.store.lock`), so the scheduler, cron and a manual ``qsite ingest``
   never write at once, and opens its own database connection and closes it
   afterwards: SQLite connections belong to one thread, and a fresh one sees
   the latest schema.
@@ -39,15 +39,15 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from config import Config
+from qsite.config import Config
 
-from pipeline.ops import DEFAULT_GRACE
-from pipeline.ops.ingest import NEWS, SITE, run_ingest
-from pipeline.ops.lifeline import PARENT_ENV
-from pipeline.store.lock import DEFAULT_WAIT, WriterLockTimeout
-from pipeline.ops.publish import publisher_for
-from pipeline.report import RunReport
-from pipeline.store import open_database
+from qsite.pipeline.ops import DEFAULT_GRACE
+from qsite.pipeline.ops.ingest import NEWS, SITE, run_ingest
+from qsite.pipeline.ops.lifeline import PARENT_ENV
+from qsite.pipeline.store.lock import DEFAULT_WAIT, WriterLockTimeout
+from qsite.pipeline.ops.publish import publisher_for
+from qsite.pipeline.report import RunReport
+from qsite.pipeline.store import open_database
 
 log = logging.getLogger("qsite.schedule")
 

@@ -15,7 +15,7 @@ documented in the README's operations section and only ever grow:
 ``sources`` [{``name``, ``url``, ``tag``, ``configured``, ``disabled``, ``last_fetch_at``, ``last_status``,
 ``last_error``, ``consecutive_failures``, ``next_fetch_at``, ``items``}].
 
-A source's ``next_fetch_at`` here is computed by :func:`pipeline.news.policy.next_fetch`, not the
+A source's ``next_fetch_at`` here is computed by :func:`qsite.pipeline.news.policy.next_fetch`, not the
 column of that name (which only holds a failure's backoff).
 """
 
@@ -26,16 +26,16 @@ import json
 import sqlite_utils
 from tabulate import tabulate
 
-from config import Config
-from db.model import utc_now
-from db.redact import redact_url
+from qsite.config import Config
+from qsite.db.model import utc_now
+from qsite.db.redact import redact_url
 
-from pipeline.store.lock import lock_is_held
-from pipeline.news.policy import next_fetch
-from pipeline.text import shorten
-from pipeline.site.ingest import KIND as SITE
-from pipeline.store import sources as sources_store
-from pipeline.store import status as stored
+from qsite.pipeline.store.lock import lock_is_held
+from qsite.pipeline.news.policy import next_fetch
+from qsite.pipeline.text import shorten
+from qsite.pipeline.site.ingest import KIND as SITE
+from qsite.pipeline.store import sources as sources_store
+from qsite.pipeline.store import status as stored
 
 #: ``ingest_runs`` statuses of a run that worked.
 SUCCESS = ("ok", "unchanged", "warning")

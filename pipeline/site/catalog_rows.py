@@ -1,9 +1,9 @@
 """A validated site export as the rows of the catalog tables: pure, no SQL.
 
 What is kept is decided here by construction: rows are built from the
-validated fields of :mod:`pipeline.site.export_format` only. Quizzes are counted,
+validated fields of :mod:`qsite.pipeline.site.export_format` only. Quizzes are counted,
 the question bank is measured, and nothing else of theirs ever becomes a row.
-Each row is a dict of the table's columns, as :mod:`pipeline.store.catalog`
+Each row is a dict of the table's columns, as :mod:`qsite.pipeline.store.catalog`
 stores and compares them.
 """
 
@@ -14,9 +14,9 @@ import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 
-from db.model import format_time
+from qsite.db.model import format_time
 
-from pipeline.site.export_format import Export
+from qsite.pipeline.site.export_format import Export
 
 
 def slugify(text: str) -> str:

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError
 from pydantic_core import PydanticCustomError
 
-from pipeline.text import shorten
+from qsite.pipeline.text import shorten
 
 FORMAT_VERSION = 1
 #: A hopeless export could have a problem per field; the run's error text stops here.

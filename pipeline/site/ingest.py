@@ -1,9 +1,9 @@
 """Ingesting the site export into the catalog tables: fetch, validate, build rows, store, record the run.
 
-Each step has a module of its own: :mod:`pipeline.fetch` fetches the one
+Each step has a module of its own: :mod:`qsite.pipeline.fetch` fetches the one
 document (conditionally, with the validators stored last time),
-:mod:`pipeline.site.export_format` validates it as a whole (format version 1),
-:mod:`pipeline.site.catalog_rows` builds the rows, and :mod:`pipeline.store.catalog`
+:mod:`qsite.pipeline.site.export_format` validates it as a whole (format version 1),
+:mod:`qsite.pipeline.site.catalog_rows` builds the rows, and :mod:`qsite.pipeline.store.catalog`
 replaces ``courses``, ``sections``, ``glossary`` and ``site_totals`` in one
 transaction, so readers see the old catalog or the new one and a bad export
 costs nothing. This module runs them in order and records the run.
@@ -16,15 +16,15 @@ import sqlite3
 
 import sqlite_utils
 
-from db.model import utc_now
+from qsite.db.model import utc_now
 
-from pipeline.site.catalog_rows import Rows, build_rows
-from pipeline.site.export_format import ExportError, parse_export
-from pipeline.fetch import Fetched, FetchError, fetch_one
-from pipeline.report import RunReport
-from pipeline.store import catalog as catalog_store
-from pipeline.store import runs as runs_store
-from pipeline.store import end_on_own_second, transaction
+from qsite.pipeline.site.catalog_rows import Rows, build_rows
+from qsite.pipeline.site.export_format import ExportError, parse_export
+from qsite.pipeline.fetch import Fetched, FetchError, fetch_one
+from qsite.pipeline.report import RunReport
+from qsite.pipeline.store import catalog as catalog_store
+from qsite.pipeline.store import runs as runs_store
+from qsite.pipeline.store import end_on_own_second, transaction
 
 log = logging.getLogger("qsite.site")
 
@@ -50,8 +50,8 @@ def ingest_site(db: sqlite_utils.Database, config, client_options: dict | None =
     """Fetch, validate and store the site export named by ``config``; record the run.
 
     :param client_options: ``connect_timeout`` and ``read_timeout`` for
-        :func:`pipeline.fetch.make_client`, ``max_bytes`` and ``deadline`` for
-        :func:`pipeline.fetch.fetch`.
+        :func:`qsite.pipeline.fetch.make_client`, ``max_bytes`` and ``deadline`` for
+        :func:`qsite.pipeline.fetch.fetch`.
     :returns: the run's report; its status is ``ok``, ``warning`` (glossary
         entries skipped), ``unchanged`` or ``failed`` (nothing changed).
     """

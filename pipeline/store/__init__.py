@@ -5,13 +5,13 @@ Each module here owns some tables and offers narrow functions over them:
 :mod:`.sources` (each feed's validators, failures and backoff), :mod:`.runs`
 (``ingest_runs`` and ``data_versions``), :mod:`.status` (the reads behind
 ``qsite status``) and :mod:`.snapshots` (the reads behind ``qsite publish``). Fetching, parsing, normalising and deciding
-(:mod:`pipeline.news.policy`) hold no SQL and need no database to be tested.
+(:mod:`qsite.pipeline.news.policy`) hold no SQL and need no database to be tested.
 
 This package itself opens the database and makes transactions. The database
 runs in WAL mode so that Datasette keeps reading while the pipeline writes;
 each unit of work (one export, one news source) is one :func:`transaction`,
 so readers see the old data or the new, never a mix. The schema itself is
-:mod:`db.migrations`.
+:mod:`qsite.db.migrations`.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from typing import Iterator
 
 import sqlite_utils
 
-from db.migrations import migrations
-from db.model import VERSION
-from db.snapshot import pending_migrations, unknown_migrations
+from qsite.db.migrations import migrations
+from qsite.db.model import VERSION
+from qsite.db.snapshot import pending_migrations, unknown_migrations
 
-from pipeline.store.lock import WriterLockTimeout, writer_lock
-from pipeline.store.runs import bump_version, bump_versions, restamp, until_own_second
+from qsite.pipeline.store.lock import WriterLockTimeout, writer_lock
+from qsite.pipeline.store.runs import bump_version, bump_versions, restamp, until_own_second
 
 __all__ = ["StoreError", "bump_version", "bump_versions", "end_on_own_second", "newer_schema", "open_and_migrate", "open_database", "transaction"]
 
@@ -59,7 +59,7 @@ def open_database(path: str | Path, *, writing: bool = True) -> sqlite_utils.Dat
 def open_and_migrate(path: str | Path, *, writing: bool = True) -> tuple[sqlite_utils.Database, list[str]]:
     """Open (creating if need be) the database at ``path``, apply pending migrations, and name those applied.
 
-    Pending migrations are applied under the writer lock (:mod:`pipeline.store.lock`),
+    Pending migrations are applied under the writer lock (:mod:`qsite.pipeline.store.lock`),
     so processes opening a new file at once cannot both create its tables.
 
     :param writing: refuse a database a newer qsite has migrated (migrations this code does not
@@ -134,9 +134,9 @@ def end_on_own_second(db: sqlite_utils.Database, datasets) -> None:
 
     A run commits once per source (the news sweep), several times in one second, and those
     commits share a Last-Modified (the ETag tells them apart). Waiting once at its end
-    (:func:`pipeline.store.runs.until_own_second`, under a second), not before each commit
+    (:func:`qsite.pipeline.store.runs.until_own_second`, under a second), not before each commit
     (a second per source, which made a sweep of many changed feeds last as many seconds), then moving the last
-    versions' time there (:func:`pipeline.store.runs.restamp`), makes an ``If-Modified-Since``
+    versions' time there (:func:`qsite.pipeline.store.runs.restamp`), makes an ``If-Modified-Since``
     of anything the run showed a 200 once it is over. Blocks: call outside an event loop.
     """
     time.sleep(until_own_second(db))

@@ -1,6 +1,6 @@
 """The tables the site export fills (``courses``, ``sections``, ``glossary``, ``site_totals``) and ``export_state``.
 
-The rows come from :func:`pipeline.site.catalog_rows.build_rows` as dicts of
+The rows come from :func:`qsite.pipeline.site.catalog_rows.build_rows` as dicts of
 column values. The statements are sqlite-utils' own, parameterised, with
 the table names fixed here and the column names those of the rows.
 """
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import sqlite_utils
 
-from db.model import CATALOG, GLOSSARY, TOTALS
+from qsite.db.model import CATALOG, GLOSSARY, TOTALS
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def replace_catalog(
 ) -> list[str]:
     """Replace the tables whose rows differ from these; return the datasets that changed.
 
-    Call inside a transaction (:func:`pipeline.store.transaction`): readers must
+    Call inside a transaction (:func:`qsite.pipeline.store.transaction`): readers must
     see the old catalog or the new one. ``glossary`` must be in id order.
     """
     catalog_changed = _stored(db, "courses", "position") != courses or _stored(

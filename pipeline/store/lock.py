@@ -27,7 +27,7 @@ from typing import Iterator
 
 from filelock import FileLock, Timeout
 
-from db.model import utc_now
+from qsite.db.model import utc_now
 
 log = logging.getLogger("qsite.lock")
 

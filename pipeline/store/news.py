@@ -1,7 +1,7 @@
 """News items in ``news``: read what a feed's items may already be, insert, update, prune.
 
 Which items to insert or update is decided by
-:func:`pipeline.news.policy.merge_items`; a feed's items are looked up in
+:func:`qsite.pipeline.news.policy.merge_items`; a feed's items are looked up in
 three queries and written with one ``executemany`` per kind of change,
 because a big feed's thousands of single statements would dominate an ingest.
 """
@@ -14,11 +14,11 @@ from typing import Iterable, Sequence
 
 import sqlite_utils
 
-from db.news_derived import COUNT_NEWS, INDEX_NEWS_SEARCH, INDEX_NEWS_SEARCH_BY_SOURCE, TOTAL_COUNTS
-from db.model import utc_now
-from db.news_sync import LATEST_CHANGE, next_change
+from qsite.db.news_derived import COUNT_NEWS, INDEX_NEWS_SEARCH, INDEX_NEWS_SEARCH_BY_SOURCE, TOTAL_COUNTS
+from qsite.db.model import utc_now
+from qsite.db.news_sync import LATEST_CHANGE, next_change
 
-from pipeline.store.records import Item, Known, StoredItem, item_id
+from qsite.pipeline.store.records import Item, Known, StoredItem, item_id
 
 _STORED = "id, source, entry_key, title, summary, tag, published_at, first_seen_at, image_url, authors"
 
@@ -40,13 +40,13 @@ def change_time(db: sqlite_utils.Database) -> tuple[str, str]:
 
     Read inside the write transaction, never at the start of a run: one writer
     commits at a time, so keys then grow in the order changes become visible
-    (:mod:`db.news_sync`).
+    (:mod:`qsite.db.news_sync`).
     """
     return next_change(db.execute(LATEST_CHANGE).fetchone()[0], utc_now())
 
 
 def known_items(db: sqlite_utils.Database, source: str, items: Sequence[Item]) -> Known:
-    """What ``news`` holds that ``source``'s ``items`` may be (see :class:`pipeline.store.records.Known`)."""
+    """What ``news`` holds that ``source``'s ``items`` may be (see :class:`qsite.pipeline.store.records.Known`)."""
     keys = json.dumps([item.key for item in items])
     ids = json.dumps([item.legacy_id for item in items if item.legacy_id] + [item_id(item.url) for item in items])
     urls = json.dumps([item.url for item in items])
@@ -104,7 +104,7 @@ def insert_items(db: sqlite_utils.Database, source: str, items: list[tuple[str, 
 def update_items(db: sqlite_utils.Database, items: list[tuple[str, Item, str]], updated_at: str | None = None) -> None:
     """Change what is served of stored items (``(id, item, published_at)``) and their entry key.
 
-    Only items that :func:`pipeline.news.policy.merge_items` found changed come
+    Only items that :func:`qsite.pipeline.news.policy.merge_items` found changed come
     here, so ``updated_at`` moves on a real change only: to ``updated_at``, by
     default now (:func:`change_time`).
     """
@@ -129,7 +129,7 @@ def claim_items(db: sqlite_utils.Database, claims: list[tuple[str, str]]) -> Non
 def delete_published_before(db: sqlite_utils.Database, cutoff: str) -> int:
     """Delete the items published before ``cutoff``; return how many went.
 
-    Each leaves a tombstone in ``news_removed`` (:mod:`db.news_sync`), and (trigger
+    Each leaves a tombstone in ``news_removed`` (:mod:`qsite.db.news_sync`), and (trigger
     ``news_left_removed``) a row in ``news_left`` with the tag and source it had, so that
     mirrors drop it too, those of one tag or source included.
     """
@@ -173,7 +173,7 @@ def bulk_insert_items(
     """Store many new items of many sources, ``(source, id, item)``, at once; return how many.
 
     For filling a new database in one go (the benchmark's million items), not
-    for ingesting: call it inside a :func:`~pipeline.store.transaction`. Row
+    for ingesting: call it inside a :func:`~qsite.pipeline.store.transaction`. Row
     by row, the secondary indexes, the full-text index and the monthly counts
     cost more than the rows themselves, so they are set aside and built once
     at the end: the news indexes and insert triggers are dropped, and after

@@ -1,7 +1,7 @@
 """What the news tables hold, as the pipeline passes it around: an item, a stored item, and an item's id.
 
-The types the storage layer (:mod:`pipeline.store.news`) reads and writes and
-the news path (:mod:`pipeline.news.ingest`) builds and decides on; here, below both,
+The types the storage layer (:mod:`qsite.pipeline.store.news`) reads and writes and
+the news path (:mod:`qsite.pipeline.news.ingest`) builds and decides on; here, below both,
 so that storage never imports the news path.
 """
 
@@ -11,14 +11,14 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Mapping, NamedTuple, Sequence
 
-from db.model import ITEM_ID_DIGITS
+from qsite.db.model import ITEM_ID_DIGITS
 
 
 class Item(NamedTuple):
     """One entry, normalised: what the ``news`` table stores of it, and how to recognise it.
 
     A named tuple: it crosses from parser processes cheaply. The item's ``id``
-    is given when it is first stored (:func:`pipeline.news.policy.merge_items`).
+    is given when it is first stored (:func:`qsite.pipeline.news.policy.merge_items`).
     """
 
     #: The entry's identity within its source (:func:`entry_key`), 32 hex digits.
@@ -34,12 +34,12 @@ class Item(NamedTuple):
     legacy_id: str | None = None
     #: Whether :attr:`key` rests on the entry's link alone or its text (it has no guid and no enclosure):
     #: a stored item at its url may be this entry under another key (a title edited while the link was
-    #: shared, or the rules before, which keyed by link and title); :func:`pipeline.news.policy.merge_items`
+    #: shared, or the rules before, which keyed by link and title); :func:`qsite.pipeline.news.policy.merge_items`
     #: allows for it.
     key_from_text: bool = False
-    #: The entry's own image (:func:`pipeline.news.media.entry_image`), canonical, or ``None``.
+    #: The entry's own image (:func:`qsite.pipeline.news.media.entry_image`), canonical, or ``None``.
     image_url: str | None = None
-    #: Its authors' names, cleaned (:func:`pipeline.news.people.entry_authors`).
+    #: Its authors' names, cleaned (:func:`qsite.pipeline.news.people.entry_authors`).
     authors: tuple[str, ...] = ()
 
 
@@ -61,7 +61,7 @@ class StoredItem(NamedTuple):
 
 @dataclass(frozen=True)
 class Known:
-    """What the database holds that a feed's items may be: read by :func:`pipeline.store.news.known_items`."""
+    """What the database holds that a feed's items may be: read by :func:`qsite.pipeline.store.news.known_items`."""
 
     #: This source's items, by entry key.
     by_key: Mapping[str, StoredItem]
@@ -76,6 +76,6 @@ class Known:
 
 
 def item_id(url: str, key: str | None = None) -> str:
-    """An id for a new item: the first :data:`~db.model.ITEM_ID_DIGITS` hex digits of the SHA-256 of its URL (and, if given, its key)."""
+    """An id for a new item: the first :data:`~qsite.db.model.ITEM_ID_DIGITS` hex digits of the SHA-256 of its URL (and, if given, its key)."""
     text = url if key is None else f"{url}\n{key}"
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:ITEM_ID_DIGITS]

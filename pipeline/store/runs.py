@@ -11,8 +11,8 @@ from datetime import datetime, timedelta, timezone
 
 import sqlite_utils
 
-from db.model import utc_now
-from db.redact import redact_text
+from qsite.db.model import utc_now
+from qsite.db.redact import redact_text
 
 
 def bump_versions(db: sqlite_utils.Database, datasets, changed_at: str | None = None) -> None:
@@ -21,7 +21,7 @@ def bump_versions(db: sqlite_utils.Database, datasets, changed_at: str | None = 
     ``changed_at`` (by default now) is never earlier than the latest change of any dataset
     (a clock set back, an earlier time given), so the answers' Last-Modified never goes
     backwards. Commits within one second share it: a run that changed data ends on a
-    second of its own (:func:`pipeline.store.end_on_own_second`), so once it is over an
+    second of its own (:func:`qsite.pipeline.store.end_on_own_second`), so once it is over an
     ``If-Modified-Since`` of anything it showed before is a 200. Datasets changed in one
     transaction share their time.
     """
@@ -70,7 +70,7 @@ def bump_version(db: sqlite_utils.Database, dataset: str, changed_at: str | None
 def close_interrupted_runs(db: sqlite_utils.Database) -> int:
     """Mark as failed the runs a killed process left ``running``; return how many.
 
-    Runs never overlap (the writer lock, :mod:`pipeline.store.lock`), so when a new
+    Runs never overlap (the writer lock, :mod:`qsite.pipeline.store.lock`), so when a new
     one starts, any row still ``running`` belongs to a process that died.
     """
     return db.execute(
@@ -91,7 +91,7 @@ def start_run(db: sqlite_utils.Database, kind: str, source: str, started_at: str
 def finish_run(
     db: sqlite_utils.Database, run_id: int, status: str, counts: dict | None = None, error: str | None = None
 ) -> None:
-    """Close the ``ingest_runs`` row ``run_id`` with its outcome; ``error`` is stored redacted (:func:`db.redact.redact_text`)."""
+    """Close the ``ingest_runs`` row ``run_id`` with its outcome; ``error`` is stored redacted (:func:`qsite.db.redact.redact_text`)."""
     db.execute(
         "UPDATE ingest_runs SET finished_at = ?, status = ?, counts = ?, error = ? WHERE id = ?",
         [utc_now(), status, json.dumps(counts or {}, sort_keys=True), error and redact_text(error), run_id],

@@ -1,8 +1,8 @@
-"""The reads behind ``qsite publish`` (:mod:`pipeline.ops.publish`): the live data version and a consistent copy.
+"""The reads behind ``qsite publish`` (:mod:`qsite.pipeline.ops.publish`): the live data version and a consistent copy.
 
 Both open the database read-only: publishing never writes to the working
 database and never needs the writer lock. What a copy must pass is
-:func:`db.snapshot.check_file`, shared with the replicas.
+:func:`qsite.db.snapshot.check_file`, shared with the replicas.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from db.snapshot import INGEST_KINDS, data_version, pending_migrations, unknown_migrations
+from qsite.db.snapshot import INGEST_KINDS, data_version, pending_migrations, unknown_migrations
 
 #: Seconds a read waits for a writer's checkpoint before giving up.
 BUSY_TIMEOUT = 10
@@ -21,7 +21,7 @@ def _read_only(database: Path) -> sqlite3.Connection:
 
 
 def live_data_version(database: Path) -> int:
-    """The data version (:func:`db.snapshot.data_version`) of the working database, 0 before any ingest."""
+    """The data version (:func:`qsite.db.snapshot.data_version`) of the working database, 0 before any ingest."""
     conn = _read_only(database)
     try:
         return data_version(conn)
@@ -37,7 +37,7 @@ def live_ingests(database: Path) -> dict:
     """The writer's heartbeat: per kind (``news``, ``site``) its latest run's ``status`` and time, and its latest run that worked.
 
     ``{kind: {"status", "last_run_at", "last_success_at"} or None}``, as
-    :attr:`db.snapshot.Pointer.ingests` carries them. Each read goes newest first
+    :attr:`qsite.db.snapshot.Pointer.ingests` carries them. Each read goes newest first
     by id and stops at the first row it needs.
     """
     conn = _read_only(database)
@@ -66,8 +66,8 @@ def live_ingests(database: Path) -> dict:
 
 
 def live_migrations(database: Path) -> tuple[list[str], list[str]]:
-    """The working database's migrations of a newer qsite (:func:`db.snapshot.unknown_migrations`), and
-    this qsite's it has not applied yet (:func:`db.snapshot.pending_migrations`)."""
+    """The working database's migrations of a newer qsite (:func:`qsite.db.snapshot.unknown_migrations`), and
+    this qsite's it has not applied yet (:func:`qsite.db.snapshot.pending_migrations`)."""
     conn = _read_only(database)
     try:
         return unknown_migrations(conn), pending_migrations(conn)

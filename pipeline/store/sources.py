@@ -1,9 +1,9 @@
 """Each news source's state in ``sources``: validators, last outcome, failures and backoff.
 
-What the values should be is decided in :mod:`pipeline.news.policy`; these
+What the values should be is decided in :mod:`qsite.pipeline.news.policy`; these
 functions only read and write them. Every row is public through Datasette:
 ``url`` is given in its public form (``SourceConfig.public_url``), and error
-text is stored redacted (:func:`db.redact.redact_text`: no credentials in
+text is stored redacted (:func:`qsite.db.redact.redact_text`: no credentials in
 URLs, no local paths).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite_utils
 
-from db.redact import redact_text
+from qsite.db.redact import redact_text
 
 
 def stored_sources(db: sqlite_utils.Database) -> dict[str, dict]:

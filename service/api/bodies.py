@@ -1,14 +1,14 @@
 """Building a body: what one build is given, its failures, and the bodies of the catalog and glossary.
 
-Each data endpoint names a builder in its row of :data:`service.api.endpoints.ENDPOINTS`.
+Each data endpoint names a builder in its row of :data:`qsite.service.api.endpoints.ENDPOINTS`.
 A builder gets a :class:`Build` (the canonical parameter values asked for and one read
 snapshot: connection, canned SQL and the ``data_versions`` it saw) and returns
 ``(payload, extra_headers)``, or raises :class:`NoData` (503), :class:`Missing` (404) or
 :class:`Invalid` (400). Builders are pure and synchronous: they read only through
 :meth:`Build.rows`, and only the canned queries their endpoint lists (the SQL is in
 ``datasette.yaml``), so a cached body depends on nothing but its key and the snapshot.
-The news bodies are in :mod:`service.api.news_bodies`, the check of ``source`` in
-:mod:`service.api.publishers`.
+The news bodies are in :mod:`qsite.service.api.news_bodies`, the check of ``source`` in
+:mod:`qsite.service.api.publishers`.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from service.api.cursors import Position, count_seal
-from service.api.data_versions import Versions, updated_at
-from service.api.parameters import echo
-from service.api.search_language import fts_query
+from qsite.service.api.cursors import Position, count_seal
+from qsite.service.api.data_versions import Versions, updated_at
+from qsite.service.api.parameters import echo
+from qsite.service.api.search_language import fts_query
 
 
 class NoData(Exception):
@@ -45,11 +45,11 @@ class Invalid(Exception):
 class Build:
     """One body to build: what was asked, and the snapshot to build it from.
 
-    :param endpoint: its :class:`~service.api.endpoints.Endpoint` (canned queries, datasets, next links).
+    :param endpoint: its :class:`~qsite.service.api.endpoints.Endpoint` (canned queries, datasets, next links).
     :param values: the canonical value of each of its query parameters.
     :param arg: the value of its path parameter, if it has one.
     :param cursor_key: the key counts are sealed with in ``next`` links
-        (:mod:`service.api.cursors`); without one, none is carried and every page counts.
+        (:mod:`qsite.service.api.cursors`); without one, none is carried and every page counts.
     """
 
     endpoint: object

@@ -4,7 +4,7 @@ A cursor is base64url of a small JSON array (a stored time or a sync walk's
 change key, an item id, for an oldest-first listing a direction, and the
 listing's count with its seal), checked on the way back in down to the shape
 of each part, so only cursors this service wrote are taken
-(:class:`service.api.kinds.Cursor`).
+(:class:`qsite.service.api.kinds.Cursor`).
 
 Why the count rides along: a listing's count does not depend on the page, yet
 every later page counted again what the first one had counted, most of a later
@@ -15,7 +15,7 @@ takes the count from its cursor when the seal is right for its own filters and
 the data now served, and counts again otherwise (the data changed, the filters
 were swapped, another key wrote the cursor, or the cursor predates counts).
 The key comes from the deployer's Datasette secret
-(:func:`service.datasette.state.cursor_key`), so nobody else can make the API
+(:func:`qsite.service.datasette.state.cursor_key`), so nobody else can make the API
 say a count it did not count.
 """
 
@@ -29,12 +29,12 @@ from typing import NamedTuple
 
 import orjson
 
-from db.model import ITEM_ID_DIGITS, STORED_TIME, is_stored_time
-from db.news_sync import COUNTER_DIGITS
+from qsite.db.model import ITEM_ID_DIGITS, STORED_TIME, is_stored_time
+from qsite.db.news_sync import COUNTER_DIGITS
 
-#: A sync walk's cursor holds a change key instead: a stored time, ``#`` and a counter (:mod:`db.news_sync`).
+#: A sync walk's cursor holds a change key instead: a stored time, ``#`` and a counter (:mod:`qsite.db.news_sync`).
 _CHANGE_KEY = re.compile(rf"({STORED_TIME.pattern})#\d{{{COUNTER_DIGITS}}}", re.ASCII)
-#: An item id as the pipeline makes them (:func:`pipeline.store.records.item_id`).
+#: An item id as the pipeline makes them (:func:`qsite.pipeline.store.records.item_id`).
 ITEM_ID = re.compile(rf"^[0-9a-f]{{{ITEM_ID_DIGITS}}}$")
 #: Bytes of a seal: 72 bits, twelve characters of base64url.
 SEAL_BYTES = 9
@@ -76,7 +76,7 @@ def encode_cursor(at: str, item_id: str, oldest_first: bool = False, count: int 
     It says which way the listing runs: a newest-first cursor starts with the
     pair (as it always did, so cursors handed out before ``sort`` existed still
     work), an oldest-first one carries :data:`OLDEST_FIRST` too. A cursor is a
-    position in one order only; :func:`service.api.news_bodies.news` refuses it with
+    position in one order only; :func:`qsite.service.api.news_bodies.news` refuses it with
     the other ``sort``. ``count`` and its ``seal`` come last, when given.
     """
     parts: list = [at, item_id, OLDEST_FIRST] if oldest_first else [at, item_id]
@@ -92,8 +92,8 @@ def decode_cursor(value: str) -> Position | None:
     """What :func:`encode_cursor` wrote into a cursor, exactly, else None.
 
     Down to the shape of each part: a stored time that is a real moment (or a
-    sync walk's change key of one, :mod:`db.news_sync`), an item id as the
-    pipeline makes them (:data:`~db.model.ITEM_ID_DIGITS` hex digits), a count
+    sync walk's change key of one, :mod:`qsite.db.news_sync`), an item id as the
+    pipeline makes them (:data:`~qsite.db.model.ITEM_ID_DIGITS` hex digits), a count
     of at most :data:`COUNT_MAX` with a seal of its shape, and the one encoding
     of those. Anything else cannot come from a ``next`` link; refusing it keeps
     made-up cursors from building and caching pages that no client will ask for

@@ -4,15 +4,15 @@ The pipeline bumps a dataset's row in ``data_versions`` in the same
 transaction as every change to its data. :class:`DataVersions` re-reads that
 small table (four rows) when half an interval has passed since its last read,
 and says which datasets changed since then; the response cache
-(:mod:`service.api.response_cache`) drops what was built from them, and serves
+(:mod:`qsite.service.api.response_cache`) drops what was built from them, and serves
 a built answer only while the last read is less than an interval old.
 
-The read runs like every other API read (:meth:`service.api.reader.Reader.inline`):
+The read runs like every other API read (:meth:`qsite.service.api.reader.Reader.inline`):
 on the event loop's own connection, where it takes a few tens of microseconds
 and never waits behind a slow build on the threads; it goes to the API's
 threads only when it would wait for a lock or run past the inline budget. A
 request that finds the versions recent does not wait for the re-read at all
-(:meth:`service.datasette.handler.Api.fast` starts it as a task of its own).
+(:meth:`qsite.service.datasette.handler.Api.fast` starts it as a task of its own).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class DataVersions:
     """The current ``data_versions``, re-read at most every ``interval`` seconds.
 
     :param run: runs a sync ``fn(conn)`` on a read connection and returns its
-        result: :meth:`service.api.reader.Reader.inline`, the API's own
+        result: :meth:`qsite.service.api.reader.Reader.inline`, the API's own
         connection on the event loop (see the module docstring). In WAL mode
         the read never waits for the pipeline's writes. A read that fails
         (interrupted, or the file unreadable) changes nothing: the versions

@@ -1,4 +1,4 @@
-"""One endpoint of /api/v1, as the table in :mod:`service.api.endpoints` describes it.
+"""One endpoint of /api/v1, as the table in :mod:`qsite.service.api.endpoints` describes it.
 
 Its own module so the table stays a table: what an endpoint *is* (its fields,
 operation id, URL, pager and ``next`` links) is here, which endpoints there are
@@ -13,9 +13,9 @@ from functools import lru_cache, partial
 from typing import Callable
 from urllib.parse import quote
 
-from service.api.kinds import Cursor
-from service.api.parameters import Param
-from service.http.problems import API_PREFIX
+from qsite.service.api.kinds import Cursor
+from qsite.service.api.parameters import Param
+from qsite.service.http.problems import API_PREFIX
 
 #: The media types of the 200 bodies: JSON but for the documentation page and the snapshot file.
 JSON = "application/json"
@@ -48,12 +48,12 @@ class Endpoint:
     """One endpoint of /api/v1: a frozen row of the table, from which its routing, docs and links derive.
 
     :param name: its name in the index and cache keys; camelCased, its OpenAPI operationId.
-    :param path: under :data:`~service.http.problems.API_PREFIX`; a last segment ``{name}`` is its path parameter.
+    :param path: under :data:`~qsite.service.http.problems.API_PREFIX`; a last segment ``{name}`` is its path parameter.
     :param summary: one line for the OpenAPI document.
     :param schema: the OpenAPI component schema of its 200 body.
     :param returns: the description of its 200 response.
-    :param build: the builder of its body (:mod:`service.api.bodies`, :mod:`service.api.news_bodies`,
-        :mod:`service.api.feeds`); ``None`` for a document built once at startup.
+    :param build: the builder of its body (:mod:`qsite.service.api.bodies`, :mod:`qsite.service.api.news_bodies`,
+        :mod:`qsite.service.api.feeds`); ``None`` for a document built once at startup.
     :param queries: the canned queries (``datasette.yaml``, without ``api_``) ``build`` may run.
     :param datasets: the ``data_versions`` rows its body is built from; a change to any drops
         the cached body, and the newest is its ``updated_at``.
@@ -62,13 +62,13 @@ class Endpoint:
     :param tag: its OpenAPI tag.
     :param description: what it answers, for the OpenAPI document and the documentation page.
     :param media_type: its 200's type: :data:`JSON`, :data:`HTML` (the documentation page),
-        :data:`BINARY` (the snapshot file) or a feed's (:mod:`service.api.feeds`).
+        :data:`BINARY` (the snapshot file) or a feed's (:mod:`qsite.service.api.feeds`).
     :param fresh: built anew for every request, never kept (its data changes without a
         ``data_versions`` bump); ETag and 304 work as for all.
     :param following: answered only by a ``qsite serve --follow`` replica; elsewhere a 404, left out of the index.
     :param absolute_links: how many absolute links to this instance its body holds first, built with
-        :data:`~service.api.responses.BASE_URL_PLACEHOLDER` and filled per answer
-        (:meth:`~service.api.responses.Entry.at_base_url`); never answered from the fast path.
+        :data:`~qsite.service.api.responses.BASE_URL_PLACEHOLDER` and filled per answer
+        (:meth:`~qsite.service.api.responses.Entry.at_base_url`); never answered from the fast path.
     """
 
     name: str
@@ -112,7 +112,7 @@ class Endpoint:
 
     @property
     def pager(self) -> Param | None:
-        """Its :class:`~service.api.kinds.Cursor` parameter, if it answers in pages."""
+        """Its :class:`~qsite.service.api.kinds.Cursor` parameter, if it answers in pages."""
         return next((param for param in self.params if isinstance(param.kind, Cursor)), None)
 
     def next_link(self, values: dict, after) -> str:

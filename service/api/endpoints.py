@@ -2,16 +2,16 @@
 
 :data:`ENDPOINTS` lists every endpoint (its path, the canned queries it runs, the datasets
 behind it, the dataset it cannot answer without, its body builder and its response schema)
-with the parameters it takes from :data:`service.api.parameter_table.PARAMETERS`. From these
-come routing and cache keys (:mod:`service.api.routing`), validation
-(:func:`service.api.parameters.parse_params` over :attr:`Endpoint.params`), ``next`` links
+with the parameters it takes from :data:`qsite.service.api.parameter_table.PARAMETERS`. From these
+come routing and cache keys (:mod:`qsite.service.api.routing`), validation
+(:func:`qsite.service.api.parameters.parse_params` over :attr:`Endpoint.params`), ``next`` links
 (:meth:`Endpoint.next_link`), the /api/v1 index (:func:`index_document`), the canned
-queries the plugin loads (:data:`service.datasette.metadata.QUERY_NAMES`) and the OpenAPI
-document (:mod:`service.describe.openapi`).
+queries the plugin loads (:data:`qsite.service.datasette.metadata.QUERY_NAMES`) and the OpenAPI
+document (:mod:`qsite.service.describe.openapi`).
 
 Adding an endpoint is one entry in :data:`ENDPOINTS` (plus its builder in
-:mod:`service.api.bodies` or :mod:`service.api.news_bodies`, its canned query in
-``datasette.yaml`` and its response schema in :mod:`service.describe.schemas`). What must
+:mod:`qsite.service.api.bodies` or :mod:`qsite.service.api.news_bodies`, its canned query in
+``datasette.yaml`` and its response schema in :mod:`qsite.service.describe.schemas`). What must
 not change: an endpoint's name (its operationId and cache key) and path once published.
 """
 
@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from db.model import CATALOG, DATASETS, GLOSSARY, NEWS, TOTALS, VERSION
+from qsite.db.model import CATALOG, DATASETS, GLOSSARY, NEWS, TOTALS, VERSION
 
-from service.api import bodies, feeds, news_bodies
-from service.api.endpoint import BINARY, HTML, Endpoint
-from service.api.parameter_table import PARAMETERS
-from service.api.sync import NEWS_REMOVED
-from service.i18n import LANGUAGES
+from qsite.service.api import bodies, feeds, news_bodies
+from qsite.service.api.endpoint import BINARY, HTML, Endpoint
+from qsite.service.api.parameter_table import PARAMETERS
+from qsite.service.api.sync import NEWS_REMOVED
+from qsite.service.i18n import LANGUAGES
 
 USAGE_TERMS = (
     "Fair use. Attribution is appreciated. News items belong to their original publishers. "
@@ -268,7 +268,7 @@ def index_document(following: bool = False) -> dict:
         "name": "qsite",
         "version": "v1",
         "qsite_version": VERSION,
-        # the snapshot a following replica serves: filled in per snapshot (service.datasette.plugin)
+        # the snapshot a following replica serves: filled in per snapshot (qsite.service.datasette.plugin)
         "snapshot": None,
         "terms": USAGE_TERMS,
         "documentation": ENDPOINTS["openapi"].url,

@@ -23,11 +23,11 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from feedgen.feed import FeedGenerator
 
-from service.api.bodies import Build
-from service.api.news_bodies import news_filters
-from service.api.publishers import check_sources
-from service.api.responses import BASE_URL_PLACEHOLDER, parse_stored_time
-from service.http.problems import API_PREFIX
+from qsite.service.api.bodies import Build
+from qsite.service.api.news_bodies import news_filters
+from qsite.service.api.publishers import check_sources
+from qsite.service.api.responses import BASE_URL_PLACEHOLDER, parse_stored_time
+from qsite.service.http.problems import API_PREFIX
 
 ATOM = "application/atom+xml"
 JSON_FEED = "application/feed+json"
@@ -52,7 +52,7 @@ def xml_text(text: str) -> str:
 def items(build: Build) -> list[dict]:
     """The newest ``limit`` items matching the filters, as /api/v1/news's first page lists them.
 
-    None, with a ``source`` no publisher has: a 400 (:func:`~service.api.publishers.check_sources`), as on /news.
+    None, with a ``source`` no publisher has: a 400 (:func:`~qsite.service.api.publishers.check_sources`), as on /news.
     """
     found = build.rows("news", {**news_filters(build.values), "before": "", "before_id": "", "limit": build.values["limit"]})
     if not found:

@@ -17,7 +17,7 @@ shows each kind's age, bound and whether it decides. A database with no ingest r
 than the runs table) falls back to when its data last changed (``data_versions``).
 
 On a following replica each kind's latest runs come from the writer's heartbeat
-in ``latest.json`` (:attr:`db.snapshot.Pointer.ingests`) rather than from the
+in ``latest.json`` (:attr:`qsite.db.snapshot.Pointer.ingests`) rather than from the
 snapshot: the writer renews it at every publish, with or without a
 new snapshot, so a day without new items keeps replicas in the rotation.
 """
@@ -26,11 +26,11 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from db.model import VERSION
+from qsite.db.model import VERSION
 
-from service.api.data_versions import Versions
-from service.api.responses import dumps, parse_stored_time
-from service.http.problems import CORS_HEADERS, JSON_CONTENT_TYPE, NO_STORE, VARY
+from qsite.service.api.data_versions import Versions
+from qsite.service.api.responses import dumps, parse_stored_time
+from qsite.service.http.problems import CORS_HEADERS, JSON_CONTENT_TYPE, NO_STORE, VARY
 
 #: Seconds a client should wait when there is no data yet, or the database is busy.
 NO_DATA_RETRY_AFTER = 30

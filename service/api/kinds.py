@@ -7,11 +7,11 @@ is its OpenAPI schema; :meth:`~Kind.text` writes a canonical value back into a l
 parsing it again gives the same value. A kind with a reason of its own for a refusal raises
 :class:`Refused` with that reason.
 
-Relies on :mod:`db.model` for the stored form of times and item ids, and on
-:mod:`service.api.cursors` for cursors. What must not change: canonical values are
+Relies on :mod:`qsite.db.model` for the stored form of times and item ids, and on
+:mod:`qsite.service.api.cursors` for cursors. What must not change: canonical values are
 what cached answers are keyed by, so a new spelling of a value may be accepted, but the
 canonical value of one already accepted must stay the same. The search language of ``q``
-is its own module, :mod:`service.api.search_language`.
+is its own module, :mod:`qsite.service.api.search_language`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import re
 from datetime import datetime, timedelta, timezone
 from urllib.parse import unquote
 
-from db.model import ITEM_ID_DIGITS, format_time, is_stored_time
+from qsite.db.model import ITEM_ID_DIGITS, format_time, is_stored_time
 
-from service.api.cursors import ITEM_ID, Position, decode_cursor, encode_cursor
+from qsite.service.api.cursors import ITEM_ID, Position, decode_cursor, encode_cursor
 
 #: ASCII digits only (``\d`` alone takes any script's), the whole value (``$`` alone allows a line end after it).
 _RFC3339 = re.compile(
@@ -77,7 +77,7 @@ class OneOf(Kind):
     """One of ``values``, matched ignoring letter case; the canonical value is as listed.
 
     :param component: the name of its enum in the OpenAPI document's schemas, defined once there
-        (:mod:`service.describe.schemas` defines it from :attr:`enum`) and referred to wherever the
+        (:mod:`qsite.service.describe.schemas` defines it from :attr:`enum`) and referred to wherever the
         value appears, so generated clients get one type for it.
     :param hints: values other APIs take here, each with what to say of it after :attr:`detail`
         (matched ignoring letter case): a client written for another API learns why, not only what.
@@ -192,7 +192,7 @@ class DateTime(Kind):
 
 
 class Cursor(Kind):
-    """A keyset position as given in ``next``; canonical: :func:`decode_cursor`'s :class:`~service.api.cursors.Position`."""
+    """A keyset position as given in ``next``; canonical: :func:`decode_cursor`'s :class:`~qsite.service.api.cursors.Position`."""
 
     detail = "must be a cursor exactly as given in next"
     schema = {"type": "string", "pattern": "^[A-Za-z0-9_-]+$"}

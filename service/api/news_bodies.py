@@ -1,28 +1,28 @@
 """The bodies of the news endpoints: /news (pages, and the sync walk), /news/removed, one item, /sources.
 
-Promises: every page is a keyset page (:mod:`service.api.cursors`) whose ``next`` link keeps
-its filters and its order, and a cursor is refused (:class:`~service.api.bodies.Invalid`)
+Promises: every page is a keyset page (:mod:`qsite.service.api.cursors`) whose ``next`` link keeps
+its filters and its order, and a cursor is refused (:class:`~qsite.service.api.bodies.Invalid`)
 on a listing in another order than the one it came from; ``count`` is exact up to
 :data:`SEARCH_COUNT_MAX` and said to be inexact past it (``count_exact``); an empty answer
-that names a publisher no one has is a 400 (:func:`~service.api.publishers.check_sources`),
+that names a publisher no one has is a 400 (:func:`~qsite.service.api.publishers.check_sources`),
 not an empty 200.
 
 Relies on the canned queries in ``datasette.yaml`` (``api_news*``) and on counts carried in
-cursors being sealed (:meth:`~service.api.bodies.Build.count`). What must not change: the
+cursors being sealed (:meth:`~qsite.service.api.bodies.Build.count`). What must not change: the
 fields of a news item and of a page, which the response schemas
-(:mod:`service.describe.schemas`) and every client rely on.
+(:mod:`qsite.service.describe.schemas`) and every client rely on.
 """
 
 from __future__ import annotations
 
 import orjson
 
-from db.urls import public_location
+from qsite.db.urls import public_location
 
-from service.api.bodies import Build, Invalid, Missing
-from service.api.cursors import keyset
-from service.api.publishers import check_sources, sources_param
-from service.api.search_language import fts_query
+from qsite.service.api.bodies import Build, Invalid, Missing
+from qsite.service.api.cursors import keyset
+from qsite.service.api.publishers import check_sources, sources_param
+from qsite.service.api.search_language import fts_query
 
 #: A search (``q``), a sync walk (``updated_since``) and the removed items count their matches up
 #: to here: past it, ``count`` is this and ``count_exact`` false, as search engines say "1,000+".
@@ -187,7 +187,7 @@ def news(build: Build):
 
 
 def news_item(build: Build):
-    """One item by its id (checked by :class:`~service.api.parameters.ItemId` before this is called)."""
+    """One item by its id (checked by :class:`~qsite.service.api.parameters.ItemId` before this is called)."""
     found = build.rows("news_item", {"item_id": build.arg})
     if not found:
         raise Missing(f"no news item with id {build.arg!r}")
@@ -195,7 +195,7 @@ def news_item(build: Build):
 
 
 def sources(build: Build):
-    """Every publisher; feed addresses only in their public form (:func:`db.urls.public_location`)."""
+    """Every publisher; feed addresses only in their public form (:func:`qsite.db.urls.public_location`)."""
     results = [
         {
             "name": row["name"],

@@ -1,26 +1,26 @@
 """Every query and path parameter of /api/v1, described once: :data:`PARAMETERS`.
 
-Each :class:`~service.api.parameters.Param` gives a parameter's kind of value, bounds,
+Each :class:`~qsite.service.api.parameters.Param` gives a parameter's kind of value, bounds,
 default, documentation, the names other news APIs use for it, and the endpoints that take
-it (``on``, by name in :data:`service.api.endpoints.ENDPOINTS`). An endpoint takes those
+it (``on``, by name in :data:`qsite.service.api.endpoints.ENDPOINTS`). An endpoint takes those
 that name it, in this order: the order of its errors, of its ``next`` links and of the
 OpenAPI document. Adding a query parameter is one entry here.
 
 The parameters a mirror uses (``updated_since``, those of ``/news/removed``) are kept in
-:mod:`service.api.sync` and listed here like every other. What must not change: a name, a
+:mod:`qsite.service.api.sync` and listed here like every other. What must not change: a name, a
 default or a canonical value once published, since clients, cached answers and ``next``
 links carry them.
 """
 
 from __future__ import annotations
 
-from db.model import TAGS
+from qsite.db.model import TAGS
 
-from service.api.kinds import Cursor, DateTime, Integer, ItemId, Name, OneOf, Segment
-from service.api.parameters import CURSOR_HINT, CURSOR_PEERS, Param
-from service.api.search_language import Words
-from service.api.sync import REMOVED_PARAMETERS, UPDATED_SINCE
-from service.i18n import DEFAULT_LANGUAGE, LANGUAGES
+from qsite.service.api.kinds import Cursor, DateTime, Integer, ItemId, Name, OneOf, Segment
+from qsite.service.api.parameters import CURSOR_HINT, CURSOR_PEERS, Param
+from qsite.service.api.search_language import Words
+from qsite.service.api.sync import REMOVED_PARAMETERS, UPDATED_SINCE
+from qsite.service.i18n import DEFAULT_LANGUAGE, LANGUAGES
 
 #: Items per page of /news: when ``limit`` is not given, and its bounds. 100, not 500: an uncached
 #: page of 500 costs several times one of 100 (bench/limit_cost.py; docs/news-api.md).

@@ -7,9 +7,9 @@ unfiltered data; :func:`invalid_parameters` turns those errors into the 400, who
 bounded (:data:`ECHO_MAX`, :data:`MAX_ERRORS`) whatever the query string holds.
 
 A :class:`Param` is one documented query (or path) parameter; its kind of value is a
-:class:`~service.api.kinds.Kind` (:mod:`service.api.kinds`, and ``q``'s in
-:mod:`service.api.search_language`). Which endpoint takes which parameter is the table in
-:mod:`service.api.parameter_table`. What must not change: errors come in the order of the
+:class:`~qsite.service.api.kinds.Kind` (:mod:`qsite.service.api.kinds`, and ``q``'s in
+:mod:`qsite.service.api.search_language`). Which endpoint takes which parameter is the table in
+:mod:`qsite.service.api.parameter_table`. What must not change: errors come in the order of the
 endpoint's parameters, unknown names last, so a 400 reads the same for the same query.
 """
 
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 from urllib.parse import unquote_to_bytes
 
-from service.api.kinds import Kind, Refused, exact_time
-from service.http.problems import problem_response
+from qsite.service.api.kinds import Kind, Refused, exact_time
+from qsite.service.http.problems import problem_response
 
 #: A name echoed back in an error is cut to this many characters (plus an ellipsis),
 #: and a 400 lists at most ``MAX_ERRORS`` parameters, so a hostile query string
@@ -38,7 +38,7 @@ def echo(text: str) -> str:
 class Param:
     """One parameter: its name, the kind of value, its documentation and the endpoints that take it.
 
-    :param on: the names of the endpoints (:data:`service.api.endpoints.ENDPOINTS`) that take it.
+    :param on: the names of the endpoints (:data:`qsite.service.api.endpoints.ENDPOINTS`) that take it.
     :param default: the canonical value when it is not given (also documented).
     :param example: a value shown in the OpenAPI document, if any.
     :param where: ``"query"``, or ``"path"`` for the ``{name}`` in an endpoint's path.

@@ -1,6 +1,6 @@
 """The publishers a ``source`` names: how the canned queries take them, and the 400 of a name no publisher has.
 
-Promises: :func:`check_sources` raises :class:`~service.api.bodies.Invalid` on ``source``, one
+Promises: :func:`check_sources` raises :class:`~qsite.service.api.bodies.Invalid` on ``source``, one
 error per name asked that no publisher has, with what was probably meant
 (:meth:`Publishers.meant`) and where the exact names are listed; names themselves stay
 exact (letter case is part of one), a near miss is only suggested. :func:`sources_param`
@@ -10,17 +10,17 @@ comma stays one name).
 Relies on rows of ``sources`` never being deleted: a name no publisher has matches nothing,
 now or later, so an empty 200 would hide the client's mistake. What must not change: the
 400 stays within the error body's size bound (:data:`SUGGESTIONS_MAX`,
-:data:`SUGGESTED_NAMES_MAX`, names echoed through :func:`~service.api.parameters.echo`).
+:data:`SUGGESTED_NAMES_MAX`, names echoed through :func:`~qsite.service.api.parameters.echo`).
 """
 
 from __future__ import annotations
 
 import json
 
-from service.api.bodies import Build, Invalid
-from service.api.parameters import echo
-from service.api.search_language import WORD
-from service.http.problems import API_PREFIX
+from qsite.service.api.bodies import Build, Invalid
+from qsite.service.api.parameters import echo
+from qsite.service.api.search_language import WORD
+from qsite.service.http.problems import API_PREFIX
 
 
 def sources_param(values: dict) -> str:

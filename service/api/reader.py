@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from service.http.tally import count
+from qsite.service.http.tally import count
 
 T = TypeVar("T")
 
@@ -63,7 +63,7 @@ class ReadConnection(sqlite3.Connection):
     :attr:`kept` is emptied whenever the :class:`Reader` begins the read
     transaction it holds (:data:`HOLD`): what a build keeps there holds
     for every build in that snapshot, the ``data_versions`` seen by the first
-    one (:func:`service.datasette.handler.in_snapshot`) so far.
+    one (:func:`qsite.service.datasette.handler.in_snapshot`) so far.
     """
 
     def __init__(self, *args, **kwargs):

@@ -1,9 +1,9 @@
 """The response cache: built answers by canonical key, dropped when their data changes.
 
 Each distinct response is built once per data version and kept as an
-:class:`~service.api.responses.Entry`. :meth:`ResponseCache.refresh` is where the
+:class:`~qsite.service.api.responses.Entry`. :meth:`ResponseCache.refresh` is where the
 cache is invalidated: it polls ``data_versions``
-(:class:`~service.api.data_versions.DataVersions`) and drops just the entries
+(:class:`~qsite.service.api.data_versions.DataVersions`) and drops just the entries
 built from a dataset that changed. An entry built from a snapshot older than
 the versions now known is served but never stored.
 
@@ -20,9 +20,9 @@ import asyncio
 from collections import OrderedDict
 from typing import Awaitable, Callable, Hashable
 
-from service.api.data_versions import DataVersions, Versions
-from service.api.responses import Entry
-from service.http.tally import count
+from qsite.service.api.data_versions import DataVersions, Versions
+from qsite.service.api.responses import Entry
+from qsite.service.http.tally import count
 
 #: Bounds, so that endless distinct query strings cannot exhaust memory: all the
 #: bytes the cache keeps, and how many entries and aliases at most.

@@ -3,7 +3,7 @@
 An :class:`Entry` is made once per distinct response and data version: the
 JSON is serialised once, its ETag computed once from the bytes, and its
 header lists prepared once, so answering a repeat (200 or 304) costs a
-comparison and two ASGI messages. :mod:`service.api.response_cache` keeps them.
+comparison and two ASGI messages. :mod:`qsite.service.api.response_cache` keeps them.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import orjson
 import xxhash
 from werkzeug.http import parse_date, parse_etags
 
-from db.model import utc_now
-from service.http.problems import CORS_HEADERS, JSON_CONTENT_TYPE, VARY
-from service.http.targets import headers_size
+from qsite.db.model import utc_now
+from qsite.service.http.problems import CORS_HEADERS, JSON_CONTENT_TYPE, VARY
+from qsite.service.http.targets import headers_size
 
 #: Bytes Python spends on an :class:`Entry` besides its body, key and header
 #: bytes (the object, its lists and tuples, the cache's slots for it), measured
@@ -214,7 +214,7 @@ class Entry:
 
         A new entry, with the ETag and length of its own body, never kept: the one kept (with the
         placeholder) serves every address. Only the first ``count``: a body's own links come
-        before its data (:attr:`~service.api.endpoint.Endpoint.absolute_links`), which could
+        before its data (:attr:`~qsite.service.api.endpoint.Endpoint.absolute_links`), which could
         hold the placeholder's text.
         """
         other = Entry.__new__(Entry)

@@ -1,13 +1,13 @@
 """From a request to its endpoint: routing a raw path, and the cache key of a request.
 
-Both are derived from the endpoint table, :data:`service.api.endpoints.ENDPOINTS`.
+Both are derived from the endpoint table, :data:`qsite.service.api.endpoints.ENDPOINTS`.
 """
 
 from __future__ import annotations
 
-from service.api.endpoint import Endpoint
-from service.api.endpoints import ENDPOINTS
-from service.http.problems import API_PREFIX
+from qsite.service.api.endpoint import Endpoint
+from qsite.service.api.endpoints import ENDPOINTS
+from qsite.service.http.problems import API_PREFIX
 
 #: Raw path below the prefix -> endpoint, for paths without a parameter.
 _FIXED_PATHS = {

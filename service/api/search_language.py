@@ -2,7 +2,7 @@
 
 Promises: :func:`parse_search` reads a search as web search engines do (words all
 required, ``-word`` excluded, ``OR`` in upper case between two terms) into a :class:`Search`,
-or refuses it with :class:`~service.api.kinds.Refused` when its operators leave nothing to
+or refuses it with :class:`~qsite.service.api.kinds.Refused` when its operators leave nothing to
 match; :class:`Words` is the parameter kind whose canonical value is :meth:`Search.text`,
 which reads back as the same search; :func:`fts_query` writes a canonical search as an FTS5
 query in which every word is quoted, so the only operators are the ones written there and
@@ -20,7 +20,7 @@ import functools
 import re
 from typing import NamedTuple
 
-from service.api.kinds import Kind, Refused
+from qsite.service.api.kinds import Kind, Refused
 
 #: What a search matches on: words, as the FTS tokenizer sees them.
 #: A word as the full-text index's tokenizer (unicode61) reads one: letters and digits. Not ``\w``:

@@ -4,18 +4,18 @@ A mirror asks ``/api/v1/news?updated_since=`` for what was added or changed
 since its last call and ``/api/v1/news/removed?since=`` for what was removed
 (retention) or, with the same ``tag`` and ``source``, left that view, each from the newest time it received (both bounds inclusive),
 and follows ``next`` to the end. Both walks are in the order changes were
-committed (``change_key``, :mod:`db.news_sync`), so nothing changed while one
-pages is missed. Listed in :data:`service.api.parameter_table.PARAMETERS` and
+committed (``change_key``, :mod:`qsite.db.news_sync`), so nothing changed while one
+pages is missed. Listed in :data:`qsite.service.api.parameter_table.PARAMETERS` and
 ``ENDPOINTS`` like every other; kept here, apart, so the table stays readable.
 """
 
 from __future__ import annotations
 
-from db.model import NEWS
+from qsite.db.model import NEWS
 
-from service.api import news_bodies
-from service.api.kinds import Cursor, DateTime
-from service.api.parameters import CURSOR_HINT, CURSOR_PEERS, Param
+from qsite.service.api import news_bodies
+from qsite.service.api.kinds import Cursor, DateTime
+from qsite.service.api.parameters import CURSOR_HINT, CURSOR_PEERS, Param
 
 UPDATED_SINCE = Param(
     "updated_since",
@@ -51,7 +51,7 @@ REMOVED_PARAMETERS = (
     ),
 )
 
-#: The keywords of the ``/api/v1/news/removed`` :class:`~service.api.endpoints.Endpoint`.
+#: The keywords of the ``/api/v1/news/removed`` :class:`~qsite.service.api.endpoints.Endpoint`.
 NEWS_REMOVED = dict(
     name="news_removed",
     path="/news/removed",

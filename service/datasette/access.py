@@ -5,20 +5,20 @@ or, for the snapshot file, the whole database (``view-database``); the
 documents that describe the API read no data. A request may have an endpoint's
 answer when Datasette would show that actor the query or database page:
 ``allow`` blocks in ``datasette.yaml``, actor and permission plugins and
-``--root`` mean the same at ``/api/v1/...`` (:func:`service.compat.allowed`).
+``--root`` mean the same at ``/api/v1/...`` (:func:`qsite.service.compat.allowed`).
 
 Kept cheap for the cached path: the answer for the anonymous actor (every
 request without credentials, all of the fast path) is worked out once per
-built :class:`~service.datasette.handler.Api`, and configuration does not
+built :class:`~qsite.service.datasette.handler.Api`, and configuration does not
 change while an instance runs; only requests with credentials ask Datasette
 each time. With the default configuration everything is public, as before.
 """
 
 from __future__ import annotations
 
-from service.api.endpoint import Endpoint
-from service.api.endpoints import ENDPOINTS
-from service.compat import allowed, canned_query_sql
+from qsite.service.api.endpoint import Endpoint
+from qsite.service.api.endpoints import ENDPOINTS
+from qsite.service.compat import allowed, canned_query_sql
 
 #: Endpoints that hand out the whole database file.
 WHOLE_DATABASE = frozenset({"snapshot", "snapshot_file"})

@@ -1,6 +1,6 @@
 """A budget for the bytes of one answer to SQL on qsite's database, counted as its rows are fetched.
 
-Each value is capped (:mod:`service.datasette.connections`), but a query may
+Each value is capped (:mod:`qsite.service.datasette.connections`), but a query may
 return up to Datasette's ``max_returned_rows`` rows of up to 100 such values:
 one ``?sql=`` answer could otherwise be gigabytes, all held in memory and then
 serialised on the event loop that also serves /api/v1. :func:`count_answers`
@@ -22,7 +22,7 @@ from __future__ import annotations
 import sqlite3
 import weakref
 
-from service.http.problems import problem_body
+from qsite.service.http.problems import problem_body
 
 #: The config key of the budget, named in the refusal.
 CONFIG_KEY = "api.sql_answer_max_bytes"

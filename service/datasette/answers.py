@@ -11,7 +11,7 @@ Promises:
   (no traceback, SQL or file path): the client's mistakes as 4xx, a database that cannot be
   read as a 503 with ``Retry-After``.
 
-Relies on :mod:`service.http.problems` for the problem documents.
+Relies on :mod:`qsite.service.http.problems` for the problem documents.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import logging
 import re
 from urllib.parse import unquote_to_bytes
 
-from service.api.bodies import Invalid, Missing, NoData
-from service.api.health import NO_DATA_RETRY_AFTER
-from service.api.parameters import invalid_parameters
-from service.http.problems import problem_response
+from qsite.service.api.bodies import Invalid, Missing, NoData
+from qsite.service.api.health import NO_DATA_RETRY_AFTER
+from qsite.service.api.parameters import invalid_parameters
+from qsite.service.http.problems import problem_response
 
 log = logging.getLogger("qsite.api")
 
@@ -80,7 +80,7 @@ def failed(exc: Exception, path: str, searched: bool = False) -> tuple[int, list
     if isinstance(exc, Invalid):
         return invalid_parameters([{"parameter": exc.parameter, "detail": detail} for detail in exc.details])
     if searched and str(exc).startswith("fts5:"):
-        # The words of q are split as the index's tokenizer splits them (service.api.search_language.Words),
+        # The words of q are split as the index's tokenizer splits them (qsite.service.api.search_language.Words),
         # but SQLite's Unicode tables are older than Python's: a few letters (New Tai Lue vowels) are
         # separators to it. Such a q is the client's to change, not an outage.
         return invalid_parameters([{"parameter": "q", "detail": "holds characters the search cannot take"}])

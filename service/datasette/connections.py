@@ -12,7 +12,7 @@ does not run. No value stored here comes near the cap (the largest at a
 million items is an index page of 4 KB).
 
 The database's file path is no one's business but the operator's
-(:mod:`service.datasette.public`): ``pragma_database_list`` answers its ``file``
+(:mod:`qsite.service.datasette.public`): ``pragma_database_list`` answers its ``file``
 column as NULL, by SQLite's authorizer.
 
 The same authorizer refuses the SQL functions in :data:`REFUSED_FUNCTIONS`:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from urllib.parse import parse_qsl
 
-from service.http.problems import problem_response, send_response
+from qsite.service.http.problems import problem_response, send_response
 
 EMPTY_HEADING = b"\r\n"
 

@@ -32,14 +32,14 @@ from datasette.database import QueryInterrupted
 from datasette.utils.asgi import Base400
 from markupsafe import Markup
 
-from service.api.parameters import echo
-from service.compat import datasette_error_type
-from service.http.disconnects import ClientGone
-from service.datasette.answer_budget import AnswerTooLarge, problem
-from service.http.problems import ALLOWED_METHODS, PROBLEM_CONTENT_TYPE
-from service.http.settings import is_own_server, is_qsite_database, path_database
-from service.http.settings import is_qsite_path as is_api_path
-from service.http.tally import count
+from qsite.service.api.parameters import echo
+from qsite.service.compat import datasette_error_type
+from qsite.service.http.disconnects import ClientGone
+from qsite.service.datasette.answer_budget import AnswerTooLarge, problem
+from qsite.service.http.problems import ALLOWED_METHODS, PROBLEM_CONTENT_TYPE
+from qsite.service.http.settings import is_own_server, is_qsite_database, path_database
+from qsite.service.http.settings import is_qsite_path as is_api_path
+from qsite.service.http.tally import count
 
 #: The title of the error Datasette's views raise for a query stopped at ``sql_time_limit_ms`` (0.65 and 1.0).
 SQL_INTERRUPTED = "SQL Interrupted"
@@ -167,7 +167,7 @@ def unread_parameters(request, exception: BaseException) -> bool:
     """Whether ``exception`` is a Datasette page failing on its query string: the client's 400, not a fault.
 
     Only on Datasette's own pages, with a query string: on qsite's paths every parameter is
-    checked before anything runs (:mod:`service.api.parameters`), and a fault there stays a 500.
+    checked before anything runs (:mod:`qsite.service.api.parameters`), and a fault there stays a 500.
     """
     return isinstance(exception, UNREAD_PARAMETER) and bool(request.query_string) and not is_qsite_path(request.path)
 

@@ -3,9 +3,9 @@
 :class:`Api` answers a request given as method, raw path, raw query string and
 headers, returning ``(status, headers, body)``; the plugin feeds it from
 Datasette's router and from the ASGI fast path (:meth:`Api.fast`) that serves
-repeats straight from the :class:`~service.api.response_cache.ResponseCache`.
+repeats straight from the :class:`~qsite.service.api.response_cache.ResponseCache`.
 What each endpoint is (path, parameters, canned queries, datasets) is the
-table in :mod:`service.api.endpoints`; all SQL comes from the canned queries in
+table in :mod:`qsite.service.api.endpoints`; all SQL comes from the canned queries in
 ``metadata.yml``, run with bound parameters.
 """
 
@@ -16,20 +16,20 @@ import logging
 import sqlite3
 from typing import Callable
 
-from service.api.bodies import Build, Invalid, Missing, NoData
-from service.api.data_versions import DataVersions, read_versions, updated_at
-from service.api.endpoint import HTML, JSON, Endpoint
-from service.api.endpoints import ENDPOINTS
-from service.api.health import health_response
-from service.api.parameters import echo, invalid_parameters, parse_params
-from service.api.response_cache import ResponseCache
-from service.api.responses import Entry, dumps, read_conditions
-from service.api.routing import cache_key, resolve
-from service.datasette.answers import NotServed, base_url, failed, private, without_parameters
-from service.datasette.problem_pages import problem_page
-from service.describe.docs import DocsPage, collect_examples
-from service.describe.openapi import for_base_url
-from service.http.problems import (
+from qsite.service.api.bodies import Build, Invalid, Missing, NoData
+from qsite.service.api.data_versions import DataVersions, read_versions, updated_at
+from qsite.service.api.endpoint import HTML, JSON, Endpoint
+from qsite.service.api.endpoints import ENDPOINTS
+from qsite.service.api.health import health_response
+from qsite.service.api.parameters import echo, invalid_parameters, parse_params
+from qsite.service.api.response_cache import ResponseCache
+from qsite.service.api.responses import Entry, dumps, read_conditions
+from qsite.service.api.routing import cache_key, resolve
+from qsite.service.datasette.answers import NotServed, base_url, failed, private, without_parameters
+from qsite.service.datasette.problem_pages import problem_page
+from qsite.service.describe.docs import DocsPage, collect_examples
+from qsite.service.describe.openapi import for_base_url
+from qsite.service.http.problems import (
     ALLOWED_METHODS,
     API_PREFIX,
     HTML_CONTENT_TYPE,
@@ -38,7 +38,7 @@ from service.http.problems import (
     SNAPSHOT_HEADER,
     problem_response,
 )
-from service.i18n import find_language
+from qsite.service.i18n import find_language
 
 log = logging.getLogger("qsite.api")
 
@@ -52,7 +52,7 @@ def in_snapshot(conn: sqlite3.Connection, build: Callable):
     The data and its ``data_versions`` come from the same snapshot, so an
     ETag and ``updated_at`` always describe exactly the bytes they go with.
     A connection already in a read transaction (the inline one keeps one for
-    :data:`~service.api.reader.HOLD` seconds) builds in that one, with the
+    :data:`~qsite.service.api.reader.HOLD` seconds) builds in that one, with the
     versions its first build read there: the same snapshot has the same
     versions, and reading them again was a query per request (``docs/performance.md``).
     """
@@ -76,25 +76,25 @@ class Api:
     """Answers /api/v1 requests for one database.
 
     :param execute_fn: runs a sync ``fn(conn)`` on the API's own read connection
-        (:meth:`service.api.reader.Reader.inline`, never Datasette's shared pool) and returns its result.
-    :param versions: the :class:`~service.api.data_versions.DataVersions` of that database.
-    :param sql: ``{name: sql}`` of the canned queries (:func:`service.datasette.metadata.canned_sql`).
+        (:meth:`qsite.service.api.reader.Reader.inline`, never Datasette's shared pool) and returns its result.
+    :param versions: the :class:`~qsite.service.api.data_versions.DataVersions` of that database.
+    :param sql: ``{name: sql}`` of the canned queries (:func:`qsite.service.datasette.metadata.canned_sql`).
     :param documents: ``{"index": dict, "openapi": {language code: dict}}`` and, on a following
-        replica, ``"snapshot"`` (:func:`service.replica.follow.describe`); the OpenAPI documents
-        carry :data:`service.api.responses.BASE_URL_PLACEHOLDER`.
+        replica, ``"snapshot"`` (:func:`qsite.service.replica.follow.describe`); the OpenAPI documents
+        carry :data:`qsite.service.api.responses.BASE_URL_PLACEHOLDER`.
     :param docs_page: renders the documentation page (it needs Datasette's templates).
     :param broken: a reason the API cannot serve data (logged, never sent).
-    :param reader: the :class:`~service.api.reader.Reader` behind ``execute_fn``, closed by :meth:`close`.
-    :param access: the deployer's permissions (:class:`~service.datasette.access.Access`); None: everything public.
+    :param reader: the :class:`~qsite.service.api.reader.Reader` behind ``execute_fn``, closed by :meth:`close`.
+    :param access: the deployer's permissions (:class:`~qsite.service.datasette.access.Access`); None: everything public.
     :param max_data_age: ``api.health_max_data_age``: older data makes /api/v1/health a 503.
-    :param fresh_fn: as ``execute_fn``, in a read transaction begun for it (:meth:`service.api.reader.Reader.fresh`),
-        for what is built for every request (:attr:`Endpoint.fresh <service.api.endpoint.Endpoint.fresh>`,
+    :param fresh_fn: as ``execute_fn``, in a read transaction begun for it (:meth:`qsite.service.api.reader.Reader.fresh`),
+        for what is built for every request (:attr:`Endpoint.fresh <qsite.service.api.endpoint.Endpoint.fresh>`,
         /api/v1/health), whose data changes without a ``data_versions`` bump; by default ``execute_fn``.
-    :param cursor_key: seals the counts ``next`` links carry (:func:`service.datasette.state.cursor_key`).
+    :param cursor_key: seals the counts ``next`` links carry (:func:`qsite.service.datasette.state.cursor_key`).
     :param credential_parameters: ``api.credential_parameters``: taken out of the query before it is read.
     :param public_url: ``api.public_url``: the address absolute links are built on; None: the request's
-        ``Host`` (:func:`~service.datasette.answers.base_url`), and those answers vary on it (``Vary: Host``).
-    :param judged: per-kind health bounds and deciding kinds (:func:`service.api.health.judged_kinds`).
+        ``Host`` (:func:`~qsite.service.datasette.answers.base_url`), and those answers vary on it (``Vary: Host``).
+    :param judged: per-kind health bounds and deciding kinds (:func:`qsite.service.api.health.judged_kinds`).
     :param heartbeat_fn: on a following replica, returns the writer's heartbeat (its ingests) now.
     """
 
@@ -130,7 +130,7 @@ class Api:
         self.reader = reader
         self.access = access
         self.max_data_age = max_data_age
-        #: :func:`service.api.health.health`'s per-kind ``bounds`` and ``deciding`` kinds.
+        #: :func:`qsite.service.api.health.health`'s per-kind ``bounds`` and ``deciding`` kinds.
         self.judged = judged or {}
         #: On a following replica: the writer's heartbeat (``latest.json``'s ingests) now.
         self.heartbeat_fn = heartbeat_fn
@@ -182,7 +182,7 @@ class Api:
 
         :param find_actor: when other plugins may find an actor in the request (a header an auth proxy
             sets, ``?_auth_token=``), a coroutine function giving it as Datasette's router would
-            (:func:`service.compat.actor_from_plugins`), asked only when no kept answer (which anyone
+            (:func:`qsite.service.compat.actor_from_plugins`), asked only when no kept answer (which anyone
             may have) serves: the deployer's permissions apply to that actor.
         """
         conditions = read_conditions(headers)
@@ -331,7 +331,7 @@ class Api:
         return Entry(key, body, endpoint.datasets, modified, self.max_age, headers, content_type), versions
 
     async def _health(self) -> tuple[int, list, bytes]:
-        """``GET /api/v1/health`` (:mod:`service.api.health`): 200 or 503, never cached, the same body."""
+        """``GET /api/v1/health`` (:mod:`qsite.service.api.health`): 200 or 503, never cached, the same body."""
         rows, versions = [], {}  # no database loaded: no data
         if not self.broken and self.fresh_fn is not None:
 

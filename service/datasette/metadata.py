@@ -4,7 +4,7 @@ As Datasette 1.0 splits them: ``metadata.yml`` describes (titles, licence,
 tables and columns), ``datasette.yaml`` configures (settings, canned queries,
 ``allow`` blocks, plugin configuration). Both are loaded the same way on
 Datasette 0.65, which took the configuration inside its metadata
-(:func:`service.compat.datasette_kwargs`).
+(:func:`qsite.service.compat.datasette_kwargs`).
 
 The canned queries in ``datasette.yaml`` are the single source of truth for
 the SQL the API runs. Each file describes one database under ``databases``;
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import yaml
 
-from service.api.endpoints import ENDPOINTS
-from service.compat import canned_query_sql
+from qsite.service.api.endpoints import ENDPOINTS
+from qsite.service.compat import canned_query_sql
 
 
 def bundled_file(name: str) -> Path:

@@ -1,24 +1,24 @@
 """The qsite Datasette plugin: the /api/v1 JSON routes, and a read-only instance.
 
-Promises: every path under /api/v1 is answered by :class:`service.datasette.handler.Api`, on
-connections and threads of its own (:mod:`service.api.reader`), from responses built once per data
+Promises: every path under /api/v1 is answered by :class:`qsite.service.datasette.handler.Api`, on
+connections and threads of its own (:mod:`qsite.service.api.reader`), from responses built once per data
 version and kept as bytes. A request without credentials is answered by the ASGI wrapper
 (:func:`asgi_wrapper`) before Datasette's CSRF middleware and router run, so a repeat needs no
 routing, no actor and no SQL; a request with a cookie or ``Authorization`` goes through the route
 (:func:`api_view`), where Datasette's privacy rule applies. When another plugin implements
 ``actor_from_request``, the actor is resolved as Datasette's router does
-(:func:`service.compat.actor_from_plugins`) before a new answer is built.
+(:func:`qsite.service.compat.actor_from_plugins`) before a new answer is built.
 
 Must not change: in someone else's Datasette (``datasette serve`` with qsite installed) every other
 request goes to Datasette as it came, except those of qsite's own database (CSV and SQL guards). On
 ``qsite serve``'s own server the same wrapper hardens the whole instance (see :func:`asgi_wrapper`),
 while every other method and path outside /api/v1 goes to Datasette untouched, so its own POST
 routes and other plugins' work beside qsite. The wrapper is registered ``tryfirst`` so it sits
-innermost: the rate limiter (:mod:`service.http.ratelimit`) wraps around it, so refused requests
-still count, and the forwarded scheme (:mod:`service.http.forwarded`), outermost, is in its scope.
+innermost: the rate limiter (:mod:`qsite.service.http.ratelimit`) wraps around it, so refused requests
+still count, and the forwarded scheme (:mod:`qsite.service.http.forwarded`), outermost, is in its scope.
 
-Relies on: :mod:`service.datasette.errors` for Datasette's errors (never a 5xx for what a client
-asked), :mod:`service.datasette.public` for introspection pages without local paths or settings.
+Relies on: :mod:`qsite.service.datasette.errors` for Datasette's errors (never a 5xx for what a client
+asked), :mod:`qsite.service.datasette.public` for introspection pages without local paths or settings.
 """
 
 from __future__ import annotations
@@ -32,29 +32,29 @@ import click
 from datasette import hookimpl
 from jinja2 import ChoiceLoader, FileSystemLoader
 
-from config import ConfigError
+from qsite.config import ConfigError
 
-from service.api.endpoints import ENDPOINTS
-from service.compat import (
+from qsite.service.api.endpoints import ENDPOINTS
+from qsite.service.compat import (
     actor_from_plugins,
     config_not_applied,
     datasette_1,
     other_actor_sources,
     queries_not_configured,
 )
-from service.datasette import connections, public
-from service.datasette.answer_budget import count_answers
-from service.datasette.csv_errors import guarded_csv, is_csv
-from service.datasette.errors import handle_exception  # noqa: F401  (a hook: registered with this module)
-from service.datasette.handler import Api
-from service.datasette.metadata import CONFIG_PATH, configured_queries, load_datasette_config, read_config_file
-from service.datasette.state import held_api, instance, serving_api, sql_budget
-from service.describe.docs import TEMPLATES_DIR
-from service.http.disconnects import ClientGone, until_gone
-from service.http.problems import API_PREFIX, CORS_HEADERS, NO_STORE, problem_response, send_response
-from service.replica.snapshot_api import is_snapshot_file, send_snapshot_file
-from service.http.page_loop import PageLoop, database_page
-from service.http.settings import (
+from qsite.service.datasette import connections, public
+from qsite.service.datasette.answer_budget import count_answers
+from qsite.service.datasette.csv_errors import guarded_csv, is_csv
+from qsite.service.datasette.errors import handle_exception  # noqa: F401  (a hook: registered with this module)
+from qsite.service.datasette.handler import Api
+from qsite.service.datasette.metadata import CONFIG_PATH, configured_queries, load_datasette_config, read_config_file
+from qsite.service.datasette.state import held_api, instance, serving_api, sql_budget
+from qsite.service.describe.docs import TEMPLATES_DIR
+from qsite.service.http.disconnects import ClientGone, until_gone
+from qsite.service.http.problems import API_PREFIX, CORS_HEADERS, NO_STORE, problem_response, send_response
+from qsite.service.replica.snapshot_api import is_snapshot_file, send_snapshot_file
+from qsite.service.http.page_loop import PageLoop, database_page
+from qsite.service.http.settings import (
     DATASETTE_CONFIG_ENV,
     PLUGIN_NAME,
     is_own_server,
@@ -62,8 +62,8 @@ from service.http.settings import (
     path_database,
     qsite_config,
 )
-from service.http.sql_budget import runs_arbitrary_sql
-from service.http.targets import check_target, raw_target
+from qsite.service.http.sql_budget import runs_arbitrary_sql
+from qsite.service.http.targets import check_target, raw_target
 
 log = logging.getLogger("qsite.service")
 
@@ -95,7 +95,7 @@ def is_api_path(path: bytes) -> bool:
 
 
 def get_api(datasette) -> Api | None:
-    """The :class:`Api` this instance holds now (:func:`service.datasette.state.held_api`); None before the first request."""
+    """The :class:`Api` this instance holds now (:func:`qsite.service.datasette.state.held_api`); None before the first request."""
     return held_api(datasette)
 
 
@@ -175,7 +175,7 @@ def check_config_applied(datasette) -> None:
     the documented way that leaves them out, and it grants no one anything.
 
     Nothing to check on Datasette 1.0 (``-c datasette.yaml`` applies the whole file) nor under
-    ``qsite serve`` (:func:`service.serve.app.make_datasette` gives Datasette the whole file and says
+    ``qsite serve`` (:func:`qsite.service.serve.app.make_datasette` gives Datasette the whole file and says
     so in the plugin settings).
     """
     if datasette_1():
@@ -186,7 +186,7 @@ def check_config_applied(datasette) -> None:
     try:
         served = qsite_config(datasette).database_path.stem
     except ConfigError:
-        return  # the API answers that itself (service.datasette.state)
+        return  # the API answers that itself (qsite.service.datasette.state)
     path = os.environ.get(DATASETTE_CONFIG_ENV) or str(CONFIG_PATH)
     config = load_datasette_config(served, path)
     (file_name,) = read_config_file(path)["databases"]
@@ -214,8 +214,8 @@ def check_config_applied(datasette) -> None:
 @hookimpl
 def prepare_connection(conn, database, datasette):
     """Datasette's connections to qsite's database are bounded for the SQL anyone may send
-    (:mod:`service.datasette.connections`) and count the bytes of each answer
-    (:mod:`service.datasette.answer_budget`); other databases' are left as Datasette opens them."""
+    (:mod:`qsite.service.datasette.connections`) and count the bytes of each answer
+    (:mod:`qsite.service.datasette.answer_budget`); other databases' are left as Datasette opens them."""
     if is_qsite_database(datasette, database):
         connections.bound(conn)
         count_answers(conn, qsite_config(datasette).api.sql_answer_max_bytes)
@@ -253,7 +253,7 @@ PAGES = PageLoop()
 
 
 def served_page(datasette, path: bytes) -> bool:
-    """Whether ``path`` is a page of the database qsite serves (:func:`service.http.page_loop.database_page`)."""
+    """Whether ``path`` is a page of the database qsite serves (:func:`qsite.service.http.page_loop.database_page`)."""
     try:
         name = qsite_config(datasette).database_path.stem
     except ConfigError:
@@ -301,11 +301,11 @@ def with_api_headers(send):
 def asgi_wrapper(datasette):
     """Answer /api/v1 without Datasette's router where it can; on qsite's own server, harden the rest.
 
-    On the own server (:func:`service.http.settings.is_own_server`): caps the request target and
+    On the own server (:func:`qsite.service.http.settings.is_own_server`): caps the request target and
     header fields and takes apart the target forms Datasette does not route
-    (:mod:`service.http.targets`); refuses every method but GET, HEAD and OPTIONS under /api/v1
-    (405); runs arbitrary SQL one query per client at a time (:mod:`service.http.sql_budget`); makes
-    the served database's pages on a loop of its own (:mod:`service.http.page_loop`); adds CORS and
+    (:mod:`qsite.service.http.targets`); refuses every method but GET, HEAD and OPTIONS under /api/v1
+    (405); runs arbitrary SQL one query per client at a time (:mod:`qsite.service.http.sql_budget`); makes
+    the served database's pages on a loop of its own (:mod:`qsite.service.http.page_loop`); adds CORS and
     ``no-store`` on errors (:func:`with_api_headers`).
     """
 

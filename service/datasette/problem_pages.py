@@ -2,7 +2,7 @@
 
 RFC 9457 (section 3.1.1) asks that a problem type URI, when dereferenced,
 lead to documentation of the problem for people. Each type the service sends
-(:data:`service.http.problems.PROBLEMS`) gets a short HTML page: its title and
+(:data:`qsite.service.http.problems.PROBLEMS`) gets a short HTML page: its title and
 status, what causes it and what to do. Built once, served like any other
 document (cacheable, CORS, GET and HEAD).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from html import escape
 
-from service.http.problems import API_PREFIX, CORS_HEADERS, PROBLEM_PREFIX, PROBLEMS
+from qsite.service.http.problems import API_PREFIX, CORS_HEADERS, PROBLEM_PREFIX, PROBLEMS
 
 #: What each problem means and what a client can do about it.
 DESCRIPTIONS = {

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 
-from service.compat import instance_config, instance_metadata, json_data_view
+from qsite.service.compat import instance_config, instance_metadata, json_data_view
 
 
 def without_plugins(metadata):
@@ -56,7 +56,7 @@ def public_threads(datasette) -> dict:
 
 
 def public_metadata(datasette):
-    """``/-/metadata`` without plugin settings (a coroutine on Datasette 1.0: :func:`service.compat.instance_metadata`)."""
+    """``/-/metadata`` without plugin settings (a coroutine on Datasette 1.0: :func:`qsite.service.compat.instance_metadata`)."""
     metadata = instance_metadata(datasette)
     if isinstance(metadata, dict):
         return without_plugins(metadata)

@@ -2,7 +2,7 @@
 
 Every holder of qsite's state for an instance (the ASGI fast path, the
 /api/v1 route, a following replica's swap) gets it from here; nothing is set
-on the Datasette object. The :class:`~service.datasette.handler.Api` is derived
+on the Datasette object. The :class:`~qsite.service.datasette.handler.Api` is derived
 from the qsite config and the database now served (a follower's current
 snapshot): :func:`build_api` makes it, :func:`serving_api` keeps it while that
 database is served and makes a new one after a swap. A build that fails (the
@@ -20,22 +20,22 @@ import weakref
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from config import ConfigError, parse_rate_limit
+from qsite.config import ConfigError, parse_rate_limit
 
-from service.api.data_versions import DataVersions
-from service.api.endpoints import index_document
-from service.api.health import judged_kinds
-from service.api.reader import Reader
-from service.datasette.access import Access
-from service.datasette.handler import Api
-from service.datasette.metadata import MetadataError, canned_sql
-from service.describe.docs import DocsPage
-from service.describe.openapi import build_documents
-from service.http.settings import qsite_config
-from service.http.ratelimit import DEFAULT_IPV6_PREFIX
-from service.http.sql_budget import SqlBudget
-from service.i18n import Catalogs
-from service.replica.follow import describe
+from qsite.service.api.data_versions import DataVersions
+from qsite.service.api.endpoints import index_document
+from qsite.service.api.health import judged_kinds
+from qsite.service.api.reader import Reader
+from qsite.service.datasette.access import Access
+from qsite.service.datasette.handler import Api
+from qsite.service.datasette.metadata import MetadataError, canned_sql
+from qsite.service.describe.docs import DocsPage
+from qsite.service.describe.openapi import build_documents
+from qsite.service.http.settings import qsite_config
+from qsite.service.http.ratelimit import DEFAULT_IPV6_PREFIX
+from qsite.service.http.sql_budget import SqlBudget
+from qsite.service.i18n import Catalogs
+from qsite.service.replica.follow import describe
 
 log = logging.getLogger("qsite.service")
 
@@ -44,7 +44,7 @@ log = logging.getLogger("qsite.service")
 class Instance:
     """What the plugin holds for one Datasette instance.
 
-    :param follower: the :class:`~service.replica.follow.Follower` of a replica (``qsite serve --follow``), else None.
+    :param follower: the :class:`~qsite.service.replica.follow.Follower` of a replica (``qsite serve --follow``), else None.
     """
 
     follower: object = None
@@ -135,7 +135,7 @@ async def build_api(datasette, follower=None) -> Api:
 
 
 def cursor_key(datasette) -> bytes:
-    """The key that seals the counts ``next`` links carry (:mod:`service.api.cursors`), from the instance's secret.
+    """The key that seals the counts ``next`` links carry (:mod:`qsite.service.api.cursors`), from the instance's secret.
 
     Derived through Datasette's public signer (``datasette.sign``, deterministic
     for one secret): workers and replicas given one secret (``DATASETTE_SECRET``,

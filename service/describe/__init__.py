@@ -1,7 +1,7 @@
 """Describing the API: the OpenAPI document, its schemas, the documentation page and its texts.
 
-Everything here is derived from :mod:`service.api` (the endpoint table and the
+Everything here is derived from :mod:`qsite.service.api` (the endpoint table and the
 parameters), so each endpoint is described once, and translated through
-:mod:`service.i18n`. May import :mod:`service.api`, :mod:`service.http`,
-:mod:`service.i18n`; not Datasette, not the replica.
+:mod:`qsite.service.i18n`. May import :mod:`qsite.service.api`, :mod:`qsite.service.http`,
+:mod:`qsite.service.i18n`; not Datasette, not the replica.
 """

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Awaitable, Callable
 from urllib.parse import quote
 
-from service.i18n import LANGUAGES, Catalogs, Gettext, Language
-from service.http.problems import API_PREFIX, PROBLEM_PREFIX, PROBLEMS
+from qsite.service.i18n import LANGUAGES, Catalogs, Gettext, Language
+from qsite.service.http.problems import API_PREFIX, PROBLEM_PREFIX, PROBLEMS
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
 TEMPLATE = "qsite_docs.html"
@@ -137,7 +137,7 @@ def schema_facts(schema: dict, _: Callable) -> tuple[str, list[tuple[str, str | 
 
 def _listed(document: dict, schema: dict) -> dict:
     """A parameter's schema as the page lists it: an enum taken in any letter case (``anyOf`` the
-    enum's component and its any-case pattern, see :class:`service.api.kinds.OneOf`) as the enum."""
+    enum's component and its any-case pattern, see :class:`qsite.service.api.kinds.OneOf`) as the enum."""
     if "anyOf" not in schema:
         return schema
     first, *_rest = schema["anyOf"]

@@ -1,7 +1,7 @@
 """What there is to translate: the Babel extractor for the interface description.
 
 The OpenAPI document is assembled from constants and f-strings in
-:mod:`service.describe.openapi`, :mod:`service.datasette.handler` and :mod:`service.http.problems`, so
+:mod:`qsite.service.describe.openapi`, :mod:`qsite.service.datasette.handler` and :mod:`qsite.service.http.problems`, so
 its texts are not literal ``_()`` calls a source scanner could find. Instead
 the extractor builds the English document exactly as the service serves it and
 hands Babel each of its texts (and the problem titles the documentation page
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from service.i18n import document_texts
-from service.describe.openapi import build_document
-from service.http.problems import PROBLEMS
+from qsite.service.i18n import document_texts
+from qsite.service.describe.openapi import build_document
+from qsite.service.http.problems import PROBLEMS
 
 
 def interface_texts() -> Iterator[tuple[str, str]]:
@@ -27,6 +27,6 @@ def interface_texts() -> Iterator[tuple[str, str]]:
 
 
 def extract_document(fileobj, keywords, comment_tags, options) -> Iterator[tuple[int, None, str, list[str]]]:
-    """Babel extraction method (``service.describe.messages.extract_document``); ``fileobj`` is not read."""
+    """Babel extraction method (``qsite.service.describe.messages.extract_document``); ``fileobj`` is not read."""
     for where, text in interface_texts():
         yield 0, None, text, [where]

@@ -1,27 +1,27 @@
 """The OpenAPI 3.1 document of /api/v1, derived from the endpoint table.
 
 Paths, operations and parameters (with their enums, bounds and defaults) come
-from :mod:`service.api.endpoints`, problem types from :mod:`service.http.problems`, so
+from :mod:`qsite.service.api.endpoints`, problem types from :mod:`qsite.service.http.problems`, so
 the document cannot drift from what the service enforces; the tests validate
 every response they see against it. What is written here is what the table
 does not say: headers and shared responses (the response schemas are in
-:mod:`service.describe.schemas`). It is written in English; :func:`build_documents`
-makes it in every interface language (:mod:`service.i18n`).
+:mod:`qsite.service.describe.schemas`). It is written in English; :func:`build_documents`
+makes it in every interface language (:mod:`qsite.service.i18n`).
 """
 
 from __future__ import annotations
 
-from db.model import VERSION
+from qsite.db.model import VERSION
 
-from service.api.feeds import ATOM, JSON_FEED
-from service.api.endpoint import HTML, JSON, Endpoint
-from service.api.endpoints import ENDPOINTS, TAGS_DOCUMENTED, USAGE_TERMS
-from service.api.parameter_table import PARAMETERS
-from service.i18n import LANGUAGES, Catalogs, translate_document
-from service.api.parameters import MAX_ERRORS
-from service.api.responses import BASE_URL_PLACEHOLDER
-from service.http.problems import ALLOWED_METHODS, EXPOSE_HEADERS, PROBLEM_CONTENT_TYPE
-from service.describe.schemas import ref, schemas
+from qsite.service.api.feeds import ATOM, JSON_FEED
+from qsite.service.api.endpoint import HTML, JSON, Endpoint
+from qsite.service.api.endpoints import ENDPOINTS, TAGS_DOCUMENTED, USAGE_TERMS
+from qsite.service.api.parameter_table import PARAMETERS
+from qsite.service.i18n import LANGUAGES, Catalogs, translate_document
+from qsite.service.api.parameters import MAX_ERRORS
+from qsite.service.api.responses import BASE_URL_PLACEHOLDER
+from qsite.service.http.problems import ALLOWED_METHODS, EXPOSE_HEADERS, PROBLEM_CONTENT_TYPE
+from qsite.service.describe.schemas import ref, schemas
 
 #: What Datasette's router sends instead when a request carries a cookie or Authorization.
 PRIVATE = "private, no-store"

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from http import HTTPStatus
 
-from db.model import AUTHOR_CHARS, AUTHORS_MAX, IMAGE_URL_MAX
+from qsite.db.model import AUTHOR_CHARS, AUTHORS_MAX, IMAGE_URL_MAX
 
-from service.api.feeds import ATOM, JSON_FEED_VERSION
-from service.api.endpoint import SQLITE
-from service.api.endpoints import ENDPOINTS
-from service.api.kinds import OneOf
-from service.api.news_bodies import SEARCH_COUNT_MAX
-from service.api.parameter_table import LIMIT_MAX, LIMIT_MIN, PARAMETERS
-from service.api.parameters import ECHO_MAX, MAX_ERRORS
-from service.http.problems import PROBLEM_PREFIX, PROBLEMS
+from qsite.service.api.feeds import ATOM, JSON_FEED_VERSION
+from qsite.service.api.endpoint import SQLITE
+from qsite.service.api.endpoints import ENDPOINTS
+from qsite.service.api.kinds import OneOf
+from qsite.service.api.news_bodies import SEARCH_COUNT_MAX
+from qsite.service.api.parameter_table import LIMIT_MAX, LIMIT_MIN, PARAMETERS
+from qsite.service.api.parameters import ECHO_MAX, MAX_ERRORS
+from qsite.service.http.problems import PROBLEM_PREFIX, PROBLEMS
 
 REF = "#/components/"
 
@@ -51,7 +51,7 @@ def _list(item: str, description: str) -> dict:
 
 
 def enums() -> dict:
-    """Each enum of the parameters (:class:`~service.api.kinds.OneOf`), once, by its component name.
+    """Each enum of the parameters (:class:`~qsite.service.api.kinds.OneOf`), once, by its component name.
 
     Parameters, bodies and headers refer to these rather than repeat the list: an enum
     written inline in several places became a type per place in generated clients

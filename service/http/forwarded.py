@@ -4,7 +4,7 @@ Promises: only when ``api.trusted_proxies`` proxies stand in front (and, for the
 ``api.forwarded_proto`` says they set it themselves), and only entries a trusted proxy wrote
 (:func:`forwarded_entry`); entries to their left may be made up by the client and are never used.
 
-- The client's address, whom the rate limit counts (:func:`service.http.ratelimit.client_address`):
+- The client's address, whom the rate limit counts (:func:`qsite.service.http.ratelimit.client_address`):
   the ``X-Forwarded-For`` entry ``trusted_proxies`` hops from the right (each proxy appends).
 - The scheme the client used, which decides every absolute URL the instance makes: the last
   ``X-Forwarded-Proto`` entry, the one the nearest (trusted) proxy sent. That header is set once, by
@@ -14,7 +14,7 @@ Why: behind a proxy that ends TLS qsite hears plain http, and every absolute URL
 ``next_url``, ``Link``, the dashboard's chart requests) would say ``http://``, which a browser refuses
 from an https page. Must not change: :class:`ForwardedScheme` sits outside every other middleware,
 so the scheme is set before anything reads it (``request.url``, ``absolute_url``,
-:func:`service.datasette.plugin.client_scheme`). Not granian's ``wrap_asgi_with_proxy_headers``: it
+:func:`qsite.service.datasette.plugin.client_scheme`). Not granian's ``wrap_asgi_with_proxy_headers``: it
 trusts proxies by socket address rather than number, and takes the first ``X-Forwarded-Proto``
 field, the client's own when a proxy adds another.
 """
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from datasette import hookimpl
 
-from config import ConfigError
+from qsite.config import ConfigError
 
-from service.http.settings import qsite_config
+from qsite.service.http.settings import qsite_config
 
 #: The schemes a proxy may say; anything else leaves the scope's own.
 SCHEMES = frozenset({"http", "https"})

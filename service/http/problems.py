@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from db.model import VERSION
+from qsite.db.model import VERSION
 
 #: The path every API route lives under.
 API_PREFIX = "/api/v1"
@@ -26,7 +26,7 @@ EXPOSE_HEADERS = "ETag, Last-Modified, Link, Retry-After, RateLimit, RateLimit-P
 
 #: Which qsite answered (its version as installed): on every response with the CORS headers, so an
 #: operator or a client can tell the versions of a rolling update apart. The snapshot a following
-#: replica serves is named in ``X-Qsite-Snapshot`` (:mod:`service.datasette.handler`).
+#: replica serves is named in ``X-Qsite-Snapshot`` (:mod:`qsite.service.datasette.handler`).
 VERSION_HEADER = (b"x-qsite-version", VERSION.encode())
 SNAPSHOT_HEADER = b"x-qsite-snapshot"
 

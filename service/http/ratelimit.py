@@ -4,7 +4,7 @@ Promises: an ASGI middleware (Datasette's ``asgi_wrapper`` hook) counts requests
 the `limits <https://limits.readthedocs.io>`_ sliding window counter (the current fixed window's
 count plus the previous one's, weighted by its overlap with the last ``w`` seconds), in the storage
 ``api.rate_limit_storage`` names: ``memory://`` for one process, ``redis://...`` so that several
-workers or replicas count against one limit (:mod:`service.http.windows`: one storage round trip
+workers or replicas count against one limit (:mod:`qsite.service.http.windows`: one storage round trip
 per request). On ``qsite serve``'s own server every HTTP request except OPTIONS and static assets
 shares one budget per client; in someone else's Datasette only /api/v1 is limited.
 
@@ -37,11 +37,11 @@ import limits
 from datasette import hookimpl
 from limits.aio.strategies import SlidingWindowCounterRateLimiter
 
-from config import parse_rate_limit
-from service.http.forwarded import forwarded_entry
-from service.http.problems import problem_response, send_response
-from service.http.settings import is_own_server, is_qsite_path, qsite_config
-from service.http.windows import window_counts
+from qsite.config import parse_rate_limit
+from qsite.service.http.forwarded import forwarded_entry
+from qsite.service.http.problems import problem_response, send_response
+from qsite.service.http.settings import is_own_server, is_qsite_path, qsite_config
+from qsite.service.http.windows import window_counts
 
 log = logging.getLogger("qsite.ratelimit")
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 import weakref
 
-from config import Config, ConfigError, load_config
+from qsite.config import Config, ConfigError, load_config
 
-from service.http.problems import API_PREFIX
+from qsite.service.http.problems import API_PREFIX
 
 PLUGIN_NAME = "qsite"
 #: The plugin setting ``qsite serve`` sets: this Datasette is qsite's own server.
@@ -59,7 +59,7 @@ def qsite_database_name(datasette) -> str | None:
     """The Datasette name of the database qsite serves (its file stem); None when the config cannot be read."""
     try:
         return qsite_config(datasette).database_path.stem
-    except ConfigError:  # a config problem: the API says so itself (service.datasette.state)
+    except ConfigError:  # a config problem: the API says so itself (qsite.service.datasette.state)
         return None
 
 

@@ -5,7 +5,7 @@ on table pages) on its pool of ``num_sql_threads`` threads (3 by default),
 each query stopped after ``sql_time_limit_ms``. Left alone, one client
 sending a few heavy queries at once holds every thread of that pool, and
 everyone else's queries wait. :class:`SqlBudget` runs each client's (the
-address the fair-use limit counts against, :func:`service.http.ratelimit.client_address`)
+address the fair-use limit counts against, :func:`qsite.service.http.ratelimit.client_address`)
 such requests one at a time: the next waits for the one running, so a
 dashboard fetching six charts at once gets them one after another, and at
 most :data:`MAX_WAITING` may wait; one more is answered 429 at once, with
@@ -15,7 +15,7 @@ Its answers are the client's own (:func:`private`): no shared cache keeps
 them, so one client's queries never fill a cache in front and evict what
 everyone reads (a browser may still keep them for Datasette's ``max-age``).
 
-The /api/v1 routes never use that pool (:mod:`service.api.reader`), so nothing
+The /api/v1 routes never use that pool (:mod:`qsite.service.api.reader`), so nothing
 here can slow them.
 """
 
@@ -25,8 +25,8 @@ import asyncio
 import math
 from urllib.parse import unquote_to_bytes
 
-from service.http.problems import problem_response, send_response
-from service.http.ratelimit import DEFAULT_IPV6_PREFIX, client_address
+from qsite.service.http.problems import problem_response, send_response
+from qsite.service.http.ratelimit import DEFAULT_IPV6_PREFIX, client_address
 
 #: Query-string parameters with which Datasette runs SQL text the client wrote.
 SQL_PARAMETERS = frozenset({b"sql", b"_where"})

@@ -2,7 +2,7 @@
 
 A request, a cache hit or an interrupted query adds to :data:`TALLY` (dictionaries of ints on the
 worker's event loop: well under a microsecond), never to prometheus-client's shared files
-directly (a few microseconds a write, a tenth of a cached request). :mod:`service.metrics`
+directly (a few microseconds a write, a tenth of a cached request). :mod:`qsite.service.metrics`
 moves the tally into those files every second and before every scrape
 (:meth:`Tally.take`), so that ``/metrics`` answers the sum over every worker.
 
@@ -59,7 +59,7 @@ class Tally:
         return taken
 
 
-#: The worker's tally while metrics are on, else None (set by :mod:`service.metrics`).
+#: The worker's tally while metrics are on, else None (set by :mod:`qsite.service.metrics`).
 TALLY: Tally | None = None
 
 

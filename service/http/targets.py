@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from urllib.parse import unquote_to_bytes, urlsplit
 
-from service.http.problems import API_PREFIX, problem_response
+from qsite.service.http.problems import API_PREFIX, problem_response
 
 API_PREFIX_BYTES = API_PREFIX.encode()
 

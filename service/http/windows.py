@@ -57,7 +57,7 @@ class WindowCounts(Storage, SlidingWindowCounterSupport):
         super().__init__(uri, wrap_exceptions=wrap_exceptions, **options)
         self.window: int | None = None
         self.seen: dict[str, tuple[int, int]] = {}
-        #: Wall-clock seconds the windows are numbered by (:attr:`service.http.ratelimit.FairUse.clock`).
+        #: Wall-clock seconds the windows are numbered by (:attr:`qsite.service.http.ratelimit.FairUse.clock`).
         self.clock: Callable[[], float] = time.time
 
     @abstractmethod

@@ -21,9 +21,9 @@ import datasette
 
 from prometheus_client.core import GaugeMetricFamily
 
-from db.model import VERSION, is_stored_time
+from qsite.db.model import VERSION, is_stored_time
 
-from service.metrics.exported import BY_NAME
+from qsite.service.metrics.exported import BY_NAME
 
 log = logging.getLogger("qsite.metrics")
 

@@ -4,9 +4,9 @@
 docs/operating.md (``make cog``). Counters and the latency histogram live in
 prometheus-client's multiprocess files (``PROMETHEUS_MULTIPROC_DIR``, one folder per
 ``qsite serve`` run, emptied at start: :func:`prepare_directory`); each worker adds its
-:class:`~service.http.tally.Tally` to them every :data:`FLUSH_EVERY` seconds and before
+:class:`~qsite.service.http.tally.Tally` to them every :data:`FLUSH_EVERY` seconds and before
 it answers a scrape, so a scrape sums every worker's counts up to the last second.
-Gauges read at scrape time (:mod:`service.metrics.database`) come from the answering
+Gauges read at scrape time (:mod:`qsite.service.metrics.database`) come from the answering
 worker.
 """
 
@@ -20,9 +20,9 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from service.compat import add_to_histogram, use_multiprocess_values
-from service.http import tally
-from service.http.tally import BUCKETS, EVENTS, Tally
+from qsite.service.compat import add_to_histogram, use_multiprocess_values
+from qsite.service.http import tally
+from qsite.service.http.tally import BUCKETS, EVENTS, Tally
 
 #: The environment variable prometheus-client's multiprocess mode reads.
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -119,7 +119,7 @@ def remove_directory(folder: Path) -> None:
 class Exported:
     """The worker's prometheus-client metrics in the multiprocess files, and its tally.
 
-    Made once per worker (after the fork); sets :data:`service.http.tally.TALLY` so that
+    Made once per worker (after the fork); sets :data:`qsite.service.http.tally.TALLY` so that
     counting starts.
     """
 

@@ -6,9 +6,9 @@ and a replica's follower), so that:
 - ``GET /metrics`` is answered here, before anything else: off ``/api/v1``, never rate-limited,
   readable only from ``metrics.allow`` (the connection's own address; others get 403);
 - every other request is timed and counted by endpoint, method and status, in the worker's
-  :class:`~service.http.tally.Tally` (plain ints: a microsecond or so a request), with its 304,
+  :class:`~qsite.service.http.tally.Tally` (plain ints: a microsecond or so a request), with its 304,
   429 and size refusals read from the status it was answered with;
-- each request gets a number (:data:`config.logs.REQUEST_ID`) that its log lines carry as its id, and, with
+- each request gets a number (:data:`qsite.config.logs.REQUEST_ID`) that its log lines carry as its id, and, with
   ``logs.access``, one access-log line (its query's credential-like values redacted).
 """
 
@@ -23,15 +23,15 @@ from ipaddress import ip_address
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from config import Config
-from config.logs import REQUEST_ID
-from db.urls import redact_parameters
+from qsite.config import Config
+from qsite.config.logs import REQUEST_ID
+from qsite.db.urls import redact_parameters
 
-from service.api.routing import resolve
-from service.datasette.state import instance
-from service.http.problems import API_PREFIX, problem_response, send_response
-from service.metrics.database import ScrapeCollector
-from service.metrics.exported import FLUSH_EVERY, Exported
+from qsite.service.api.routing import resolve
+from qsite.service.datasette.state import instance
+from qsite.service.http.problems import API_PREFIX, problem_response, send_response
+from qsite.service.metrics.database import ScrapeCollector
+from qsite.service.metrics.exported import FLUSH_EVERY, Exported
 
 log = logging.getLogger("qsite.metrics")
 access_log = logging.getLogger("qsite.access")

@@ -1,7 +1,7 @@
 """Claims on the snapshot files that several workers serve from one data folder.
 
 ``qsite serve --workers N --follow`` runs N followers over one folder
-(:mod:`service.replica.follow`). A worker holds a :class:`Claim` (a shared
+(:mod:`qsite.service.replica.follow`). A worker holds a :class:`Claim` (a shared
 ``flock``) on the file it serves, and a file is deleted only by
 :func:`remove_unclaimed`, which gets an exclusive lock without waiting: so no
 worker deletes a file another still serves, and the kernel drops a dead

@@ -3,8 +3,8 @@
 Promises:
 
 - :func:`fetch` returns a local copy of a pointer's snapshot that passed
-  :func:`db.snapshot.verify_download` (size, SHA-256, ``PRAGMA integrity_check``, schema
-  version), claimed by this worker (:class:`~service.replica.claims.Claim`) before it was
+  :func:`qsite.db.snapshot.verify_download` (size, SHA-256, ``PRAGMA integrity_check``, schema
+  version), claimed by this worker (:class:`~qsite.service.replica.claims.Claim`) before it was
   checked; a copy gets its immutable name only once checked, and never over another file;
 - downloads take turns on :data:`DOWNLOAD_LOCK`: the first worker to see a new snapshot
   downloads it, the others wait, then find it here and check it;
@@ -25,9 +25,9 @@ import os
 import time
 from pathlib import Path
 
-from db.snapshot import Pointer, SnapshotError, verify_download
-from db.snapshot_store import SnapshotStore
-from service.replica.claims import Claim, alive, remove_unclaimed
+from qsite.db.snapshot import Pointer, SnapshotError, verify_download
+from qsite.db.snapshot_store import SnapshotStore
+from qsite.service.replica.claims import Claim, alive, remove_unclaimed
 
 #: The data folder's record of the snapshot being served (a copy of its pointer).
 CURRENT = "current.json"

@@ -2,18 +2,18 @@
 
 It needs nothing but the store (``snapshots:`` in the config). A background thread reads
 ``latest.json`` every ``snapshots.poll``; a new snapshot is fetched into the shared data
-folder and checked (:mod:`service.replica.folder`), then swapped in on the event loop.
+folder and checked (:mod:`qsite.service.replica.folder`), then swapped in on the event loop.
 
 Promises:
 
 - a request sees the old file or the new one, never neither: the Datasette database is
   replaced in one step on the event loop; requests in flight finish on the old file;
-- the plugin's :class:`~service.datasette.handler.Api` (and its response cache) is dropped
+- the plugin's :class:`~qsite.service.datasette.handler.Api` (and its response cache) is dropped
   at a swap; ETags come from the bytes and Last-Modified from the data's ``data_versions``,
   so the same snapshot gives the same validators on every replica;
 - :data:`GRACE` seconds (or two polls) after the swap-out, the old file's connections are
   closed and the file deleted, unless another worker still serves it;
-- never a swap to a lower pointer (:attr:`db.snapshot.Pointer.order`); only a rollback (a
+- never a swap to a lower pointer (:attr:`qsite.db.snapshot.Pointer.order`); only a rollback (a
   higher epoch) goes back. The newest pointer is kept as the writer's heartbeat
   (:attr:`Follower.latest`, read by /api/v1/health);
 - anything that does not check out is never served: the replica keeps what it has and
@@ -21,7 +21,7 @@ Promises:
   with ``Retry-After``.
 
 Several workers share one data folder, each following on its own: each keeps serving if
-the others die (:mod:`service.replica.claims`).
+the others die (:mod:`qsite.service.replica.claims`).
 """
 
 from __future__ import annotations
@@ -37,17 +37,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from config import Config
-from db.snapshot import NAME_PATTERN, Pointer, SnapshotError
-from db.snapshot_store import SnapshotStore, StoreUnavailable
-from service.api.endpoints import ENDPOINTS
-from service.api.health import health_response
-from service.api.routing import resolve
-from service.compat import replace_database, snapshot_database
-from service.http.problems import send_problem, send_response
-from service.http.tally import count
-from service.replica.claims import Claim, remove_unclaimed
-from service.replica.folder import (
+from qsite.config import Config
+from qsite.db.snapshot import NAME_PATTERN, Pointer, SnapshotError
+from qsite.db.snapshot_store import SnapshotStore, StoreUnavailable
+from qsite.service.api.endpoints import ENDPOINTS
+from qsite.service.api.health import health_response
+from qsite.service.api.routing import resolve
+from qsite.service.compat import replace_database, snapshot_database
+from qsite.service.http.problems import send_problem, send_response
+from qsite.service.http.tally import count
+from qsite.service.replica.claims import Claim, remove_unclaimed
+from qsite.service.replica.folder import (
     CURRENT,
     clear_leftovers,
     fetch,

@@ -1,12 +1,12 @@
 """``GET /api/v1/snapshot/<file>``: the SQLite file a following replica serves, streamed from its disk.
 
 The bulk download research users ask for. ``/api/v1/snapshot`` (a document of
-the :class:`~service.datasette.handler.Api`, :func:`service.replica.follow.describe`) names the file
+the :class:`~qsite.service.datasette.handler.Api`, :func:`qsite.service.replica.follow.describe`) names the file
 and links here. The file's name carries its data version and hash, so its URL
 never changes meaning: it is cacheable for a year, with the SHA-256 as ETag. A
 name that is not the current snapshot is a 404 (old files are deleted), and an
 instance that does not follow snapshots has none. The endpoint is
-``snapshot_file`` in :data:`service.api.endpoints.ENDPOINTS`; it is answered here
+``snapshot_file`` in :data:`qsite.service.api.endpoints.ENDPOINTS`; it is answered here
 rather than by the Api only because its body is a file, not built bytes.
 It counts against fair use like any request.
 """
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import asyncio
 
-from service.api.endpoints import ENDPOINTS
-from service.api.parameters import echo, invalid_parameters, parse_params
-from service.http.problems import ALLOWED_METHODS, CORS_HEADERS, PREFLIGHT_HEADERS, problem_response, send_response
-from service.api.responses import etag_matches, http_date, read_conditions
-from service.api.routing import resolve
+from qsite.service.api.endpoints import ENDPOINTS
+from qsite.service.api.parameters import echo, invalid_parameters, parse_params
+from qsite.service.http.problems import ALLOWED_METHODS, CORS_HEADERS, PREFLIGHT_HEADERS, problem_response, send_response
+from qsite.service.api.responses import etag_matches, http_date, read_conditions
+from qsite.service.api.routing import resolve
 
 ENDPOINT = ENDPOINTS["snapshot_file"]
 #: A snapshot file never changes under its name.
@@ -36,7 +36,7 @@ def is_snapshot_file(path: str) -> bool:
 async def send_snapshot_file(serving, scope, path: str, send) -> None:
     """Answer a request for ``/api/v1/snapshot/<file>`` through ``send``.
 
-    :param serving: the :class:`~service.replica.follow.Serving` snapshot, None when not following (or none yet).
+    :param serving: the :class:`~qsite.service.replica.follow.Serving` snapshot, None when not following (or none yet).
     """
     method = scope["method"]
     _, name = resolve(path)

@@ -2,11 +2,11 @@
 
 The top room of :mod:`service`; each module has one job:
 
-- :mod:`service.serve.runner`: :func:`~service.serve.runner.serve`, the granian server
+- :mod:`qsite.service.serve.runner`: :func:`~qsite.service.serve.runner.serve`, the granian server
   and its supervising process;
-- :mod:`service.serve.app`: the Datasette each worker builds (database, ``metadata.yml``,
+- :mod:`qsite.service.serve.app`: the Datasette each worker builds (database, ``metadata.yml``,
   ``datasette.yaml``, the plugin's settings), and the check of ``datasette.yaml`` at start;
-- :mod:`service.serve.worker`: what a worker does after the fork (its app, its settling);
-- :mod:`service.serve.ports`: one server per address, never two sharing a port;
-- :mod:`service.serve.descriptors`: the open-file limit and the connection cap it allows.
+- :mod:`qsite.service.serve.worker`: what a worker does after the fork (its app, its settling);
+- :mod:`qsite.service.serve.ports`: one server per address, never two sharing a port;
+- :mod:`qsite.service.serve.descriptors`: the open-file limit and the connection cap it allows.
 """

@@ -1,13 +1,13 @@
 """The Datasette a worker serves, and the check of ``datasette.yaml`` before any worker starts.
 
 Promises: :func:`make_datasette` builds the same Datasette on 0.65 and 1.0 (through
-:func:`service.compat.datasette_kwargs`), over the database served mutable (never ``-i``:
+:func:`qsite.service.compat.datasette_kwargs`), over the database served mutable (never ``-i``:
 the pipeline writes while it is served; Datasette's read connections are read-only anyway),
 with the plugin's settings marking it as qsite's own server. :func:`check_datasette_config`
 refuses, naming the file, a ``datasette.yaml`` that lacks a canned query the API runs.
 
-Relies on: :mod:`service.datasette.metadata` to read both files; ``DATASETTE_SECRET`` set
-once for all workers by :func:`service.serve.runner.serve`, so signed cursors hold from one
+Relies on: :mod:`qsite.service.datasette.metadata` to read both files; ``DATASETTE_SECRET`` set
+once for all workers by :func:`qsite.service.serve.runner.serve`, so signed cursors hold from one
 worker (or replica) to the next.
 """
 
@@ -19,16 +19,16 @@ from pathlib import Path
 import yaml
 from datasette.app import Datasette
 
-from config import Config
-from service.compat import datasette_kwargs
-from service.datasette.metadata import (
+from qsite.config import Config
+from qsite.service.compat import datasette_kwargs
+from qsite.service.datasette.metadata import (
     CONFIG_PATH,
     MetadataError,
     load_datasette_config,
     load_metadata,
     query_sql,
 )
-from service.http.settings import DATASETTE_CONFIG_ENV, OWN_SERVER, PLUGIN_NAME
+from qsite.service.http.settings import DATASETTE_CONFIG_ENV, OWN_SERVER, PLUGIN_NAME
 
 #: Datasette's signing secret, as ``datasette serve --secret`` reads it from the environment.
 SECRET_ENV = "DATASETTE_SECRET"
@@ -63,7 +63,7 @@ def make_datasette(
 ) -> Datasette:
     """A Datasette serving ``config``'s database with ``metadata.yml``, ``datasette.yaml`` and the plugin settings.
 
-    Loaded the same way on Datasette 0.65 and 1.0 (:func:`service.compat.datasette_kwargs`).
+    Loaded the same way on Datasette 0.65 and 1.0 (:func:`qsite.service.compat.datasette_kwargs`).
     Datasette's ``sql_time_limit_ms`` is the config's ``api.sql_time_limit_ms``
     unless ``datasette.yaml`` or ``settings`` say otherwise.
 
@@ -78,13 +78,13 @@ def make_datasette(
     # datasette_config: Datasette has the whole file (the plugin need not check, on 0.65, what it lacks)
     datasette_config.setdefault("plugins", {})[PLUGIN_NAME] = {
         "config": str(config.path), "database": str(database), "datasette_config": str(datasette_yaml),
-        OWN_SERVER: True,  # qsite's own server: hardened as a whole (service.http.settings.is_own_server)
+        OWN_SERVER: True,  # qsite's own server: hardened as a whole (qsite.service.http.settings.is_own_server)
     }
     datasette_config["settings"] = {
         "sql_time_limit_ms": config.api.sql_time_limit_ms, **(datasette_config.get("settings") or {}), **(settings or {}),
     }
     # DATASETTE_SECRET as `datasette serve` reads it: what Datasette signs, and the counts cursors carry
-    # (service.datasette.state.cursor_key), then hold from one worker or replica to the next
+    # (qsite.service.datasette.state.cursor_key), then hold from one worker or replica to the next
     secret = os.environ.get(SECRET_ENV) or None
     files = [str(database)] if files is None else files
     return Datasette(files, secret=secret, **datasette_kwargs(metadata, datasette_config))

@@ -3,18 +3,18 @@
 Promises, for the server as a whole:
 
 - one supervising process starts ``workers`` worker processes; each builds its own
-  Datasette after the fork (:func:`service.serve.worker.load_app`) and serves the shared port;
+  Datasette after the fork (:func:`qsite.service.serve.worker.load_app`) and serves the shared port;
 - a request head not complete within ``api.header_timeout`` seconds closes the connection
   (slowloris, and sockets that never send a byte); HTTP/1.1 only, so that timer starts at once;
 - at most ``api.max_connections`` connections are open at once, lowered to what the
-  descriptor limit can hold (:mod:`service.serve.descriptors`); more wait in the listen queue;
+  descriptor limit can hold (:mod:`qsite.service.serve.descriptors`); more wait in the listen queue;
 - an address already in use ends it at once with one ``Error:`` line and status 1
-  (:mod:`service.serve.ports`), never a second server on the port;
+  (:mod:`qsite.service.serve.ports`), never a second server on the port;
 - SIGTERM or Ctrl-C stops the workers gracefully and ends with status 0.
 
-Relies on: qsite itself reading what trusted proxies forward (:mod:`service.http.forwarded`):
+Relies on: qsite itself reading what trusted proxies forward (:mod:`qsite.service.http.forwarded`):
 granian applies no proxy headers of its own. The access log and ``/metrics`` are
-:mod:`service.metrics`. Why granian (HTTP in Rust, the app on uvloop): ``docs/performance.md``.
+:mod:`qsite.service.metrics`. Why granian (HTTP in Rust, the app on uvloop): ``docs/performance.md``.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ import secrets
 import sys
 from pathlib import Path
 
-from config import Config
-from service.compat import GRANIAN_LOGGER, serve_granian
-from service.metrics.exported import prepare_directory, remove_directory
-from service.serve.app import SECRET_ENV
-from service.serve.descriptors import FD_RESERVE, connections_per_worker, raise_fd_limit
-from service.serve.ports import PortInUse, claim_port
-from service.serve.worker import load_app
+from qsite.config import Config
+from qsite.service.compat import GRANIAN_LOGGER, serve_granian
+from qsite.service.metrics.exported import prepare_directory, remove_directory
+from qsite.service.serve.app import SECRET_ENV
+from qsite.service.serve.descriptors import FD_RESERVE, connections_per_worker, raise_fd_limit
+from qsite.service.serve.ports import PortInUse, claim_port
+from qsite.service.serve.worker import load_app
 
 log = logging.getLogger("qsite.serve")
 
@@ -47,9 +47,9 @@ def logging_config(level: int, log_format: str = "text") -> dict:
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "formatters": {"qsite": {"()": "config.logs.make_formatter", "kind": log_format}},
+        "formatters": {"qsite": {"()": "qsite.config.logs.make_formatter", "kind": log_format}},
         # no credential of a configured URL in any log line (db/redact.py)
-        "filters": {"redact": {"()": "config.logs.RedactingFilter"}},
+        "filters": {"redact": {"()": "qsite.config.logs.RedactingFilter"}},
         "handlers": {
             "stderr": {
                 "class": "logging.StreamHandler", "formatter": "qsite", "stream": "ext://sys.stderr", "filters": ["redact"],
@@ -60,7 +60,7 @@ def logging_config(level: int, log_format: str = "text") -> dict:
             GRANIAN_LOGGER: {"handlers": ["stderr"], "level": name, "propagate": False},
             "granian.access": {"handlers": [], "level": "CRITICAL", "propagate": False},
             # one line per message sent to a client that has gone, naming no request (granian#650);
-            # service.http.disconnects stops such a response instead
+            # qsite.service.http.disconnects stops such a response instead
             "_granian.asgi.io": {"level": "WARNING"},
         },
     }
@@ -78,9 +78,9 @@ def serve(
     """Serve until stopped; returns the exit status (0 after Ctrl-C or SIGTERM, 1 if it could not start or a worker died).
 
     An address already in use ends it at once with one ``Error:`` line on
-    stderr and status 1 (:func:`~service.serve.ports.claim_port`), never a second server on the port.
+    stderr and status 1 (:func:`~qsite.service.serve.ports.claim_port`), never a second server on the port.
 
-    :param follow: serve the published snapshots, kept in this folder, instead of the database (:mod:`service.replica.follow`).
+    :param follow: serve the published snapshots, kept in this folder, instead of the database (:mod:`qsite.service.replica.follow`).
     """
     try:
         with claim_port(host, port):

@@ -1,7 +1,7 @@
 """What each granian worker runs after the fork: its app, then its settling once started.
 
 Promises: :func:`load_app` builds one worker's ASGI app (its own Datasette, the follower of
-a ``--follow`` replica, :mod:`service.metrics` outermost, the descriptor watch);
+a ``--follow`` replica, :mod:`qsite.service.metrics` outermost, the descriptor watch);
 :func:`after_startup` freezes what startup made (:func:`gc.freeze`) once the lifespan's
 startup is complete, and at the first request sets every thread but the event loop's to
 ``SCHED_BATCH`` (:func:`batch_other_threads`). Neither changes what any request answers:
@@ -23,11 +23,11 @@ import sys
 import threading
 from pathlib import Path
 
-from config import Config
-from service.datasette.state import instance
-from service.metrics.middleware import observed
-from service.serve.app import make_datasette
-from service.serve.descriptors import FD_CHECK_EVERY, FdWatch
+from qsite.config import Config
+from qsite.service.datasette.state import instance
+from qsite.service.metrics.middleware import observed
+from qsite.service.serve.app import make_datasette
+from qsite.service.serve.descriptors import FD_CHECK_EVERY, FdWatch
 
 log = logging.getLogger("qsite.serve")
 
@@ -39,7 +39,7 @@ def load_app(target: tuple[Config, Path | None]):
     """Granian's target loader, called once in each worker process after the fork, with its event loop set.
 
     ``target`` is ``(config, follow)``: with a ``follow`` folder, the worker serves the published
-    snapshots (:mod:`service.replica.follow`), each worker following on its own into the shared folder;
+    snapshots (:mod:`qsite.service.replica.follow`), each worker following on its own into the shared folder;
     locks on the files let the workers download each snapshot once and delete a file only when no
     worker serves it.
     """
@@ -47,7 +47,7 @@ def load_app(target: tuple[Config, Path | None]):
     datasette = make_datasette(config, files=None if follow is None else [])
     app = datasette.app()
     if follow is not None:
-        from service.replica.follow import Follower
+        from qsite.service.replica.follow import Follower
 
         follower = instance(datasette).follower = Follower(datasette, config, follow)
         app = follower.wrap(app)

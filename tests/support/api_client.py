@@ -6,8 +6,8 @@ import asyncio
 
 import httpx
 
-from config import load_config
-from service.serve.app import make_datasette
+from qsite.config import load_config
+from qsite.service.serve.app import make_datasette
 from tests.support.config_files import write_config
 from tests.support.openapi_check import OpenAPICheck
 
@@ -66,7 +66,7 @@ def news_client(make_config, database, items: list[dict], prepare=None) -> ApiCl
     ``prepare(db)`` adds what a test needs besides, before the news (a source of its own).
     ``make_config`` is the fixture of that name: its config names ``database``'s folder's ``site.db``.
     """
-    from pipeline.store import open_database
+    from qsite.pipeline.store import open_database
     from tests.support.known_data import seed_catalog, seed_news
 
     db = open_database(database)

@@ -31,7 +31,7 @@ import click
 #: themselves, or serve until signalled, without starting other ``qsite`` commands.
 FORKED_COMMANDS = frozenset({"ingest", "migrate", "status", "publish", "serve"})
 #: What the forkserver imports once: what those commands import.
-PRELOAD = ["qsite.cli", "pipeline.ops.ingest", "pipeline.ops.publish", "pipeline.ops.status", "service.serve.runner"]
+PRELOAD = ["qsite.cli", "qsite.pipeline.ops.ingest", "qsite.pipeline.ops.publish", "qsite.pipeline.ops.status", "qsite.service.serve.runner"]
 
 _context = multiprocessing.get_context("forkserver")
 _context.set_forkserver_preload(PRELOAD)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.news.feeds import FeedJob, read_feed
+from qsite.pipeline.news.feeds import FeedJob, read_feed
 from tests.support.paths import ROOT
 
 REAL = ROOT / "tests" / "data" / "realfeeds"

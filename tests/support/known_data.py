@@ -1,6 +1,6 @@
 """A small catalog and news the API tests know by heart, written straight into a real database.
 
-The rows go into a database made by :func:`pipeline.store.open_database`, with
+The rows go into a database made by :func:`qsite.pipeline.store.open_database`, with
 ``data_versions`` bumped as the pipeline does, so the tests know every value
 they assert without running an ingest.
 """
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import sqlite_utils
 
-from db.migrations import migrations
-from db.model import TAGS
-from pipeline.store.records import item_id
-from pipeline.store import bump_version, bump_versions, open_database
+from qsite.db.migrations import migrations
+from qsite.db.model import TAGS
+from qsite.pipeline.store.records import item_id
+from qsite.pipeline.store import bump_version, bump_versions, open_database
 
 CATALOG_AT = "2026-11-20T08:00:00Z"
 NEWS_AT = "2026-11-20T09:30:00Z"

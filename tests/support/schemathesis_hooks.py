@@ -32,9 +32,9 @@ def filter_query(ctx, query) -> bool:
     string). A request breaking them is no "schema-valid request rejected"; the tests of
     those 400s are in test_news_sync.py, test_news_filters.py and test_api.py.
     """
-    from service.api.cursors import decode_cursor
-    from service.api.kinds import Refused, exact_time
-    from service.api.search_language import parse_search
+    from qsite.service.api.cursors import decode_cursor
+    from qsite.service.api.kinds import Refused, exact_time
+    from qsite.service.api.search_language import parse_search
 
     if not query:
         return True
@@ -56,7 +56,7 @@ def filter_query(ctx, query) -> bool:
     return cursor is None or not isinstance(cursor, str) or decode_cursor(cursor) is not None
 
 
-#: The 400 of a source no publisher has (service.api.publishers.Publishers.unknown): how its details begin.
+#: The 400 of a source no publisher has (qsite.service.api.publishers.Publishers.unknown): how its details begin.
 _NO_PUBLISHER = "no publisher is named "
 
 
