@@ -34,7 +34,8 @@ COPY deploy ./deploy
 # The runtime packages only, at the versions and hashes of uv.lock, into
 # /app/.venv (first on PATH). Editable, so the code runs from /app: service/
 # reads metadata.yml and datasette.yaml from the project root beside it (a wheel
-# carries its own copies inside the package).
+# carries its own copies inside the package), and qsite/'s symlinks (qsite/service
+# -> ../service and so on) point at the folders copied beside it.
 RUN pip install --quiet --target /tmp/uv "uv==$UV_VERSION" \
     && /tmp/uv/bin/uv sync --locked --compile-bytecode --quiet \
     && rm -rf /tmp/uv \

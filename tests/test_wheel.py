@@ -61,7 +61,17 @@ def _serve(bin_dir, args, cwd):
 
 def test_the_wheel_ships_the_files_the_plugin_reads(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"service/datasette/metadata.yml", "service/datasette/datasette.yaml"} <= names
+    assert {"qsite/service/datasette/metadata.yml", "qsite/service/datasette/datasette.yaml"} <= names
+
+
+def test_the_wheel_installs_one_package_named_qsite(wheel):
+    """No generic top-level names (``config``, ``db``, ``service``, ``pipeline``) in a user's environment."""
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {name.split("/")[0] for name in names if ".dist-info/" not in name} == {"qsite"}
+    for package in ("config", "db", "pipeline", "service"):
+        assert f"qsite/{package}/__init__.py" in names
+    (entry_points,) = [zipfile.ZipFile(wheel).read(name).decode() for name in names if name.endswith(".dist-info/entry_points.txt")]
+    assert "= qsite.service." in entry_points and "= service." not in entry_points
 
 
 def test_the_installed_versions_are_the_ones_asked_for(installed):
