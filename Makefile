@@ -119,7 +119,8 @@ DATASETTE1_TESTS ?= tests/test_compat.py tests/test_datasette.py tests/test_plug
 	tests/test_plain_datasette.py tests/test_state.py tests/test_api.py tests/test_api_cache.py tests/test_reader.py \
 	tests/test_sources.py tests/test_targets.py tests/test_languages.py tests/test_serve.py tests/test_follow.py \
 	tests/test_news_item.py tests/test_health.py tests/test_news_sort.py tests/test_news_feeds.py tests/test_news_sync.py \
-	tests/test_swap_stall.py
+	tests/test_swap_stall.py tests/test_good_neighbour.py tests/test_public_url.py tests/test_answer_budget.py tests/test_page_loop.py \
+	tests/test_metrics.py tests/test_replica_outages.py tests/test_news_seams.py
 test-datasette1: $(UV) tools
 	UV_PROJECT_ENVIRONMENT=$(VENV_D1) $(SYNC) --extra test
 	$(UV) pip install --quiet --python $(VENV_D1)/bin/python "$(DATASETTE_1)"
