@@ -40,7 +40,10 @@ def fresh(tmp_path_factory) -> Path:
     listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.decode()
     for name in filter(None, listed.split("\0")):
         source = ROOT / name
-        if source.is_file():
+        if source.is_symlink():  # as git checks them out (qsite/service -> ../service): links, not copies
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).symlink_to(os.readlink(source))
+        elif source.is_file():
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, folder / name)
     (folder / ".tools").symlink_to(ROOT / ".tools")

@@ -9,7 +9,7 @@ import pytest
 from qsite.config import SourceConfig
 from qsite.db.model import format_time
 from qsite.pipeline.news import policy
-from qsite.pipeline.store.records import Item, item_id
+from qsite.pipeline.store.records import Item, StoredItem, item_id
 
 STARTED = datetime(2025, 3, 10, 12, 0, tzinfo=timezone.utc)
 NOW = format_time(STARTED)
@@ -35,14 +35,14 @@ def item(n: int, title: str = "Title", tag: str = "Science", published: str = "2
     return Item(f"key{n}", url or f"https://lab.example/{n}", f"{title} {n}", f"Summary {n}", tag, published, **fields)
 
 
-def stored(n: int, source: str = "Lab", key: str | None = "same", **fields) -> policy.StoredItem:
+def stored(n: int, source: str = "Lab", key: str | None = "same", **fields) -> StoredItem:
     """A stored item; ``key="same"`` gives it the key of :func:`item` ``n``."""
     values = {"title": f"Title {n}", "summary": f"Summary {n}", "tag": "Science", "published_at": "2025-03-09T08:00:00Z",
               "first_seen_at": "2025-03-09T09:00:00Z", **fields}
-    return policy.StoredItem(f"id{n}", source, f"key{n}" if key == "same" else key, **values)
+    return StoredItem(f"id{n}", source, f"key{n}" if key == "same" else key, **values)
 
 
-def known(*rows: policy.StoredItem, urls: dict | None = None) -> policy.Known:
+def known(*rows: StoredItem, urls: dict | None = None) -> policy.Known:
     return policy.Known({row.entry_key: row for row in rows if row.entry_key}, {row.id: row for row in rows}, urls or {})
 
 
