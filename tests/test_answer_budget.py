@@ -88,28 +88,26 @@ def test_a_page_past_the_budget_is_datasettes_error_page(client):
     assert f"{BUDGET:,} bytes" in response.text and CONFIG_KEY in response.text
 
 
-def test_an_answer_of_hundreds_of_megabytes_is_refused_before_it_is_built(client):
-    """200 MB of values (200 rows of a megabyte): Python never holds more than a few megabytes of them."""
+def assert_refused_holding_little(client, sql: str) -> None:
+    """``sql`` is refused for the budget while Python's allocations peak below 20 MB."""
     tracemalloc.start()
     try:
-        response = get(client, "/site.json?sql=" + quote(wide(1, 999_000, 200)))
+        response = get(client, "/site.json?sql=" + quote(sql))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert_refused(response)
     assert peak < 20_000_000, peak
+
+
+def test_an_answer_of_hundreds_of_megabytes_is_refused_before_it_is_built(client):
+    """200 MB of values (200 rows of a megabyte): Python never holds more than a few megabytes of them."""
+    assert_refused_holding_little(client, wide(1, 999_000, 200))
 
 
 def test_one_row_of_a_hundred_large_values_is_refused_before_python_holds_it(client):
     """100 values of a megabyte in one row: the texts are counted as they are decoded, not once the row is whole."""
-    tracemalloc.start()
-    try:
-        response = get(client, "/site.json?sql=" + quote(wide(100, 999_000, 1)))
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert_refused(response)
-    assert peak < 20_000_000, peak
+    assert_refused_holding_little(client, wide(100, 999_000, 1))
 
 
 def test_the_count_starts_again_for_each_query():

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ import pytest
 import yaml
 
 from tests.support.paths import ROOT
-from tests.support.processes import free_port, wait_until
+from tests.support.processes import free_port, stop_group, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -66,16 +65,6 @@ def start(command: str, folder: Path, log: Path) -> subprocess.Popen:
                                 start_new_session=True, env={k: v for k, v in os.environ.items() if k != "QSITE_CONFIG"})
 
 
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
 def test_the_own_data_walk_ends_with_the_dashboard_and_the_api_on_that_data(checkout, tmp_path):
     feed, config_and_ingest, serve, keep_fresh = walk_blocks()
     run(feed, checkout)
@@ -111,7 +100,7 @@ def test_the_own_data_walk_ends_with_the_dashboard_and_the_api_on_that_data(chec
             news = client.get("/api/v1/news", params={"tag": "science"}).json()
             assert [item["title"] for item in news["results"]] == ["Our first two-qubit gate"]
     finally:
-        stop(server)
+        stop_group(server)
 
     for line in (line for line in keep_fresh.splitlines() if line.strip()):
         command = line.split("#")[0].strip()
@@ -120,7 +109,7 @@ def test_the_own_data_walk_ends_with_the_dashboard_and_the_api_on_that_data(chec
             try:
                 assert wait_until(lambda: scheduler.poll() is not None, 4) is False, (tmp_path / "schedule.log").read_text()
             finally:
-                stop(scheduler)
+                stop_group(scheduler)
         else:
             assert "My Lab News" in run(command, checkout).stdout
     (now,) = inline_commands()

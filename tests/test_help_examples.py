@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +24,7 @@ import yaml
 
 from qsite.cli import cli
 from tests.support.paths import ROOT
-from tests.support.processes import free_port, wait_until
+from tests.support.processes import free_port, stop_group, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -104,11 +103,5 @@ def test_a_help_example_runs_as_written(example, folder):
             else:
                 assert wait_until(lambda: process.poll() is not None, 4) is False, log.read_text()  # still running
         finally:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-                try:
-                    process.wait(30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait()
+            stop_group(process)
     assert "Traceback" not in log.read_text()

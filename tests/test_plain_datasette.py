@@ -26,30 +26,40 @@ DATASETTE = Path(sys.executable).with_name("datasette")
 PATHS = ("/api/v1/courses", "/api/v1/glossary?q=qubit", "/api/v1/news?limit=5", "/api/v1/sources", "/api/v1/stats", "/api/v1")
 
 
-@pytest.fixture
-def plain(seeded_config, tmp_path):
+def start_datasette(args: list[str], config: Path, log: Path, ready: str = "/api/v1"):
+    """A plain ``datasette serve`` (qsite installed, ``QSITE_CONFIG`` naming ``config``), once ``ready``
+    answers 200: its process and base URL. The caller stops it."""
     port = free_port()
-    database = tmp_path / "site.db"
-    args = [str(DATASETTE), "serve", str(database), "-m", str(METADATA_PATH), "-h", "127.0.0.1", "-p", str(port)]
-    if datasette_1():
-        args += ["-c", str(CONFIG_PATH)]
-    log = tmp_path / "datasette.log"
-    env = {**os.environ, "QSITE_CONFIG": str(seeded_config)}
+    env = {**os.environ, "QSITE_CONFIG": str(config)}
     env.pop("QSITE_DATASETTE_CONFIG", None)
     with open(log, "wb") as out:
-        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
+        process = subprocess.Popen([str(DATASETTE), "serve", *args, "-h", "127.0.0.1", "-p", str(port)],
+                                   stdout=out, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
 
     def answers():
         if process.poll() is not None:
             raise RuntimeError(f"datasette exited with {process.returncode}: {log.read_text()[-2000:]}")
         try:
-            return httpx.get(base + "/api/v1", timeout=1).status_code == 200
+            return httpx.get(base + ready, timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
 
     try:
         assert wait_until(answers, 30, interval=0.1), log.read_text()[-2000:]
+    except BaseException:
+        stop(process)
+        raise
+    return process, base
+
+
+@pytest.fixture
+def plain(seeded_config, tmp_path):
+    args = [str(tmp_path / "site.db"), "-m", str(METADATA_PATH)]
+    if datasette_1():
+        args += ["-c", str(CONFIG_PATH)]
+    process, base = start_datasette(args, seeded_config, tmp_path / "datasette.log")
+    try:
         yield base
     finally:
         stop(process)
@@ -123,23 +133,9 @@ def test_plain_datasette_065_serves_when_the_permissions_are_in_metadata(seeded_
 def test_plain_datasette_without_qsites_database_answers_503s_and_logs_the_reason_once(seeded_config, tmp_path):
     """`datasette serve --memory` with qsite installed: /api/v1 answers 503, and its log says why once,
     never a traceback per request (a misconfigured instance must not flood its log)."""
-    port = free_port()
     log = tmp_path / "datasette.log"
-    env = {**os.environ, "QSITE_CONFIG": str(seeded_config)}
-    env.pop("QSITE_DATASETTE_CONFIG", None)
-    args = [str(DATASETTE), "serve", "--memory", "-h", "127.0.0.1", "-p", str(port)]
-    with open(log, "wb") as out:
-        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
-    base = f"http://127.0.0.1:{port}"
-
-    def answers():
-        try:
-            return httpx.get(base + "/-/versions.json", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
+    process, base = start_datasette(["--memory"], seeded_config, log, ready="/-/versions.json")
     try:
-        assert wait_until(answers, 30, interval=0.1), log.read_text()[-2000:]
         for _ in range(5):
             response = httpx.get(base + "/api/v1/news", timeout=10)
             assert response.status_code == 503 and response.json()["type"] == "/api/v1/problems/unavailable"

@@ -68,6 +68,18 @@ def stop(process: subprocess.Popen, signum: int = signal.SIGTERM, timeout: float
     return process.returncode
 
 
+def stop_group(process: subprocess.Popen, timeout: float = 30) -> None:
+    """Stop a process started with ``start_new_session=True`` and everything it started (``make up``'s
+    ``qsite up`` and its workers): SIGTERM to the group, SIGKILL after ``timeout`` s."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
 class Served:
     """A running ``qsite serve`` (or ``up``): its process, port and log file."""
 
