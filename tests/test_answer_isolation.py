@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from qsite.service.datasette.answer_budget import CELL_BYTES, CONFIG_KEY
-from tests.support.known_data import seeded_database
+from tests.support.known_data import seeded_serve_config
 from tests.support.processes import qsite_serve, wait_until, worker_pids
 
 #: A real server's latency measured: `make test` runs it alone, after the parallel part (tests/README.md).
@@ -90,18 +90,7 @@ def p90(values: list[float]) -> float:
 
 
 def test_huge_sql_answers_are_refused_without_holding_up_the_api_or_growing_the_server(tmp_path):
-    seeded_database(tmp_path / "site.db").close()
-    config = tmp_path / "qsite.yml"
-    config.write_text(
-        json.dumps(
-            {
-                "database": str(tmp_path / "site.db"),
-                "site_export": {"source": "x.json"},
-                "api": {"rate_limit": "off", "workers": 2, "sql_time_limit_ms": 20_000, "sql_answer_max_bytes": BUDGET},
-            }
-        ),
-        encoding="utf-8",
-    )
+    config = seeded_serve_config(tmp_path, {"rate_limit": "off", "workers": 2, "sql_time_limit_ms": 20_000, "sql_answer_max_bytes": BUDGET})
     huge_url, largest_url = ("/site.json?sql=" + quote(sql) for sql in (HUGE_SQL, LARGEST_SQL))
     page_url = "/site?sql=" + quote(PAGE_SQL)
     with qsite_serve(config, tmp_path / "serve.log") as served, httpx.Client(timeout=60) as api, httpx.Client(

@@ -30,7 +30,7 @@ import httpx
 import pytest
 
 from qsite.service.http.sql_budget import MAX_WAITING
-from tests.support.known_data import seeded_database
+from tests.support.known_data import seeded_serve_config
 from tests.support.processes import qsite_serve, threads_on_cpu, wait_until, worker_pids
 
 #: A real server's latency measured: `make test` runs it alone, after the parallel part (tests/README.md).
@@ -64,18 +64,7 @@ def api_round(client: httpx.Client, base: str, round_number: int) -> tuple[list[
 
 
 def test_heavy_sql_from_other_clients_never_holds_up_the_api(tmp_path):
-    seeded_database(tmp_path / "site.db").close()
-    config = tmp_path / "qsite.yml"
-    config.write_text(
-        json.dumps(
-            {
-                "database": str(tmp_path / "site.db"),
-                "site_export": {"source": "x.json"},
-                "api": {"rate_limit": "off", "sql_time_limit_ms": TIME_LIMIT_MS, "workers": 1},
-            }
-        ),
-        encoding="utf-8",
-    )
+    config = seeded_serve_config(tmp_path, {"rate_limit": "off", "sql_time_limit_ms": TIME_LIMIT_MS, "workers": 1})
     heavy_url = "/site.json?sql=" + quote(HEAVY_SQL)
     with qsite_serve(config, tmp_path / "serve.log") as served, client_from("127.0.0.1") as api:
         assert httpx.get(served.url("/-/settings.json")).json()["sql_time_limit_ms"] == TIME_LIMIT_MS

@@ -8,6 +8,7 @@ they assert without running an ingest.
 from __future__ import annotations
 
 import atexit
+import json
 import shutil
 import sqlite3
 import tempfile
@@ -155,3 +156,12 @@ def database_before(path, migration: str, sources, rows) -> None:
         for source, id_, item in rows
     )
     old.close()
+
+
+def seeded_serve_config(folder: Path, api: dict) -> Path:
+    """``folder/qsite.yml`` for a ``qsite serve`` over a :func:`seeded_database` at ``folder/site.db``,
+    with ``api`` settings (the site export is never fetched by ``serve``)."""
+    seeded_database(folder / "site.db").close()
+    config = folder / "qsite.yml"
+    config.write_text(json.dumps({"database": str(folder / "site.db"), "site_export": {"source": "x.json"}, "api": api}), encoding="utf-8")
+    return config
