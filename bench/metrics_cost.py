@@ -6,10 +6,11 @@ runs, in an order that alternates from round to round, the cached news page on e
 distinct uncached requests (:func:`bench.uncached.write_requests`, the pages mix) on each; every
 server walks the same list from its own position, so neither answers a request its cache has seen.
 The figure is the median over rounds of ``metrics on / metrics off`` taken within each round, so a
-neighbour's load that moves from round to round moves both sides.
+neighbour's load that moves from round to round moves both sides, over several pairs of servers
+started one after the other (:func:`bench_metrics_cost`).
 
 ``make bench`` runs it after the uncached benchmark, on its million-item database; alone:
-``python -m bench.metrics_cost --items 1000000 --rounds 7``.
+``python -m bench.metrics_cost --items 1000000 --rounds 5 --metrics-pairs 3``.
 """
 
 from __future__ import annotations
@@ -45,40 +46,54 @@ def configs(work: Path, db: Path) -> dict[str, Path]:
 
 
 def bench_metrics_cost(args, procs: Processes, work: Path, db: Path, results: dict) -> None:
-    """Fill ``results["metrics_cost"]``: per path and side the median req/s, and the median ratio on/off."""
+    """Fill ``results["metrics_cost"]``: per path and side the median req/s, and the median ratio on/off.
+
+    ``args.metrics_pairs`` pairs of servers one after the other, each measured for ``args.rounds``
+    rounds: a process's own layout in memory (its hash seed, where its objects fall) moves its
+    throughput by a percent or two for its whole life, so one pair alone can show a cost that is
+    not there, or hide one.
+    """
     from bench.uncached import write_requests
 
-    servers = {}
-    for side, config in configs(work, db).items():
-        process, base, _ = start_qsite(args, procs, work, side.replace(" ", "-"), config, 1, args.server_core)
-        servers[side] = (process, base)
-    base = servers["metrics on"][1]
-    db_name = next(iter(httpx.get(base + "/-/databases.json", timeout=30).json()))["name"]
-    requests, _, _ = write_requests(db, args.metrics_requests, work, db_name, "pages", seed=47, prefix="metrics")
+    config_of = configs(work, db)
+    requests = None
     position = {side: 1 for side in SIDES}
-
-    def run(path: str, side: str, seconds: float) -> dict:
-        process, base = servers[side]
-        if path == "cached":
-            return run_wrk(args, base + NEWS, seconds)
-        result = run_wrk(args, base, seconds, walk=(requests, position[side]))
-        if result["ran_out"]:
-            raise SystemExit("bench: the metrics walk used up its distinct requests; raise --metrics-requests")
-        position[side] = result["walked_to"]
-        wait_idle(process.pid)
-        return result
-
-    for path in PATHS:
-        for side in SIDES:
-            run(path, side, args.warmup)
     rounds = {path: {side: [] for side in SIDES} for path in PATHS}
-    for round_no in range(args.rounds):
-        order = SIDES if round_no % 2 == 0 else SIDES[::-1]
+    base = None
+    for pair in range(args.metrics_pairs):
+        servers = {}
+        for side in SIDES if pair % 2 == 0 else SIDES[::-1]:  # which starts first alternates too
+            process, url, _ = start_qsite(args, procs, work, f"{side.replace(' ', '-')}-{pair}", config_of[side], 1, args.server_core)
+            servers[side] = (process, url)
+        base = servers["metrics on"][1]
+        if requests is None:
+            db_name = next(iter(httpx.get(base + "/-/databases.json", timeout=30).json()))["name"]
+            requests, _, _ = write_requests(db, args.metrics_requests, work, db_name, "pages", seed=47, prefix="metrics")
+
+        def run(path: str, side: str, seconds: float) -> dict:
+            process, url = servers[side]
+            if path == "cached":
+                return run_wrk(args, url + NEWS, seconds)
+            result = run_wrk(args, url, seconds, walk=(requests, position[side]))
+            if result["ran_out"]:
+                raise SystemExit("bench: the metrics walk used up its distinct requests; raise --metrics-requests")
+            position[side] = result["walked_to"]
+            wait_idle(process.pid)
+            return result
+
         for path in PATHS:
-            for side in order:
-                rounds[path][side].append(run(path, side, args.duration))
-        log(f"metrics round {round_no + 1}/{args.rounds}: " + ", ".join(
-            f"{path} {side} {rounds[path][side][-1]['rps']:.0f}/s" for path in PATHS for side in SIDES))
+            for side in SIDES:
+                run(path, side, args.warmup)
+        for round_no in range(args.rounds):
+            order = SIDES if round_no % 2 == 0 else SIDES[::-1]
+            for path in PATHS:
+                for side in order:
+                    rounds[path][side].append(run(path, side, args.duration))
+            log(f"metrics pair {pair + 1}/{args.metrics_pairs} round {round_no + 1}/{args.rounds}: " + ", ".join(
+                f"{path} {side} {rounds[path][side][-1]['rps']:.0f}/s" for path in PATHS for side in SIDES))
+        if pair < args.metrics_pairs - 1:
+            for process, _ in servers.values():
+                procs.stop(process)
     summary = {}
     for path in PATHS:
         ratios = [on["rps"] / off["rps"] for on, off in zip(rounds[path]["metrics on"], rounds[path]["metrics off"])]
@@ -101,7 +116,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--metrics-requests", type=int, default=200_000)
     parser.add_argument("--duration", type=float, default=3)
     parser.add_argument("--warmup", type=float, default=1)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per pair of servers")
+    parser.add_argument("--metrics-pairs", type=int, default=3, help="pairs of servers started one after the other")
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--server-core", type=int, default=0)

@@ -301,6 +301,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--uncached-requests", type=int, default=200_000, help="distinct requests written for it")
     parser.add_argument("--metrics-requests", type=int, default=200_000,
                         help="distinct uncached requests of the metrics on/off comparison (bench/metrics_cost.py)")
+    parser.add_argument("--metrics-pairs", type=int, default=3,
+                        help="pairs of servers the metrics on/off comparison starts one after the other, --rounds each")
     parser.add_argument("--skip", action="append", default=[], choices=["ingest", "api", "uncached", "open-loop", "stalls", "slow-reads", "metrics"],
                         help="leave a part out (--skip uncached: no million-item database, a quick run)")
     parser.add_argument("--profile", action="store_true", help="also profile serving and ingestion with py-spy")

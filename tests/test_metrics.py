@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from qsite.service.http.tally import BUCKETS, Tally
 from qsite.service.metrics.exported import METRICS
-from qsite.service.metrics.middleware import Labels, endpoint_label
+from qsite.service.metrics.labels import Labels, endpoint_label
 from tests.support.processes import qsite_serve, wait_until, worker_pids
 from tests.test_follow import Writer, follow
 
@@ -75,7 +75,14 @@ def test_two_workers_give_one_answer_whose_counts_add_up_to_the_requests_sent(se
             sent["courses", str(response.status_code)] += 1
             response = client.get("/api/v1/" + "x" * 9000)
             sent["api_unknown", str(response.status_code)] += 1
+            response = client.post("/api/v1/glossary")
+            sent["glossary", str(response.status_code)] += 1
+            response = client.head("/api/v1/glossary")
+            sent["glossary", str(response.status_code)] += 1
+            response = client.get("/-/versions.json")
+            sent["datasette", str(response.status_code)] += 1
     assert sent["courses", "304"] == 11
+    assert sent["glossary", "405"] == 12 and sent["datasette", "200"] == 12
     assert sent["api_unknown", "414"] == 12  # refused before any routing
     time.sleep(SETTLED)  # every worker's counts of these requests reach the shared files (FLUSH_EVERY, with room): no event marks a flush
     scrapes = [scrape(served.base) for _ in range(6)]
@@ -207,13 +214,21 @@ def test_text_logs_redact_the_access_line_too(seeded_config, tmp_path, qsite):
 def test_the_tally_sorts_latencies_into_the_buckets_as_observe_would():
     tally = Tally()
     for seconds in (0.00005, 0.0001, 0.0003, 20.0):
-        tally.request("courses", "GET", 200, seconds)
-    requests, _events = tally.take()
+        tally.answers.append((b"/api/v1/courses", b"", "GET", 200, seconds))
+    tally.answers.append((b"/api/v1/courses", b"", "GET", 304, 0.00001))
+    tally.answers.append((b"/api/v1/" + b"x" * 9000, b"", "GET", 414, 0.00001))
+    for query in (b"sql=select+1", b"", b"sql=select+2"):  # one page, arbitrary SQL or not by its query
+        tally.answers.append((b"/site/news", query, "GET", 200, 0.001))
+    requests, events = tally.take(Labels())
     counts = requests["courses", "GET", 200]
     assert sum(counts[:-1]) == 4
     assert counts[0] == 2 and counts[2] == 1 and counts[len(BUCKETS)] == 1  # le=0.0001 holds 0.0001; 20 s past every bound
     assert counts[-1] == pytest.approx(20.00045)
-    assert tally.take() == ({}, Counter())
+    assert set(requests) == {("courses", "GET", 200), ("courses", "GET", 304), ("api_unknown", "GET", 414),
+                             ("datasette_sql", "GET", 200), ("datasette", "GET", 200)}
+    assert sum(requests["datasette_sql", "GET", 200][:-1]) == 2
+    assert events == Counter({("not_modified", ""): 1, ("refused", "size"): 1})
+    assert tally.take(Labels()) == ({}, Counter())
 
 
 def test_endpoint_labels_stay_few_whatever_the_path():
@@ -223,42 +238,42 @@ def test_endpoint_labels_stay_few_whatever_the_path():
     assert labels(b"/site/news", b"sql=select+1") == "datasette_sql"
     assert labels(b"/site/news", b"") == "datasette"
     assert labels(b"/site/news", b"sql=select+1") == "datasette_sql"
+    assert labels(b"/metrics", b"") == "metrics"
     assert endpoint_label(b"/-/static/app.css", b"") == "static"
     assert len({metric.name for metric in METRICS}) == len(METRICS)
 
 
-def test_a_429_is_counted_under_the_limit_that_refused_it(tmp_path, monkeypatch):
-    """Both limits' 429s carry the RateLimit headers (fair use wraps everything); the body tells them apart."""
+def test_the_sql_budget_counts_its_own_429s(monkeypatch):
+    """Fair use's 429s are counted by the rate limiter (the test above); the SQL budget's by the budget."""
     import asyncio
 
-    from datasette.app import Datasette
-
-    from qsite.config import load_config
     from qsite.service.http import tally
-    from qsite.service.http.problems import problem_response
-    from qsite.service.metrics.middleware import observed
+    from qsite.service.http.sql_budget import MAX_WAITING, SqlBudget
 
-    from prometheus_client import values
+    monkeypatch.setattr(tally, "TALLY", Tally())
+    budget = SqlBudget(time_limit_ms=1000, trusted_proxies=0)
+    statuses = []
 
-    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
-    monkeypatch.setattr(tally, "TALLY", None)
-    monkeypatch.setattr(values, "ValueClass", values.ValueClass)  # as it was, for whatever runs next in this process
-    answers = {b"/fair": problem_response("rate-limited", "over"), b"/sql": problem_response("query-running", "one at a time")}
+    async def run():
+        release = asyncio.Event()
 
-    async def limited(scope, receive, send):
-        status, headers, body = answers[scope["raw_path"]]
-        await send({"type": "http.response.start", "status": status, "headers": [*headers, (b"ratelimit-policy", b'"default";q=1;w=60')]})
-        await send({"type": "http.response.body", "body": body})
+        async def query(scope, receive, send):
+            await release.wait()
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"{}"})
 
-    app = observed(limited, Datasette(memory=True), load_config(None))
+        async def send(message):
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
 
-    async def sent(message):
-        return None
+        scope = {"type": "http", "method": "GET", "path": "/site", "headers": [], "client": ("127.0.0.1", 1)}
+        admitted = [asyncio.ensure_future(budget(query, scope, None, send)) for _ in range(MAX_WAITING + 1)]
+        await asyncio.sleep(0)  # every one of them holds its turn or waits for it
+        for _ in range(2):
+            await budget(query, scope, None, send)  # past the queue: refused at once
+        release.set()
+        await asyncio.gather(*admitted)
 
-    async def ask():
-        for path in (b"/fair", b"/sql", b"/sql"):
-            await app({"type": "http", "method": "GET", "path": path.decode(), "raw_path": path, "query_string": b"", "headers": []}, None, sent)
-
-    asyncio.run(ask())
-    _requests, events = tally.TALLY.take()
-    assert events == Counter({("rate_limited", "fair_use"): 1, ("rate_limited", "sql_budget"): 2})
+    asyncio.run(run())
+    assert statuses.count(429) == 2 and statuses.count(200) == MAX_WAITING + 1
+    assert tally.TALLY.events == {("rate_limited", "sql_budget"): 2}

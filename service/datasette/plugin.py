@@ -50,6 +50,7 @@ from qsite.service.datasette.handler import Api
 from qsite.service.datasette.metadata import CONFIG_PATH, configured_queries, load_datasette_config, read_config_file
 from qsite.service.datasette.state import held_api, instance, serving_api, sql_budget
 from qsite.service.describe.docs import TEMPLATES_DIR
+from qsite.service.http.answered import status_of
 from qsite.service.http.disconnects import ClientGone, until_gone
 from qsite.service.http.problems import API_PREFIX, CORS_HEADERS, NO_STORE, problem_response, send_response
 from qsite.service.replica.snapshot_api import is_snapshot_file, send_snapshot_file
@@ -321,7 +322,8 @@ def asgi_wrapper(datasette):
             scope, answer = check_target(scope, whole_instance=own)
             if answer is not None:
                 status, headers, body = answer
-                return await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
+                await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
+                return status if own else None  # the status for /metrics, on the own server only (service/http/answered.py)
             path = raw_path(scope)
             if b"%" in path:
                 decoded = decode_unreserved(path)
@@ -329,8 +331,9 @@ def asgi_wrapper(datasette):
                     scope, path = api_scope(scope, decoded), decoded
             method = scope["method"]
             if is_api_path(path):
-                if method not in READ_METHODS:
-                    return await api_view(datasette, None, scope, send)  # 404 or 405, as the document says
+                if method not in READ_METHODS:  # 404 or 405, as the document says
+                    status = await status_of(lambda scope, _, send: api_view(datasette, None, scope, send), scope, receive, send)
+                    return status if own else None
                 if not is_snapshot_file(path.decode("latin-1")):
                     if not instance(datasette).started:
                         # Datasette 0.65 runs ASGI wrappers outside its run-on-first-request
@@ -352,12 +355,14 @@ def asgi_wrapper(datasette):
                             client_scheme(datasette, scope), find_actor=find_actor,
                         )
                     except ActorPluginFailed:  # Datasette's router answers as it would on any page
-                        return await app(scope, receive, send)
+                        answer = None
                     if answer is not None:
                         status, headers, body = answer
                         await send({"type": "http.response.start", "status": status, "headers": headers})
                         await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
-                        return
+                        return status if own else None
+                if own:
+                    return await status_of(app, scope, receive, send)
                 return await app(scope, receive, send)
             if not own and not is_qsite_database(datasette, path_database(scope.get("path", ""))):
                 return await app(scope, receive, send)  # someone else's Datasette: its pages as they are

@@ -41,6 +41,7 @@ from qsite.config import parse_rate_limit
 from qsite.service.http.forwarded import forwarded_entry
 from qsite.service.http.problems import problem_response, send_response
 from qsite.service.http.settings import is_own_server, is_qsite_path, qsite_config
+from qsite.service.http.tally import count
 from qsite.service.http.windows import window_counts
 
 log = logging.getLogger("qsite.ratelimit")
@@ -259,8 +260,9 @@ class RateLimitMiddleware:
             return await self.app(scope, receive, send)
         if not verdict.allowed:
             status, headers, body = too_many_requests(limiter.item, verdict)
+            count("rate_limited", "fair_use")
             await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
-            return
+            return status if self.whole_instance else None  # for /metrics on the own server (service/http/answered.py)
         extra = verdict.headers(limiter.policy)
 
         def send_with_headers(message):
@@ -268,7 +270,7 @@ class RateLimitMiddleware:
                 message = {**message, "headers": [*message.get("headers", ()), *extra]}
             return send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        return await self.app(scope, receive, send_with_headers)
 
 
 @hookimpl

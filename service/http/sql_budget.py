@@ -26,6 +26,7 @@ import math
 from urllib.parse import unquote_to_bytes
 
 from qsite.service.http.problems import problem_response, send_response
+from qsite.service.http.tally import count
 from qsite.service.http.ratelimit import DEFAULT_IPV6_PREFIX, client_address
 
 #: Query-string parameters with which Datasette runs SQL text the client wrote.
@@ -107,6 +108,7 @@ class SqlBudget:
                 "retry when your earlier queries have finished",
                 headers=[(b"retry-after", str(self.retry_after).encode())],
             )
+            count("rate_limited", "sql_budget")
             await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
             return
         turns.count += 1

@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from qsite.service.compat import add_to_histogram, use_multiprocess_values
 from qsite.service.http import tally
 from qsite.service.http.tally import BUCKETS, EVENTS, Tally
+from qsite.service.metrics.labels import Labels
 
 #: The environment variable prometheus-client's multiprocess mode reads.
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -134,11 +135,12 @@ class Exported:
             metric.event: Counter(metric.name, metric.help, metric.labels, registry=registry)
             for metric in METRICS if metric.event
         }
+        self.labels = Labels()
         self.tally = tally.TALLY = Tally()
 
     def flush(self) -> None:
         """Move what the tally counted since the last flush into the shared files."""
-        requests, events = self.tally.take()
+        requests, events = self.tally.take(self.labels)
         latency: dict[str, list] = {}
         for (endpoint, method, status), counts in requests.items():
             self.requests.labels(endpoint, method, str(status)).inc(sum(counts[:-1]))

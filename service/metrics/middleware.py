@@ -5,9 +5,11 @@ and a replica's follower), so that:
 
 - ``GET /metrics`` is answered here, before anything else: off ``/api/v1``, never rate-limited,
   readable only from ``metrics.allow`` (the connection's own address; others get 403);
-- every other request is timed and counted by endpoint, method and status, in the worker's
-  :class:`~qsite.service.http.tally.Tally` (plain ints: a microsecond or so a request), with its 304,
-  429 and size refusals read from the status it was answered with;
+- every other request is timed, and noted with its status in the worker's
+  :class:`~qsite.service.http.tally.Tally` (one tuple: a fraction of a microsecond), which sorts
+  them by endpoint, method, status and latency once a second; the status of an /api/v1 request is
+  what qsite's layers return (:mod:`qsite.service.http.answered`: no ``send`` wrapper on the
+  cached path), any other's is read from ``send``;
 - each request gets a number (:data:`qsite.config.logs.REQUEST_ID`) that its log lines carry as its id, and, with
   ``logs.access``, one access-log line (its query's credential-like values redacted).
 """
@@ -27,60 +29,22 @@ from qsite.config import Config
 from qsite.config.logs import REQUEST_ID
 from qsite.db.urls import redact_parameters
 
-from qsite.service.api.routing import resolve
 from qsite.service.datasette.state import instance
+from qsite.service.http.answered import NOT_ANSWERED, only_qsite_wrappers, status_of
 from qsite.service.http.problems import API_PREFIX, problem_response, send_response
 from qsite.service.metrics.database import ScrapeCollector
 from qsite.service.metrics.exported import FLUSH_EVERY, Exported
+from qsite.service.metrics.labels import METRICS_PATH
 
 log = logging.getLogger("qsite.metrics")
 access_log = logging.getLogger("qsite.access")
 
-METRICS_PATH = b"/metrics"
 #: The media type of the Prometheus text format prometheus-client writes.
 CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
-#: Distinct paths whose endpoint label is remembered (the table is emptied when full).
-LABELS_KEPT = 4096
-#: The longest path remembered, so that the table holds at most a few hundred kilobytes.
-LONGEST_KEPT = 128
-#: Statuses that refuse a request for its size: target (414), header fields (431), body (413).
-SIZE_STATUSES = frozenset({413, 414, 431})
 _API = API_PREFIX.encode()
-#: In the body of the SQL budget's 429 (its problem type), never in fair use's.
-QUERY_RUNNING = b"query-running"
-
-
-def endpoint_label(path: bytes, query: bytes) -> str:
-    """The ``endpoint`` label of a request: an /api/v1 endpoint's name (``api_unknown`` for a path it does not
-    know), else ``metrics``, ``static``, ``datasette_sql`` (arbitrary SQL) or ``datasette``: a few values, whatever clients send."""
-    if path == _API or path.startswith(_API + b"/"):
-        resolved = resolve(path.decode("latin-1"))
-        return resolved[0].name if resolved is not None else "api_unknown"
-    if path.startswith(b"/-/static"):
-        return "static"
-    if b"sql=" in query:
-        return "datasette_sql"
-    return "datasette"
-
-
-class Labels:
-    """:func:`endpoint_label` remembered per path (the API's ``sql=`` is never in a path)."""
-
-    def __init__(self):
-        self.known: dict[bytes, str] = {}
-
-    def __call__(self, path: bytes, query: bytes) -> str:
-        label = self.known.get(path)
-        if label is None:
-            label = endpoint_label(path, query)
-            if label == "datasette_sql" or len(path) > LONGEST_KEPT:
-                return label
-            if len(self.known) >= LABELS_KEPT:
-                self.known.clear()
-            self.known[path] = label
-        elif label == "datasette" and b"sql=" in query:
-            return "datasette_sql"
-        return label
+_API_PATHS = _API + b"/"
+#: Client addresses whose ``metrics.allow`` verdict is remembered (the table is emptied when full).
+ADDRESSES_KEPT = 4096
 
 
 class Allow:
@@ -103,7 +67,7 @@ class Allow:
             else:
                 address = getattr(address, "ipv4_mapped", None) or address
                 allowed = any(address in network for network in self.networks)
-            if len(self.known) >= LABELS_KEPT:
+            if len(self.known) >= ADDRESSES_KEPT:
                 self.known.clear()
             self.known[host] = allowed
         return allowed
@@ -113,10 +77,11 @@ def observed(app, datasette, config: Config):
     """``app`` with ``/metrics``, request counting and the access log (see the module docstring);
     ``app`` unchanged but for request ids and the access log when ``metrics.enabled`` is false."""
     exported = Exported() if config.metrics.enabled else None
-    labels = Labels()
+    record = exported.tally.answers.append if exported is not None else None
     allow = Allow(config.metrics.allow)
     access = config.logs.access
     numbers = itertools.count(1)
+    reporting = only_qsite_wrappers()
     scrape = None
     if exported is not None:
         held = instance(datasette)
@@ -143,34 +108,17 @@ def observed(app, datasette, config: Config):
             if path == METRICS_PATH and exported is not None:
                 return await scrape.answer(scope, send, allow)
             started = perf_counter()
-            status = 0
-            budget = False
-
-            def counting_send(message):  # not a coroutine: hands back send's own awaitable, no frame of its own
-                nonlocal status, budget
-                if message["type"] == "http.response.start":
-                    status = message["status"]
-                elif status == 429 and QUERY_RUNNING in message.get("body", b""):
-                    budget = True  # the SQL budget's 429, not fair use's (both carry the RateLimit headers)
-                return send(message)
-
+            status = NOT_ANSWERED
+            query = scope.get("query_string", b"")
             try:
-                await app(scope, receive, counting_send)
+                if reporting and (path.startswith(_API_PATHS) or path == _API):
+                    status = await app(scope, receive, send) or NOT_ANSWERED  # returned by qsite's layers (service/http/answered.py)
+                else:
+                    status = await status_of(app, scope, receive, send)
             finally:
                 seconds = perf_counter() - started
-                status = status or 500  # an app that raised before answering: the server answers 500
-                query = scope.get("query_string", b"")
-                if exported is not None:
-                    tally = exported.tally
-                    tally.request(labels(path, query), scope["method"], status, seconds)
-                    if status == 304 or status == 429 or status in SIZE_STATUSES:
-                        events = tally.events
-                        if status == 304:
-                            events["not_modified", ""] += 1
-                        elif status == 429:
-                            events["rate_limited", "sql_budget" if budget else "fair_use"] += 1
-                        else:
-                            events["refused", "size"] += 1
+                if record is not None:  # sorted into endpoints and buckets once a second (Tally.take)
+                    record((path, query, scope["method"], status, seconds))
                 if access:
                     log_access(scope, path, query, status, seconds)
         finally:
@@ -234,4 +182,4 @@ class Scrape:
             body = await asyncio.to_thread(self.render)
             status, headers = 200, [(b"content-type", CONTENT_TYPE), (b"cache-control", b"no-store")]
         await send_response(send, status, headers, body, head=head)
-        self.exported.tally.request("metrics", scope["method"], status, perf_counter() - started)
+        self.exported.tally.answers.append((METRICS_PATH, b"", scope["method"], status, perf_counter() - started))
