@@ -277,3 +277,47 @@ def test_the_sql_budget_counts_its_own_429s(monkeypatch):
     asyncio.run(run())
     assert statuses.count(429) == 2 and statuses.count(200) == MAX_WAITING + 1
     assert tally.TALLY.events == {("rate_limited", "sql_budget"): 2}
+
+
+def test_a_status_is_read_from_the_response_when_another_plugin_wraps_the_app(tmp_path, monkeypatch):
+    """qsite's layers hand an /api/v1 status up; another plugin's ASGI wrapper could drop it, so with
+    one installed every status is read from the response."""
+    import asyncio
+    import types
+
+    from datasette import hookimpl
+    from datasette.app import Datasette
+    from datasette.plugins import pm
+    from prometheus_client import values
+
+    from qsite.config import load_config
+    from qsite.service.http import tally
+    from qsite.service.metrics.middleware import observed
+
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    monkeypatch.setattr(tally, "TALLY", None)
+    monkeypatch.setattr(values, "ValueClass", values.ValueClass)  # as it was, for whatever runs next in this process
+
+    async def silent_404(scope, receive, send):  # answers 404 and, like a foreign wrapper, returns nothing
+        await send({"type": "http.response.start", "status": 404, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    def statuses() -> set[int]:
+        app = observed(silent_404, Datasette(memory=True), load_config(None))
+
+        async def sent(message):
+            return None
+
+        scope = {"type": "http", "method": "GET", "path": "/api/v1/nope", "raw_path": b"/api/v1/nope", "query_string": b"", "headers": []}
+        asyncio.run(app(scope, None, sent))
+        requests, _ = tally.TALLY.take(Labels())
+        return {status for _, _, status in requests}
+
+    assert statuses() == {500}  # only qsite's wrappers: the status is what the app returned (nothing: 500)
+    wrapper = types.ModuleType("someone_elses_plugin")  # as Datasette registers an installed plugin: a module
+    wrapper.asgi_wrapper = hookimpl(lambda datasette: lambda app: app)
+    pm.register(wrapper, name="someone-elses-wrapper")
+    try:
+        assert statuses() == {404}
+    finally:
+        pm.unregister(wrapper)
