@@ -50,7 +50,7 @@ from qsite.service.datasette.handler import Api
 from qsite.service.datasette.metadata import CONFIG_PATH, configured_queries, load_datasette_config, read_config_file
 from qsite.service.datasette.state import held_api, instance, serving_api, sql_budget
 from qsite.service.describe.docs import TEMPLATES_DIR
-from qsite.service.http.answered import status_of
+from qsite.service.http.answered import hand_on, note
 from qsite.service.http.disconnects import ClientGone, until_gone
 from qsite.service.http.problems import API_PREFIX, CORS_HEADERS, NO_STORE, problem_response, send_response
 from qsite.service.replica.snapshot_api import is_snapshot_file, send_snapshot_file
@@ -322,8 +322,8 @@ def asgi_wrapper(datasette):
             scope, answer = check_target(scope, whole_instance=own)
             if answer is not None:
                 status, headers, body = answer
-                await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
-                return status if own else None  # the status for /metrics, on the own server only (service/http/answered.py)
+                note(scope, status)  # for /metrics (service/http/answered.py)
+                return await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
             path = raw_path(scope)
             if b"%" in path:
                 decoded = decode_unreserved(path)
@@ -332,8 +332,7 @@ def asgi_wrapper(datasette):
             method = scope["method"]
             if is_api_path(path):
                 if method not in READ_METHODS:  # 404 or 405, as the document says
-                    status = await status_of(lambda scope, _, send: api_view(datasette, None, scope, send), scope, receive, send)
-                    return status if own else None
+                    return await hand_on(lambda scope, _, send: api_view(datasette, None, scope, send), scope, receive, send)
                 if not is_snapshot_file(path.decode("latin-1")):
                     if not instance(datasette).started:
                         # Datasette 0.65 runs ASGI wrappers outside its run-on-first-request
@@ -360,10 +359,9 @@ def asgi_wrapper(datasette):
                         status, headers, body = answer
                         await send({"type": "http.response.start", "status": status, "headers": headers})
                         await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
-                        return status if own else None
-                if own:
-                    return await status_of(app, scope, receive, send)
-                return await app(scope, receive, send)
+                        note(scope, status)
+                        return
+                return await hand_on(app, scope, receive, send)
             if not own and not is_qsite_database(datasette, path_database(scope.get("path", ""))):
                 return await app(scope, receive, send)  # someone else's Datasette: its pages as they are
             if own:

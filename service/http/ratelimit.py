@@ -39,6 +39,7 @@ from limits.aio.strategies import SlidingWindowCounterRateLimiter
 
 from qsite.config import parse_rate_limit
 from qsite.service.http.forwarded import forwarded_entry
+from qsite.service.http.answered import note
 from qsite.service.http.problems import problem_response, send_response
 from qsite.service.http.settings import is_own_server, is_qsite_path, qsite_config
 from qsite.service.http.tally import count
@@ -261,8 +262,9 @@ class RateLimitMiddleware:
         if not verdict.allowed:
             status, headers, body = too_many_requests(limiter.item, verdict)
             count("rate_limited", "fair_use")
+            note(scope, status)  # for /metrics (service/http/answered.py)
             await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
-            return status if self.whole_instance else None  # for /metrics on the own server (service/http/answered.py)
+            return
         extra = verdict.headers(limiter.policy)
 
         def send_with_headers(message):
@@ -270,7 +272,7 @@ class RateLimitMiddleware:
                 message = {**message, "headers": [*message.get("headers", ()), *extra]}
             return send(message)
 
-        return await self.app(scope, receive, send_with_headers)
+        await self.app(scope, receive, send_with_headers)
 
 
 @hookimpl

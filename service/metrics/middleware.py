@@ -8,8 +8,8 @@ and a replica's follower), so that:
 - every other request is timed, and noted with its status in the worker's
   :class:`~qsite.service.http.tally.Tally` (one tuple: a fraction of a microsecond), which sorts
   them by endpoint, method, status and latency once a second; the status of an /api/v1 request is
-  what qsite's layers return (:mod:`qsite.service.http.answered`: no ``send`` wrapper on the
-  cached path), any other's is read from ``send``;
+  noted by the qsite layer that answers it (:mod:`qsite.service.http.answered`: no ``send``
+  wrapper on the cached path), any other's is read from ``send``;
 - each request gets a number (:data:`qsite.config.logs.REQUEST_ID`) that its log lines carry as its id, and, with
   ``logs.access``, one access-log line (its query's credential-like values redacted).
 """
@@ -30,7 +30,7 @@ from qsite.config.logs import REQUEST_ID
 from qsite.db.urls import redact_parameters
 
 from qsite.service.datasette.state import instance
-from qsite.service.http.answered import NOT_ANSWERED, only_qsite_wrappers, status_of
+from qsite.service.http.answered import ANSWERED, NOT_ANSWERED, only_qsite_wrappers, status_of
 from qsite.service.http.problems import API_PREFIX, problem_response, send_response
 from qsite.service.metrics.database import ScrapeCollector
 from qsite.service.metrics.exported import FLUSH_EVERY, Exported
@@ -112,7 +112,9 @@ def observed(app, datasette, config: Config):
             query = scope.get("query_string", b"")
             try:
                 if reporting and (path.startswith(_API_PATHS) or path == _API):
-                    status = await app(scope, receive, send) or NOT_ANSWERED  # returned by qsite's layers (service/http/answered.py)
+                    answered = scope[ANSWERED] = [NOT_ANSWERED]  # written by the qsite layer that answers (service/http/answered.py)
+                    await app(scope, receive, send)
+                    status = answered[0]
                 else:
                     status = await status_of(app, scope, receive, send)
             finally:

@@ -44,6 +44,7 @@ from qsite.service.api.endpoints import ENDPOINTS
 from qsite.service.api.health import health_response
 from qsite.service.api.routing import resolve
 from qsite.service.compat import replace_database, snapshot_database
+from qsite.service.http.answered import note
 from qsite.service.http.problems import PROBLEMS, send_problem, send_response
 from qsite.service.http.tally import count
 from qsite.service.replica.claims import Claim, remove_unclaimed
@@ -149,16 +150,16 @@ class Follower:
                     status, headers, body = health_response(
                         [], {}, self.config.api.health_max_data_age, None, retry_after=self.retry_after
                     )
-                    await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
-                    return status  # for /metrics (service/http/answered.py): a follower runs only in qsite serve
-                await send_problem(
+                    note(scope, status)  # for /metrics (service/http/answered.py)
+                    return await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
+                note(scope, PROBLEMS["unavailable"][0])
+                return await send_problem(
                     send,
                     "unavailable",
                     "this replica has no data snapshot yet; try again shortly",
                     headers=[(b"retry-after", str(self.retry_after).encode())],
                     head=scope["method"] == "HEAD",
                 )
-                return PROBLEMS["unavailable"][0]
             return await app(scope, receive, send)
 
         return follow
