@@ -50,7 +50,7 @@ from qsite.service.datasette.handler import Api
 from qsite.service.datasette.metadata import CONFIG_PATH, configured_queries, load_datasette_config, read_config_file
 from qsite.service.datasette.state import held_api, instance, serving_api, sql_budget
 from qsite.service.describe.docs import TEMPLATES_DIR
-from qsite.service.http.answered import hand_on, note
+from qsite.service.http.answered import ANSWERED, hand_on, note
 from qsite.service.http.disconnects import ClientGone, until_gone
 from qsite.service.http.problems import API_PREFIX, CORS_HEADERS, NO_STORE, problem_response, send_response
 from qsite.service.replica.snapshot_api import is_snapshot_file, send_snapshot_file
@@ -359,7 +359,9 @@ def asgi_wrapper(datasette):
                         status, headers, body = answer
                         await send({"type": "http.response.start", "status": status, "headers": headers})
                         await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
-                        note(scope, status)
+                        answered = scope.get(ANSWERED)  # note(scope, status), inline on the cached path
+                        if answered is not None:
+                            answered[0] = status
                         return
                 return await hand_on(app, scope, receive, send)
             if not own and not is_qsite_database(datasette, path_database(scope.get("path", ""))):

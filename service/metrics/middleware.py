@@ -41,8 +41,7 @@ access_log = logging.getLogger("qsite.access")
 
 #: The media type of the Prometheus text format prometheus-client writes.
 CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
-_API = API_PREFIX.encode()
-_API_PATHS = _API + b"/"
+_API_PATHS = API_PREFIX.encode() + b"/"
 #: Client addresses whose ``metrics.allow`` verdict is remembered (the table is emptied when full).
 ADDRESSES_KEPT = 4096
 
@@ -102,24 +101,33 @@ def observed(app, datasette, config: Config):
             return await app(scope, receive, send)
         token = REQUEST_ID.set(next(numbers))
         try:
-            if exported is None and not access:
+            if record is None and not access:
                 return await app(scope, receive, send)
             path = scope.get("raw_path") or scope["path"].encode()
+            if reporting and path.startswith(_API_PATHS):
+                # The cached path, kept to the fewest steps: the qsite layer that answers writes the
+                # status into the scope (service/http/answered.py); the query names no API endpoint.
+                answered = scope[ANSWERED] = [NOT_ANSWERED]
+                started = perf_counter()
+                try:
+                    await app(scope, receive, send)
+                finally:
+                    seconds = perf_counter() - started
+                    if record is not None:  # sorted into endpoints and buckets once a second (Tally.take)
+                        record((path, b"", scope["method"], answered[0], seconds))
+                    if access:
+                        log_access(scope, path, scope.get("query_string", b""), answered[0], seconds)
+                return
             if path == METRICS_PATH and exported is not None:
                 return await scrape.answer(scope, send, allow)
-            started = perf_counter()
             status = NOT_ANSWERED
-            query = scope.get("query_string", b"")
+            started = perf_counter()
             try:
-                if reporting and (path.startswith(_API_PATHS) or path == _API):
-                    answered = scope[ANSWERED] = [NOT_ANSWERED]  # written by the qsite layer that answers (service/http/answered.py)
-                    await app(scope, receive, send)
-                    status = answered[0]
-                else:
-                    status = await status_of(app, scope, receive, send)
+                status = await status_of(app, scope, receive, send)
             finally:
                 seconds = perf_counter() - started
-                if record is not None:  # sorted into endpoints and buckets once a second (Tally.take)
+                query = scope.get("query_string", b"")
+                if record is not None:
                     record((path, query, scope["method"], status, seconds))
                 if access:
                     log_access(scope, path, query, status, seconds)
