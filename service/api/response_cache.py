@@ -22,7 +22,7 @@ from typing import Awaitable, Callable, Hashable
 
 from qsite.service.api.data_versions import DataVersions, Versions
 from qsite.service.api.responses import Entry
-from qsite.service.http.tally import count
+from qsite.service.http.tally import CACHE_COUNTS, HIT, INVALIDATED, MISS
 
 #: Bounds, so that endless distinct query strings cannot exhaust memory: all the
 #: bytes the cache keeps, and how many entries and aliases at most.
@@ -95,7 +95,7 @@ class ResponseCache:
         """Forget every entry built from any of ``datasets``."""
         for key in [key for key, entry in self.entries.items() if datasets.intersection(entry.datasets)]:
             self._remove(key)
-            count("cache_invalidations")
+            CACHE_COUNTS[INVALIDATED] += 1
 
     async def storable(self, seen: Versions, datasets: tuple[str, ...]) -> bool:
         """Whether a response built from the versions ``seen`` is current (else it is stale already)."""
@@ -120,7 +120,7 @@ class ResponseCache:
         """The entry a repeat of ``raw_key`` gets (counted a cache hit), else None (the request goes on to :meth:`get_or_build`)."""
         entry = self.aliases.get(raw_key)
         if entry is not None:
-            count("cache", "hit")
+            CACHE_COUNTS[HIT] += 1
         return entry
 
     def add_alias(self, raw_key: tuple[bytes, bytes], entry: Entry) -> None:
@@ -170,9 +170,9 @@ class ResponseCache:
         """
         entry = self.get(key)
         if entry is not None:
-            count("cache", "hit")
+            CACHE_COUNTS[HIT] += 1
             return entry
-        count("cache", "miss")
+        CACHE_COUNTS[MISS] += 1
         pending = self._building.get(key)
         if pending is not None:
             return await asyncio.shield(pending)

@@ -1,7 +1,8 @@
 """This worker's counts for ``/metrics``, kept in plain Python where things happen.
 
-A request adds one tuple to :attr:`Tally.answers`, a cache hit or an interrupted query one to a
-count in :attr:`Tally.events` (well under a microsecond each, on the worker's event loop), never
+A request adds one tuple to :attr:`Tally.answers`, a response-cache lookup one to an item of
+:data:`CACHE_COUNTS`, a refusal or an interrupted query one to a count in :attr:`Tally.events`
+(a fraction of a microsecond each, on the worker's event loop), never
 to prometheus-client's shared files directly (a few microseconds a write, a tenth of a cached
 request). Sorting the answers into endpoints, statuses and latency buckets waits too: the
 request path is where code runs coldest (granian's threads and the kernel share the core between
@@ -34,6 +35,13 @@ EVENTS = {
     "failed_swaps": "",
 }
 
+#: The response cache's lookups that found a built response, that built one, and the responses it
+#: dropped because their data changed: counted whether metrics are on or not (an item of a list,
+#: the cheapest count there is, for the hottest event of all), and moved with the tally.
+CACHE_COUNTS = [0, 0, 0]
+HIT, MISS, INVALIDATED = range(3)
+_CACHE_EVENTS = (("cache", "hit"), ("cache", "miss"), ("cache_invalidations", ""))
+
 #: Statuses that refuse a request for its size: target (414), header fields (431), body (413).
 SIZE_STATUSES = frozenset({413, 414, 431})
 
@@ -45,9 +53,10 @@ class Tally:
     """Counts since the last :meth:`take`: :attr:`answers` (one :data:`Answer` per request) and
     :attr:`events` (``(event, label)`` to a count)."""
 
-    __slots__ = ("answers", "events")
+    __slots__ = ("answers", "events", "cache_seen")
 
     def __init__(self):
+        self.cache_seen = list(CACHE_COUNTS)  # what the cache had counted at the last take
         self.answers: list[Answer] = []  # the same list for the worker's life: the request path keeps its append
         self.events: dict[tuple[str, str], int] = {}  # a plain dict: Counter's ``+=`` costs three times as much
 
@@ -63,24 +72,30 @@ class Tally:
         self.answers.clear()
         self.events = {}
         events = Counter(events)
-        requests: dict[tuple[str, str, int], list] = {}
-        known: dict[bytes, str] = {}  # endpoint per path, asked once a take (but a page's: its query may be SQL)
+        for i, event in enumerate(_CACHE_EVENTS):
+            now = CACHE_COUNTS[i]
+            if now != self.cache_seen[i]:
+                events[event] += now - self.cache_seen[i]
+                self.cache_seen[i] = now
+        grouped: dict[tuple[bytes, bytes, str, int], list] = {}  # by what was noted first: one label a group
         for path, query, method, status, seconds in answers:
-            label = known.get(path)
-            if label is None or label == "datasette":
-                label = endpoint(path, query)
-                if label != "datasette_sql":
-                    known[path] = label
-            key = label, method, status
-            counts = requests.get(key)
+            key = path, query, method, status
+            counts = grouped.get(key)
             if counts is None:
-                counts = requests[key] = [0] * (len(BUCKETS) + 1) + [0.0]
+                counts = grouped[key] = [0] * (len(BUCKETS) + 1) + [0.0]
             counts[bisect_left(BUCKETS, seconds)] += 1
             counts[-1] += seconds
-            if status == 304:
-                events["not_modified", ""] += 1
-            elif status in SIZE_STATUSES:
-                events["refused", "size"] += 1
+        requests: dict[tuple[str, str, int], list] = {}
+        for (path, query, method, status), counts in grouped.items():
+            key = endpoint(path, query), method, status
+            total = requests.get(key)
+            if total is None:
+                requests[key] = counts
+            else:
+                for i, n in enumerate(counts):
+                    total[i] += n
+            if status == 304 or status in SIZE_STATUSES:
+                events["not_modified" if status == 304 else "refused", "" if status == 304 else "size"] += sum(counts[:-1])
         return requests, events
 
 
