@@ -21,6 +21,11 @@ from string import Template
 from qsite.db.news_derived import (MINUTE_MAX, SEARCH_OPEN_END, SEARCH_ROWID_BITS, SEARCH_ROWID_MASK, SEARCH_TAG_COLUMNS,
                              SOURCE_ROWID_BITS)
 
+#: A search with sources whose matches in those sources are at most this many sorts its page from
+#: all of them (read from ``news_search_by_source``, each looked up in ``news``); with more, a page
+#: is their newest from ``news_search``, found before long (docs/performance.md, "The searches users send").
+FEW_MATCHES = 50
+
 #: The names the templates use, and their values.
 LAYOUT = {
     "ROWID_BITS": str(SEARCH_ROWID_BITS),
@@ -33,8 +38,11 @@ LAYOUT = {
     # past every key: an open end of a rowid range (an unset since or until)
     "OPEN_END": str(SEARCH_OPEN_END),
     "TAG_COLUMNS": ", ".join(f"'{column}'" for column in SEARCH_TAG_COLUMNS),
-    # a news_search_by_source rowid >> SOURCE_BITS is the source's rowid in sources
+    # a news_search_by_source rowid >> SOURCE_BITS is the source's rowid in sources, & SOURCE_MASK the item's news rowid
     "SOURCE_BITS": str(SOURCE_ROWID_BITS),
+    "SOURCE_MASK": str((1 << SOURCE_ROWID_BITS) - 1),
+    # a search with sources and at most this many matches in them: its page sorted from them all
+    "FEW": str(FEW_MATCHES),
     # the names of the sources asked (a JSON array; '' is none), as a list to test a name against
     "SOURCE_NAMES": "(select value from json_each(iif(:sources = '', '[]', :sources)))",
 }
@@ -52,6 +60,26 @@ select case when :tag = '' then '- facets: (' || :q || ')'
   when :sources <> '' then ' AND facets: (' || coalesce((select group_concat('s' || rowid, ' OR ')
     from sources where name in ${SOURCE_NAMES}), 's0') || ')'
   else '' end
+"""
+
+#: The MATCH expression of a search in ``news_search_by_source`` (no facets there; sources are its key's
+#: ranges): q in the column of the tag asked, any column when none.
+BY_SOURCE = """\
+select case when :tag = '' then :q when lower(:tag) in (${TAG_COLUMNS}) then '{' || lower(:tag) || '}: (' || :q || ')'
+            else '""' end
+"""
+
+#: A search with sources: its matches in each source's range of ``news_search_by_source`` (a source's
+#: share of its words' lists), at most :data:`FEW_MATCHES` and one more to know there are more. When
+#: they are few, the page is sorted from them (the arm ``few`` of :data:`ARMS`), where ``news_search``
+#: walked its words' lists newest first to meet the source's term, to their ends when they seldom meet.
+IN_SOURCES = """\
+select news_search_by_source.rowid from sources cross join news_search_by_source
+where :q <> '' and :sources <> '' and sources.name in ${SOURCE_NAMES}
+  and news_search_by_source match (select expr from by_source)
+  and news_search_by_source.rowid >= sources.rowid << ${SOURCE_BITS}
+  and news_search_by_source.rowid < (sources.rowid + 1) << ${SOURCE_BITS}
+limit ${FEW} + 1
 """
 
 #: The arms of a news page, one per way in (no filter, a tag, sources: each one's page, then
@@ -85,6 +113,17 @@ where :sources <> '' and :q = '' and rowid in (
       and ${RANGE}
     order by ${ORDER} limit coalesce(nullif(:limit, ''), 20)))
 union all
+-- a search with sources that match it a few times: all of those, the page sorted from them (by its
+-- keys alone, each whole row read once it is on the page)
+select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
+from news
+where :q <> '' and :sources <> '' and rowid in (
+  select rowid from news
+  -- more than a few: an empty list (a condition of the arm itself would still look up every key)
+  where rowid in (select key & ${SOURCE_MASK} from few where (select count(*) from few) <= ${FEW})
+    and ${RANGE}
+  order by ${ORDER} limit coalesce(nullif(:limit, ''), 20))
+union all
 select news.id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
 from first cross join news on news.rowid = first.key & ${ROWID_MASK}
 union all
@@ -108,6 +147,12 @@ named (source) as (
 search (expr) as (
   ${SEARCH}
 ),
+by_source (expr) as (
+  ${BY_SOURCE}
+),
+few (key) as materialized (
+  ${IN_SOURCES}
+),
 search_range (low, high) as (
   select iif(upper = '~', -${OPEN_END}, -max(-${MINUTE_MAX}, min(${MINUTE_MAX}, cast(strftime('%s', upper) as integer) / 60)) << ${ROWID_BITS}),
          iif(:since = '', ${OPEN_END}, (1 - max(-${MINUTE_MAX}, min(${MINUTE_MAX}, cast(strftime('%s', :since) as integer) / 60))) << ${ROWID_BITS})
@@ -115,8 +160,11 @@ search_range (low, high) as (
 ),
 first (key) as materialized (
   select news_search.rowid from news_search cross join news on news.rowid = news_search.rowid & ${ROWID_MASK}
-  -- an empty range (a cursor before since) reads nothing: FTS5 would still look for a first match
-  where :q <> '' and (select low < high from search_range) and news_search match (select expr from search)
+  -- an empty range (a cursor before since) reads nothing: FTS5 would still look for a first match;
+  -- sources that match a few times: the page is sorted from those (few), news_search is not read (an
+  -- empty phrase: FTS5 runs the MATCH whatever the other conditions)
+  where :q <> '' and (select low < high from search_range)
+    and news_search match (select iif(:sources = '' or (select count(*) from few) > ${FEW}, expr, '""') from search)
     and news_search.rowid >= (select low from search_range) and news_search.rowid < (select high from search_range)
     and published_at > :since and (published_at, news.id) < (select upper, upper_id from bound)
   order by news_search.rowid
@@ -148,6 +196,12 @@ named (source) as (
 search (expr) as (
   ${SEARCH}
 ),
+by_source (expr) as (
+  ${BY_SOURCE}
+),
+few (key) as materialized (
+  ${IN_SOURCES}
+),
 search_range (low, high) as (
   select iif(:until = '', -${OPEN_END}, -max(-${MINUTE_MAX}, min(${MINUTE_MAX}, cast(strftime('%s', :until) as integer) / 60)) << ${ROWID_BITS}),
          iif(lower = '', ${OPEN_END}, (1 - max(-${MINUTE_MAX}, min(${MINUTE_MAX}, cast(strftime('%s', lower) as integer) / 60))) << ${ROWID_BITS})
@@ -155,8 +209,11 @@ search_range (low, high) as (
 ),
 first (key) as materialized (
   select news_search.rowid from news_search cross join news on news.rowid = news_search.rowid & ${ROWID_MASK}
-  -- an empty range (a cursor after until) reads nothing: FTS5 would still look for a first match
-  where :q <> '' and (select low < high from search_range) and news_search match (select expr from search)
+  -- an empty range (a cursor after until) reads nothing: FTS5 would still look for a first match;
+  -- sources that match a few times: the page is sorted from those (few), news_search is not read (an
+  -- empty phrase: FTS5 runs the MATCH whatever the other conditions)
+  where :q <> '' and (select low < high from search_range)
+    and news_search match (select iif(:sources = '' or (select count(*) from few) > ${FEW}, expr, '""') from search)
     and news_search.rowid >= (select low from search_range) and news_search.rowid < (select high from search_range)
     and published_at < iif(:until = '', '~', :until) and (published_at, news.id) > (select lower, lower_id from bound)
   order by news_search.rowid desc
@@ -233,8 +290,7 @@ with
     ${SEARCH}),
   -- q in the column of the tag asked, for news_search_by_source (no facets there)
   by_source (expr) as (
-    select case when :tag = '' then :q when lower(:tag) in (${TAG_COLUMNS}) then '{' || lower(:tag) || '}: (' || :q || ')'
-                else '""' end),
+    ${BY_SOURCE}),
   search_range (low, high) as (
     select iif(:until = '', -${OPEN_END}, -max(-${MINUTE_MAX}, min(${MINUTE_MAX}, cast(strftime('%s', :until) as integer) / 60)) << ${ROWID_BITS}),
            iif(:since = '', ${OPEN_END}, (1 - max(-${MINUTE_MAX}, min(${MINUTE_MAX}, cast(strftime('%s', :since) as integer) / 60))) << ${ROWID_BITS})),
@@ -294,7 +350,9 @@ DIRECTIONS = {
 
 def render(name: str) -> str:
     """The SQL of the canned query ``name``, every name of the layout replaced by its value."""
-    fragments = {"SEARCH": Template(SEARCH.rstrip("\n")).substitute(LAYOUT), "COUNT": count_terms()}
+    fragments = {"SEARCH": Template(SEARCH.rstrip("\n")).substitute(LAYOUT), "COUNT": count_terms(),
+                 "BY_SOURCE": Template(BY_SOURCE.rstrip("\n")).substitute(LAYOUT),
+                 "IN_SOURCES": Template(IN_SOURCES.rstrip("\n")).substitute(LAYOUT)}
     if DIRECTIONS[name]:
         fragments["ARMS"] = Template(ARMS.rstrip("\n")).safe_substitute(DIRECTIONS[name])  # the layout: below
     lines = []

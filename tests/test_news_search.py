@@ -22,6 +22,7 @@ import pytest
 import sqlite_utils
 
 from qsite.db.news_derived import SEARCH_ROWID_MASK
+from qsite.db.news_queries import FEW_MATCHES
 from qsite.db.model import NEWS, TAGS, format_time
 from qsite.pipeline.store.records import Item
 from qsite.pipeline.store import bump_version, open_database, transaction
@@ -332,7 +333,11 @@ def test_a_dated_search_count_and_a_page_not_full_read_their_terms_once(db):
         looked_up.clear()
         assert len(conn.execute(SQL["api_news"], page).fetchall()) == undated
         once = sum("news_search_idx" in statement for statement in looked_up)
-        assert dated < undated and reads == once > 0 and (sources or undated_reads == once)
+        if sources and undated <= FEW_MATCHES:  # a few matches in the sources: the page is sorted from them all
+            assert once == 0 and sum("news_search_by_source_idx" in statement for statement in looked_up) > 0
+        else:
+            assert reads == once
+        assert dated < undated and reads > 0 and (sources or undated_reads == once)
     conn.close()
 
 
@@ -353,3 +358,33 @@ def test_a_count_by_source_reads_its_own_index_and_follows_every_change(db):
         params = {"q": fts_query(Words(Q_MAX).parse(q)), "tag": tag, "sources": json.dumps(names), "since": "", "until": ""}
         (counted,) = db.execute(SQL["api_news_count"], {**params, "count_limit": SEARCH_COUNT_MAX + 1}).fetchone()
         assert counted == db.execute(f"SELECT count(*) {MATCHES}", params).fetchone()[0], params
+
+
+def test_a_search_with_sources_pages_the_same_with_few_matches_or_many(db):
+    """Both ways of a page with sources, either order: all of a few matches sorted, or the newest of many.
+
+    A search whose matches in the sources asked are at most :data:`~qsite.db.news_queries.FEW_MATCHES`
+    is sorted from all of them (``news_search_by_source``); with more, its page is the newest (or
+    oldest) of ``news_search``. Both are compared with the plain answer, newest and oldest first,
+    with ranges, cursors and tags, for searches on either side of the bound.
+    """
+    insert(db, items(900, seed=31))
+    rng = random.Random(32)
+    few = many = 0
+    for _ in range(150):
+        params = random_params(db, rng)
+        params["sources"] = json.dumps(rng.sample(SOURCES, rng.choice((1, 2))))
+        params["q"] = fts(rng.choice(("{a}", "{a} {b}", "{a} -{b}", "{a} OR {b}")).format(**dict(zip("ab", rng.sample(WORDS, 2)))))
+        (in_sources,) = db.execute(f"SELECT count(*) {MATCHES}", {**params, "since": "", "until": "", "tag": params["tag"]}).fetchone()
+        few, many = few + (in_sources <= FEW_MATCHES), many + (in_sources > FEW_MATCHES)
+        columns = "news.id, news.title, url, source, news.summary, tag, published_at, image_url, authors, updated_at"
+        newest = db.execute(
+            f"""SELECT {columns} {MATCHES} AND (:before = '' OR (published_at, news.id) < (:before, :before_id))
+                ORDER BY published_at DESC, news.id DESC LIMIT :limit""", params).fetchall()
+        assert db.execute(SQL["api_news"], params).fetchall() == newest, params
+        oldest = {**params, "after": params["before"], "after_id": params["before_id"]}
+        expected = db.execute(
+            f"""SELECT {columns} {MATCHES} AND (:after = '' OR (published_at, news.id) > (:after, :after_id))
+                ORDER BY published_at, news.id LIMIT :limit""", oldest).fetchall()
+        assert db.execute(SQL["api_news_oldest"], oldest).fetchall() == expected, oldest
+    assert few > 20 and many > 20, (few, many)
