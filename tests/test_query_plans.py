@@ -434,3 +434,30 @@ def test_the_publisher_look_up_reads_only_the_names_asked_while_each_is_a_publis
         assert len(rows) == count and sum(asked for _, asked in rows) == 1
         db.close()
     assert work[1] <= work[0] + 1, work
+
+
+@pytest.mark.parametrize("name", ["news", "news_oldest"])
+def test_a_search_with_sources_and_few_matches_reads_only_their_range(databases, name):
+    """Words that never meet (qubit, photon), with sources: the page opens only ``news_search_by_source``.
+
+    Its matches in the sources' ranges are few (none), so the page is sorted from them and
+    ``news_search`` is not opened: there, FTS5 walked both words' lists to their ends, newest
+    first, to meet the sources' terms. The trace lists the look-ups FTS5 makes of each index's
+    terms (``*_idx``); the virtual machine's work is the same on four times the news.
+    """
+    small, big = databases
+    params = {"q": '"qubit" "photon"', "tag": "", "since": "", "until": "", "before": "", "before_id": "",
+              "after": "", "after_id": "", "limit": 21, "sources": f'["{SOURCES["Science"]}", "{SOURCES["Investing"]}"]'}
+    work = []
+    for conn in databases:
+        looked_up: list[str] = []
+        conn.set_trace_callback(looked_up.append)
+        try:
+            counted, rows = steps(conn, QUERIES[name], params)
+        finally:
+            conn.set_trace_callback(None)
+        assert rows == []
+        assert not any("news_search_idx" in s for s in looked_up), looked_up
+        assert any("news_search_by_source_idx" in s for s in looked_up), looked_up
+        work.append(counted)
+    assert work[1] <= 1.5 * work[0] + 20, work
