@@ -312,6 +312,11 @@ select case
         and news_search_by_source.rowid < (sources.rowid + 1) << ${SOURCE_BITS}
       limit +:count_limit)))
     from sources where name in ${SOURCE_NAMES}), 0))
+  -- no filter and no range: the whole of news_search_by_source, whose keys of items in a row are a byte or two
+  -- apart where news_search's (minute first) are six: shorter lists, walked a quarter to a third sooner (not
+  -- with a tag: its items are in their sources' ranges, and a tag with few sources would walk the others first)
+  when :q <> '' and :tag = '' and :since = '' and :until = '' then min(:count_limit, (select count(*) from (
+    select 1 from news_search_by_source where news_search_by_source match :q limit +:count_limit)))
   when :q <> '' and :since = '' and :until = '' then min(:count_limit, (select count(*) from (
     select 1 from news_search where news_search match (select expr from search) limit +:count_limit)))
   when :q <> '' then min(:count_limit, (select count(*) from (
