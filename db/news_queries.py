@@ -18,12 +18,15 @@ from __future__ import annotations
 
 from string import Template
 
+from qsite.db.model import TAGS
 from qsite.db.news_derived import (MINUTE_MAX, SEARCH_OPEN_END, SEARCH_ROWID_BITS, SEARCH_ROWID_MASK, SEARCH_TAG_COLUMNS,
                              SOURCE_ROWID_BITS)
+from qsite.db.news_search_tags import tag_table
 
-#: A search with sources whose matches in those sources are at most this many sorts its page from
-#: all of them (read from ``news_search_by_source``, each looked up in ``news``); with more, a page
-#: is their newest from ``news_search``, found before long (docs/performance.md, "The searches users send").
+#: A search with a tag or sources whose matches in them are at most this many sorts its page from
+#: all of them (read from ``news_search_by_source``, or the tag's own table, each looked up in ``news``);
+#: with more, a page is their newest from ``news_search``, found before long (docs/performance.md,
+#: "The searches users send").
 FEW_MATCHES = 50
 
 #: The names the templates use, and their values.
@@ -69,16 +72,34 @@ select case when :tag = '' then :q when lower(:tag) in (${TAG_COLUMNS}) then '{'
             else '""' end
 """
 
-#: A search with sources: its matches in each source's range of ``news_search_by_source`` (a source's
-#: share of its words' lists), at most :data:`FEW_MATCHES` and one more to know there are more. When
-#: they are few, the page is sorted from them (the arm ``few`` of :data:`ARMS`), where ``news_search``
-#: walked its words' lists newest first to meet the source's term, to their ends when they seldom meet.
-IN_SOURCES = """\
-select news_search_by_source.rowid from sources cross join news_search_by_source
-where :q <> '' and :sources <> '' and sources.name in ${SOURCE_NAMES}
-  and news_search_by_source match (select expr from by_source)
-  and news_search_by_source.rowid >= sources.rowid << ${SOURCE_BITS}
-  and news_search_by_source.rowid < (sources.rowid + 1) << ${SOURCE_BITS}
+def tag_arms(select: str) -> str:
+    """SQL: ``select`` (``${TABLE}`` its table) once for each tag's search table, joined by ``union all``.
+
+    Each arm matches ``:q`` when a search asks for its tag and no source, and otherwise an empty
+    phrase, which FTS5 answers at once (it runs a MATCH whatever the other conditions).
+    """
+    arms = []
+    for tag in TAGS:
+        table = tag_table(tag)
+        match = f"{table} match iif(:q <> '' and :sources = '' and lower(:tag) = '{tag.lower()}', :q, '\"\"')"
+        arms.append(Template(select).safe_substitute(TABLE=table, MATCH=match))
+    return "\nunion all\n".join(arms)
+
+
+#: A search with sources or a tag: its news rowids, at most :data:`FEW_MATCHES` and one more to know
+#: there are more; from each source's range of ``news_search_by_source`` (a source's share of its
+#: words' lists) or the tag's own table. When they are few, the page is sorted from them (the arm
+#: ``few`` of :data:`ARMS`), where ``news_search`` walked its words' lists newest first to meet the
+#: filter, to their ends when they seldom meet.
+IN_FILTER = """\
+select key from (
+  select news_search_by_source.rowid & ${SOURCE_MASK} as key from sources cross join news_search_by_source
+  where :q <> '' and :sources <> '' and sources.name in ${SOURCE_NAMES}
+    and news_search_by_source match (select expr from by_source)
+    and news_search_by_source.rowid >= sources.rowid << ${SOURCE_BITS}
+    and news_search_by_source.rowid < (sources.rowid + 1) << ${SOURCE_BITS}
+  union all
+  ${TAG_ROWIDS})
 limit ${FEW} + 1
 """
 
@@ -113,14 +134,14 @@ where :sources <> '' and :q = '' and rowid in (
       and ${RANGE}
     order by ${ORDER} limit coalesce(nullif(:limit, ''), 20)))
 union all
--- a search with sources that match it a few times: all of those, the page sorted from them (by its
--- keys alone, each whole row read once it is on the page)
+-- a search with a tag or sources that matches a few times in them: all of those, the page sorted from
+-- them (by its keys alone, each whole row read once it is on the page)
 select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
 from news
-where :q <> '' and :sources <> '' and rowid in (
+where :q <> '' and (:sources <> '' or :tag <> '') and rowid in (
   select rowid from news
   -- more than a few: an empty list (a condition of the arm itself would still look up every key)
-  where rowid in (select key & ${SOURCE_MASK} from few where (select count(*) from few) <= ${FEW})
+  where rowid in (select key from few where (select count(*) from few) <= ${FEW})
     and ${RANGE}
   order by ${ORDER} limit coalesce(nullif(:limit, ''), 20))
 union all
@@ -151,7 +172,7 @@ by_source (expr) as (
   ${BY_SOURCE}
 ),
 few (key) as materialized (
-  ${IN_SOURCES}
+  ${IN_FILTER}
 ),
 search_range (low, high) as (
   select iif(upper = '~', -${OPEN_END}, -max(-${MINUTE_MAX}, min(${MINUTE_MAX}, cast(strftime('%s', upper) as integer) / 60)) << ${ROWID_BITS}),
@@ -161,10 +182,11 @@ search_range (low, high) as (
 first (key) as materialized (
   select news_search.rowid from news_search cross join news on news.rowid = news_search.rowid & ${ROWID_MASK}
   -- an empty range (a cursor before since) reads nothing: FTS5 would still look for a first match;
-  -- sources that match a few times: the page is sorted from those (few), news_search is not read (an
+  -- a filter that matches a few times: the page is sorted from those (few), news_search is not read (an
   -- empty phrase: FTS5 runs the MATCH whatever the other conditions)
   where :q <> '' and (select low < high from search_range)
-    and news_search match (select iif(:sources = '' or (select count(*) from few) > ${FEW}, expr, '""') from search)
+    and news_search match (select iif(:sources = '' and :tag = '' or (select count(*) from few) > ${FEW}, expr, '""')
+                           from search)
     and news_search.rowid >= (select low from search_range) and news_search.rowid < (select high from search_range)
     and published_at > :since and (published_at, news.id) < (select upper, upper_id from bound)
   order by news_search.rowid
@@ -200,7 +222,7 @@ by_source (expr) as (
   ${BY_SOURCE}
 ),
 few (key) as materialized (
-  ${IN_SOURCES}
+  ${IN_FILTER}
 ),
 search_range (low, high) as (
   select iif(:until = '', -${OPEN_END}, -max(-${MINUTE_MAX}, min(${MINUTE_MAX}, cast(strftime('%s', :until) as integer) / 60)) << ${ROWID_BITS}),
@@ -210,10 +232,11 @@ search_range (low, high) as (
 first (key) as materialized (
   select news_search.rowid from news_search cross join news on news.rowid = news_search.rowid & ${ROWID_MASK}
   -- an empty range (a cursor after until) reads nothing: FTS5 would still look for a first match;
-  -- sources that match a few times: the page is sorted from those (few), news_search is not read (an
+  -- a filter that matches a few times: the page is sorted from those (few), news_search is not read (an
   -- empty phrase: FTS5 runs the MATCH whatever the other conditions)
   where :q <> '' and (select low < high from search_range)
-    and news_search match (select iif(:sources = '' or (select count(*) from few) > ${FEW}, expr, '""') from search)
+    and news_search match (select iif(:sources = '' and :tag = '' or (select count(*) from few) > ${FEW}, expr, '""')
+                           from search)
     and news_search.rowid >= (select low from search_range) and news_search.rowid < (select high from search_range)
     and published_at < iif(:until = '', '~', :until) and (published_at, news.id) > (select lower, lower_id from bound)
   order by news_search.rowid desc
@@ -312,6 +335,10 @@ select case
         and news_search_by_source.rowid < (sources.rowid + 1) << ${SOURCE_BITS}
       limit +:count_limit)))
     from sources where name in ${SOURCE_NAMES}), 0))
+  -- a tag, no source and no range: the tag's own table, a third of the entries in shorter lists, where
+  -- news_search's column filter walked every tag's entries to keep the tag's
+  when :q <> '' and :tag <> '' and :sources = '' and :since = '' and :until = '' then min(:count_limit, (select count(*) from (
+    ${TAG_COUNT})))
   -- no filter and no range: the whole of news_search_by_source, whose keys of items in a row are a byte or two
   -- apart where news_search's (minute first) are six: shorter lists, walked a quarter to a third sooner (not
   -- with a tag: its items are in their sources' ranges, and a tag with few sources would walk the others first)
@@ -355,9 +382,11 @@ DIRECTIONS = {
 
 def render(name: str) -> str:
     """The SQL of the canned query ``name``, every name of the layout replaced by its value."""
+    tag_rowids = tag_arms("select rowid from ${TABLE} where ${MATCH}").replace("\n", "\n  ")
     fragments = {"SEARCH": Template(SEARCH.rstrip("\n")).substitute(LAYOUT), "COUNT": count_terms(),
                  "BY_SOURCE": Template(BY_SOURCE.rstrip("\n")).substitute(LAYOUT),
-                 "IN_SOURCES": Template(IN_SOURCES.rstrip("\n")).substitute(LAYOUT)}
+                 "IN_FILTER": Template(IN_FILTER.rstrip("\n")).substitute(LAYOUT, TAG_ROWIDS=tag_rowids),
+                 "TAG_COUNT": tag_arms("select 1 from ${TABLE} where ${MATCH}") + "\nlimit +:count_limit"}
     if DIRECTIONS[name]:
         fragments["ARMS"] = Template(ARMS.rstrip("\n")).safe_substitute(DIRECTIONS[name])  # the layout: below
     lines = []
