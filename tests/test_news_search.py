@@ -391,3 +391,44 @@ def test_a_search_with_sources_pages_the_same_with_few_matches_or_many(db):
                 ORDER BY published_at, news.id LIMIT :limit""", oldest).fetchall()
         assert db.execute(SQL["api_news_oldest"], oldest).fetchall() == expected, oldest
     assert few > 20 and many > 20, (few, many)
+
+
+def tag_table_matches(db, tag: str, q: str) -> set[str]:
+    """The ids of the items ``news_search_<tag>`` finds for ``q`` (an FTS5 query)."""
+    table = f"news_search_{tag.lower()}"
+    return {id_ for (id_,) in db.execute(f"SELECT id FROM news WHERE rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH ?)", [q])}
+
+
+def plain_tag_matches(db, tag: str, q: str) -> set[str]:
+    return {id_ for (id_,) in db.execute(f"SELECT news.id {MATCHES}", {"q": q, "tag": tag, "since": "", "until": "", "sources": ""})}
+
+
+def test_migration_15_indexes_each_tag_and_its_triggers_follow_every_change(tmp_path):
+    """Items stored before m015 are in their tag's table once it runs, and in no other; then each insert,
+    change of tag or words, and delete moves them, so the tables always find what ``news_fts`` does by tag."""
+    path = tmp_path / "old.db"
+    database_before(path, "m015_news_search_tags", SOURCES, items(200, seed=41))
+    assert "news_search_science" not in sqlite_utils.Database(path).table_names()
+    db = open_database(path)
+    searches = [fts(q) for q in ("qubit", "qubit laser", "qubit -photon", "fridge OR anyon")]
+    for tag, q in itertools.product(TAGS, searches):
+        assert tag_table_matches(db, tag, q) == plain_tag_matches(db, tag, q), (tag, q)
+    insert(db, items(60, seed=42, prefix="j"))
+    with transaction(db):
+        db.execute("UPDATE news SET tag = 'Investing' WHERE rowid % 5 = 0 AND tag <> 'Investing'")
+        db.execute("UPDATE news SET summary = summary || ' anyon' WHERE rowid % 7 = 0")
+        db.execute("DELETE FROM news WHERE rowid % 11 = 0")
+    for tag, q in itertools.product(TAGS, searches):
+        assert tag_table_matches(db, tag, q) == plain_tag_matches(db, tag, q), (tag, q)
+    assert_searches_match(db, rounds=150, seed=43)
+    db.close()
+
+
+def test_bulk_insert_fills_each_tag_table(tmp_path):
+    """The bulk insert builds the tags' tables at once, as row-by-row inserts do through the triggers."""
+    db = new_database(tmp_path / "bulk.db")
+    with transaction(db):
+        news_store.bulk_insert_items(db, items(120, seed=44), "2026-03-02T00:00:00Z")
+    for tag, q in itertools.product(TAGS, (fts("qubit"), fts("laser -fridge"))):
+        assert tag_table_matches(db, tag, q) == plain_tag_matches(db, tag, q), (tag, q)
+    db.close()
