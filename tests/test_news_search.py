@@ -22,7 +22,7 @@ import pytest
 import sqlite_utils
 
 from qsite.db.news_derived import SEARCH_ROWID_MASK
-from qsite.db.news_queries import FEW_MATCHES
+from qsite.db.news_search_filters import FEW_MATCHES
 from qsite.db.model import NEWS, TAGS, format_time
 from qsite.pipeline.store.records import Item
 from qsite.pipeline.store import bump_version, open_database, transaction
@@ -363,20 +363,23 @@ def test_a_count_by_source_reads_its_own_index_and_follows_every_change(db):
         assert counted == db.execute(f"SELECT count(*) {MATCHES}", params).fetchone()[0], params
 
 
-def test_a_search_with_sources_pages_the_same_with_few_matches_or_many(db):
-    """Both ways of a page with sources, either order: all of a few matches sorted, or the newest of many.
+def test_a_filtered_search_pages_the_same_with_few_matches_or_many(db):
+    """Both ways of a page with sources, or a tag alone, either order: all of a few matches sorted, or the newest of many.
 
-    A search whose matches in the sources asked are at most :data:`~qsite.db.news_queries.FEW_MATCHES`
-    is sorted from all of them (``news_search_by_source``); with more, its page is the newest (or
-    oldest) of ``news_search``. Both are compared with the plain answer, newest and oldest first,
-    with ranges, cursors and tags, for searches on either side of the bound.
+    A search whose matches in the sources or tag asked are at most :data:`~qsite.db.news_search_filters.FEW_MATCHES`
+    is sorted from all of them (``news_search_by_source``, or the tag's table); with more, its page is
+    the newest (or oldest) of ``news_search``. Both are compared with the plain answer, newest and
+    oldest first, with ranges and cursors, for searches on either side of the bound.
     """
     insert(db, items(900, seed=31))
     rng = random.Random(32)
     few = many = 0
     for _ in range(150):
         params = random_params(db, rng)
-        params["sources"] = json.dumps(rng.sample(SOURCES, rng.choice((1, 2))))
+        if rng.random() < 0.5:  # sources, with or without a tag
+            params["sources"] = json.dumps(rng.sample(SOURCES, rng.choice((1, 2))))
+        else:  # a tag and no source
+            params["sources"], params["tag"] = "", rng.choice(TAGS)
         params["q"] = fts(rng.choice(("{a}", "{a} {b}", "{a} -{b}", "{a} OR {b}")).format(**dict(zip("ab", rng.sample(WORDS, 2)))))
         (in_sources,) = db.execute(f"SELECT count(*) {MATCHES}", {**params, "since": "", "until": "", "tag": params["tag"]}).fetchone()
         few, many = few + (in_sources <= FEW_MATCHES), many + (in_sources > FEW_MATCHES)

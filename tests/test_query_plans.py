@@ -448,7 +448,6 @@ def test_a_search_with_sources_and_few_matches_reads_only_their_range(databases,
     first, to meet the sources' terms. The trace lists the look-ups FTS5 makes of each index's
     terms (``*_idx``); the virtual machine's work is the same on four times the news.
     """
-    small, big = databases
     params = {"q": '"qubit" "photon"', "tag": "", "since": "", "until": "", "before": "", "before_id": "",
               "after": "", "after_id": "", "limit": 21, "sources": f'["{SOURCES["Science"]}", "{SOURCES["Investing"]}"]'}
     work = []
