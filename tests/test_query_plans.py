@@ -14,7 +14,10 @@ of its parameters set and unset, on real databases, and two things are checked:
   search (``q``) too: a page reads ``news_search`` newest first from its
   cursor, within the minutes of its range, and a count stops at
   ``count_limit``, both checked in the plan as a rowid range the FTS index
-  itself applies (its own work is not virtual machine steps).
+  itself applies (its own work is not virtual machine steps); a tag's own
+  table (no range: the tag's entries alone) is read to a limit. A search
+  whose filter matches a few times opens only that filter's index, which the
+  trace of FTS5's look-ups shows.
 
 And each is compiled once, its prepared statement reused by every run after,
 under a newer SQLite too (sqlean.py's 3.50, built with STAT4).
