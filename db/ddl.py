@@ -17,6 +17,7 @@ from qsite.db.news_derived import (
     search_columns_by_tag,
     search_triggers,
 )
+from qsite.db.news_search_tags import tag_tables_schema
 
 TAG_CHECK = "tag IN ('Science', 'Industry', 'Investing')"
 
@@ -202,3 +203,6 @@ COUNTS_BY_TAG_AND_SOURCE = """
         DROP INDEX news_counts_source;
         CREATE INDEX news_counts_source ON news_counts(source, span, period, items);
         """
+
+#: m015: a search table per tag (``news_search_science``, ...), keyed by item, with their triggers.
+NEWS_SEARCH_TAGS = tag_tables_schema()

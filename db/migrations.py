@@ -22,6 +22,7 @@ from qsite.db.ddl import (
     NEWS_REBUILT,
     NEWS_SEARCH,
     NEWS_SEARCH_BY_TAG,
+    NEWS_SEARCH_TAGS,
 )
 from qsite.db.news_derived import (
     COUNT_NEWS,
@@ -32,6 +33,7 @@ from qsite.db.news_derived import (
     TOTAL_SCHEMA,
     search_by_source_schema,
 )
+from qsite.db.news_search_tags import INDEX_NEWS_SEARCH_TAGS, TAG_TABLES
 from qsite.db.redact import redact_text
 from qsite.db.urls import public_location
 
@@ -236,3 +238,14 @@ def m014_news_search_by_source(db):
     db.executescript(search_by_source_schema())
     db.execute(INDEX_NEWS_SEARCH_BY_SOURCE)
     db.execute("INSERT INTO news_search_by_source (news_search_by_source) VALUES ('optimize')")
+
+
+@migrations()
+def m015_news_search_tags(db):
+    """A search table per tag, keyed by item (:mod:`qsite.db.news_search_tags`), so that a search with a
+    tag and no source counts, and finds a few matches, in its tag's entries alone, where ``news_search``'s
+    column filter walked every tag's. Kept by triggers; filled from ``news``."""
+    db.executescript(NEWS_SEARCH_TAGS)
+    for fill, table in zip(INDEX_NEWS_SEARCH_TAGS, TAG_TABLES):
+        db.execute(fill)
+        db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")

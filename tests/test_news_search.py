@@ -22,6 +22,7 @@ import pytest
 import sqlite_utils
 
 from qsite.db.news_derived import SEARCH_ROWID_MASK
+from qsite.db.news_search_filters import FEW_MATCHES
 from qsite.db.model import NEWS, TAGS, format_time
 from qsite.pipeline.store.records import Item
 from qsite.pipeline.store import bump_version, open_database, transaction
@@ -318,21 +319,28 @@ def test_a_dated_search_count_and_a_page_not_full_read_their_terms_once(db):
         (found,) = conn.execute(SQL["api_news_count"], {"count_limit": SEARCH_COUNT_MAX + 1, **params}).fetchone()
         assert found == db.execute(f"SELECT count(*) {MATCHES}", params).fetchone()[0] > 0, params
         return (found, sum("news_search_idx" in statement for statement in looked_up),
-                sum("news_search_by_source_idx" in statement for statement in looked_up))
+                sum("news_search_by_source_idx" in statement or "news_search_science_idx" in statement
+                    for statement in looked_up))
 
     searches = ("qubit", "qubit -photon", "qubit OR laser", "qubit OR laser -photon")
-    for q, (tag, sources) in itertools.product(searches, (("", ""), ("Science", json.dumps(["Lab Notes", "Industry Wire"])))):
+    for q, (tag, sources) in itertools.product(searches, (("", ""), ("Science", ""), ("Science", json.dumps(["Lab Notes", "Industry Wire"])))):
         search = {"q": fts_query(Words(Q_MAX).parse(q)), "tag": tag, "sources": sources}
         undated, undated_reads, by_source = count({**search, "since": "", "until": ""})
-        # with sources and no range, the count reads each source's range of news_search_by_source instead
-        assert (undated_reads == 0 and by_source > 0) if sources else by_source == 0
+        # no range: the count reads news_search_by_source (each source's range of it, or all of it with no
+        # filter), or with a tag alone the tag's own table, not news_search
+        assert undated_reads == 0 and by_source > 0
         dated, reads, _ = count({**search, "since": times[20], "until": times[-20]})
         # a page not full is every match: its minute's rest is not read again, one MATCH as the dated count
         page = {**search, "since": "", "until": "", "before": "", "before_id": "", "limit": undated + 1}
         looked_up.clear()
         assert len(conn.execute(SQL["api_news"], page).fetchall()) == undated
         once = sum("news_search_idx" in statement for statement in looked_up)
-        assert dated < undated and reads == once > 0 and (sources or undated_reads == once)
+        if (sources or tag) and undated <= FEW_MATCHES:  # a few matches in the filter: the page is sorted from them all
+            index = "news_search_by_source_idx" if sources else "news_search_science_idx"
+            assert once == 0 and sum(index in statement for statement in looked_up) > 0
+        else:
+            assert reads == once
+        assert dated < undated and reads > 0
     conn.close()
 
 
@@ -353,3 +361,77 @@ def test_a_count_by_source_reads_its_own_index_and_follows_every_change(db):
         params = {"q": fts_query(Words(Q_MAX).parse(q)), "tag": tag, "sources": json.dumps(names), "since": "", "until": ""}
         (counted,) = db.execute(SQL["api_news_count"], {**params, "count_limit": SEARCH_COUNT_MAX + 1}).fetchone()
         assert counted == db.execute(f"SELECT count(*) {MATCHES}", params).fetchone()[0], params
+
+
+def test_a_filtered_search_pages_the_same_with_few_matches_or_many(db):
+    """Both ways of a page with sources, or a tag alone, either order: all of a few matches sorted, or the newest of many.
+
+    A search whose matches in the sources or tag asked are at most :data:`~qsite.db.news_search_filters.FEW_MATCHES`
+    is sorted from all of them (``news_search_by_source``, or the tag's table); with more, its page is
+    the newest (or oldest) of ``news_search``. Both are compared with the plain answer, newest and
+    oldest first, with ranges and cursors, for searches on either side of the bound.
+    """
+    insert(db, items(900, seed=31))
+    rng = random.Random(32)
+    few = many = 0
+    for _ in range(150):
+        params = random_params(db, rng)
+        if rng.random() < 0.5:  # sources, with or without a tag
+            params["sources"] = json.dumps(rng.sample(SOURCES, rng.choice((1, 2))))
+        else:  # a tag and no source
+            params["sources"], params["tag"] = "", rng.choice(TAGS)
+        params["q"] = fts(rng.choice(("{a}", "{a} {b}", "{a} -{b}", "{a} OR {b}")).format(**dict(zip("ab", rng.sample(WORDS, 2)))))
+        (in_sources,) = db.execute(f"SELECT count(*) {MATCHES}", {**params, "since": "", "until": "", "tag": params["tag"]}).fetchone()
+        few, many = few + (in_sources <= FEW_MATCHES), many + (in_sources > FEW_MATCHES)
+        columns = "news.id, news.title, url, source, news.summary, tag, published_at, image_url, authors, updated_at"
+        newest = db.execute(
+            f"""SELECT {columns} {MATCHES} AND (:before = '' OR (published_at, news.id) < (:before, :before_id))
+                ORDER BY published_at DESC, news.id DESC LIMIT :limit""", params).fetchall()
+        assert db.execute(SQL["api_news"], params).fetchall() == newest, params
+        oldest = {**params, "after": params["before"], "after_id": params["before_id"]}
+        expected = db.execute(
+            f"""SELECT {columns} {MATCHES} AND (:after = '' OR (published_at, news.id) > (:after, :after_id))
+                ORDER BY published_at, news.id LIMIT :limit""", oldest).fetchall()
+        assert db.execute(SQL["api_news_oldest"], oldest).fetchall() == expected, oldest
+    assert few > 20 and many > 20, (few, many)
+
+
+def tag_table_matches(db, tag: str, q: str) -> set[str]:
+    """The ids of the items ``news_search_<tag>`` finds for ``q`` (an FTS5 query)."""
+    table = f"news_search_{tag.lower()}"
+    return {id_ for (id_,) in db.execute(f"SELECT id FROM news WHERE rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH ?)", [q])}
+
+
+def plain_tag_matches(db, tag: str, q: str) -> set[str]:
+    return {id_ for (id_,) in db.execute(f"SELECT news.id {MATCHES}", {"q": q, "tag": tag, "since": "", "until": "", "sources": ""})}
+
+
+def test_migration_15_indexes_each_tag_and_its_triggers_follow_every_change(tmp_path):
+    """Items stored before m015 are in their tag's table once it runs, and in no other; then each insert,
+    change of tag or words, and delete moves them, so the tables always find what ``news_fts`` does by tag."""
+    path = tmp_path / "old.db"
+    database_before(path, "m015_news_search_tags", SOURCES, items(200, seed=41))
+    assert "news_search_science" not in sqlite_utils.Database(path).table_names()
+    db = open_database(path)
+    searches = [fts(q) for q in ("qubit", "qubit laser", "qubit -photon", "fridge OR anyon")]
+    for tag, q in itertools.product(TAGS, searches):
+        assert tag_table_matches(db, tag, q) == plain_tag_matches(db, tag, q), (tag, q)
+    insert(db, items(60, seed=42, prefix="j"))
+    with transaction(db):
+        db.execute("UPDATE news SET tag = 'Investing' WHERE rowid % 5 = 0 AND tag <> 'Investing'")
+        db.execute("UPDATE news SET summary = summary || ' anyon' WHERE rowid % 7 = 0")
+        db.execute("DELETE FROM news WHERE rowid % 11 = 0")
+    for tag, q in itertools.product(TAGS, searches):
+        assert tag_table_matches(db, tag, q) == plain_tag_matches(db, tag, q), (tag, q)
+    assert_searches_match(db, rounds=150, seed=43)
+    db.close()
+
+
+def test_bulk_insert_fills_each_tag_table(tmp_path):
+    """The bulk insert builds the tags' tables at once, as row-by-row inserts do through the triggers."""
+    db = new_database(tmp_path / "bulk.db")
+    with transaction(db):
+        news_store.bulk_insert_items(db, items(120, seed=44), "2026-03-02T00:00:00Z")
+    for tag, q in itertools.product(TAGS, (fts("qubit"), fts("laser -fridge"))):
+        assert tag_table_matches(db, tag, q) == plain_tag_matches(db, tag, q), (tag, q)
+    db.close()

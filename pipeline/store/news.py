@@ -15,6 +15,7 @@ from typing import Iterable, Sequence
 import sqlite_utils
 
 from qsite.db.news_derived import COUNT_NEWS, INDEX_NEWS_SEARCH, INDEX_NEWS_SEARCH_BY_SOURCE, TOTAL_COUNTS
+from qsite.db.news_search_tags import INDEX_NEWS_SEARCH_TAGS, TAG_TABLES
 from qsite.db.model import utc_now
 from qsite.db.news_sync import LATEST_CHANGE, next_change
 
@@ -160,6 +161,11 @@ _INSERT_TRIGGERS = {
         db.execute(INDEX_NEWS_SEARCH_BY_SOURCE),
         db.execute("INSERT INTO news_search_by_source (news_search_by_source) VALUES ('optimize')"),
     ),
+    "news_search_tags_insert": lambda db: [
+        (db.execute(f"INSERT INTO {table} ({table}) VALUES ('delete-all')"), db.execute(fill),
+         db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')"))
+        for fill, table in zip(INDEX_NEWS_SEARCH_TAGS, TAG_TABLES)
+    ],
 }
 
 #: Page cache during a bulk insert, in KiB: the primary key and URL indexes of a
@@ -177,7 +183,7 @@ def bulk_insert_items(
     by row, the secondary indexes, the full-text index and the monthly counts
     cost more than the rows themselves, so they are set aside and built once
     at the end: the news indexes and insert triggers are dropped, and after
-    the rows are in, ``news_fts``, ``news_search`` and ``news_search_by_source`` are rebuilt, ``news_counts`` counted from
+    the rows are in, ``news_fts``, ``news_search``, ``news_search_by_source`` and each tag's search table are rebuilt, ``news_counts`` counted from
     the table and ``news_totals`` from those counts, and the indexes and triggers are created again from their own
     stored SQL. Schema changes are transactional in SQLite, so no other
     connection ever sees the table without them. All of it reads the whole
