@@ -24,6 +24,8 @@ from typing import Callable
 #: microseconds, an uncached page in milliseconds, a slow query up to the SQL time limit.
 BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
+FIRST_BOUND = BUCKETS[0]
+
 #: The events :func:`count` takes, each with the label it is counted under (``""``: none).
 EVENTS = {
     "cache": "result",  # hit, miss
@@ -83,7 +85,7 @@ class Tally:
             counts = grouped.get(key)
             if counts is None:
                 counts = grouped[key] = [0] * (len(BUCKETS) + 1) + [0.0]
-            counts[bisect_left(BUCKETS, seconds)] += 1
+            counts[0 if seconds <= FIRST_BOUND else bisect_left(BUCKETS, seconds)] += 1  # most answer inside the first
             counts[-1] += seconds
         requests: dict[tuple[str, str, int], list] = {}
         for (path, query, method, status), counts in grouped.items():
