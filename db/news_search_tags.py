@@ -17,6 +17,7 @@ is still the newest of ``news_search``.
 from __future__ import annotations
 
 from qsite.db.model import TAGS
+from qsite.db.news_derived import insert_delete_triggers
 
 
 def tag_table(tag: str) -> str:
@@ -57,14 +58,7 @@ def tag_tables_schema() -> str:
     return f"""
 {tables}
 
-        CREATE TRIGGER news_search_tags_insert AFTER INSERT ON news BEGIN
-            {_changes("+", "new")}
-        END;
-
-        CREATE TRIGGER news_search_tags_delete AFTER DELETE ON news BEGIN
-            {_changes("-", "old")}
-        END;
-
+{insert_delete_triggers("news_search_tags", _changes)}
         CREATE TRIGGER news_search_tags_update AFTER UPDATE OF title, summary, tag ON news
         WHEN old.title IS NOT new.title OR old.summary IS NOT new.summary OR old.tag IS NOT new.tag
         BEGIN
