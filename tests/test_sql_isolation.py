@@ -9,10 +9,13 @@ refused at once with a 429), and a query stops at ``api.sql_time_limit_ms``.
 127.0.0.2 sends ten never-ending ``?sql=`` queries at once; then 127.0.0.3
 and .4 one each; meanwhile 127.0.0.1 sends uncached and cached API requests.
 What is asserted is an order, not a time: every API request is answered
-before the first heavy query ends, and the queries of .3 and .4 end before
-the second of .2 does (had .2's queries run side by side, they would have
-held all three threads of Datasette's pool, and .3 and .4 would have waited
-for them). The medians go to the figures.
+before the first heavy query ends, and the queries of .3 and .4 are each
+answered within one and a half time limits of being sent, so neither waited
+for a query of .2's (had .2's queries run side by side, they would have held
+all three threads of Datasette's pool, and .3 and .4 would have waited a
+whole time limit for them). Each is timed from when its request is sent,
+not from when its client thread starts: a thread of this process may be
+slow to get there. The medians go to the figures.
 """
 
 from __future__ import annotations
@@ -46,7 +49,8 @@ HEAVY_SQL = "with recursive c(x) as (select 1 union all select x + 1 from c) sel
 
 def client_from(address: str) -> httpx.Client:
     """An HTTP client whose connections come from ``address`` (any 127.x.y.z reaches the server on Linux)."""
-    return httpx.Client(transport=httpx.HTTPTransport(local_address=address), timeout=60)
+    # verify=False: plain HTTP, and no CA bundle to load (tens of ms of CPU a client, ten clients at once)
+    return httpx.Client(transport=httpx.HTTPTransport(local_address=address, verify=False), timeout=60)
 
 
 def api_round(client: httpx.Client, base: str, round_number: int) -> tuple[list[float], list[float]]:
@@ -75,12 +79,14 @@ def test_heavy_sql_from_other_clients_never_holds_up_the_api(tmp_path):
         lock = threading.Lock()
 
         def heavy(address: str) -> None:
+            sent = time.monotonic()
             try:
                 with client_from(address) as client:
+                    sent = time.monotonic()
                     response = client.get(served.url(heavy_url))
-                reply = (time.monotonic(), response.status_code, response.json())
+                reply = (time.monotonic(), response.status_code, response.json(), sent)
             except (httpx.HTTPError, ValueError):  # still waiting for its turn when the server stopped
-                reply = (time.monotonic(), None, None)
+                reply = (time.monotonic(), None, None, sent)
             with lock:
                 answers.setdefault(address, []).append(reply)
 
@@ -114,13 +120,14 @@ def test_heavy_sql_from_other_clients_never_holds_up_the_api(tmp_path):
     for thread in threads + others:
         thread.join(60)
 
-    finished = [(at, status, body) for replies in answers.values() for at, status, body in replies if status == 400]
-    refused = [body for replies in answers.values() for _, status, body in replies if status == 429]
+    finished = [(at, status, body) for replies in answers.values() for at, status, body, _ in replies if status == 400]
+    refused = [body for replies in answers.values() for _, status, body, _ in replies if status == 429]
     assert len(refused) == 1 and refused[0]["type"] == "/api/v1/problems/query-running"
     for _, _, body in finished:  # every heavy query ran until the configured time limit stopped it
         assert body["title"] == "SQL Interrupted", body
-    second_of_one_client = sorted(at for at, status, _ in answers["127.0.0.2"] if status == 400)[1]
+    second_of_one_client = sorted(at for at, status, _, _ in answers["127.0.0.2"] if status == 400)[1]
     others_end = max(answers[address][0][0] for address in ("127.0.0.3", "127.0.0.4"))
+    others_took = [answers[address][0][0] - answers[address][0][3] for address in ("127.0.0.3", "127.0.0.4")]
     first_heavy_end = min(at for at, _, _ in finished)
     figures = {
         "idle_uncached_ms": round(statistics.median(idle_uncached) * 1000, 1),
@@ -132,10 +139,11 @@ def test_heavy_sql_from_other_clients_never_holds_up_the_api(tmp_path):
         "heavy_queries_finished": len(finished),
         "refused_same_client": len(refused),
         "others_before_second_of_one_client_s": round(second_of_one_client - others_end, 2),
+        "others_took_s": [round(took, 2) for took in others_took],
         "time_limit_ms": TIME_LIMIT_MS,
         "api_done_before_first_heavy_end_s": round(first_heavy_end - api_done, 2),
     }
     FIGURES.parent.mkdir(parents=True, exist_ok=True)
     FIGURES.write_text(json.dumps(figures))
     assert api_done < first_heavy_end, figures
-    assert others_end < second_of_one_client, figures
+    assert max(others_took) < 1.5 * TIME_LIMIT_MS / 1000, figures
