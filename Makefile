@@ -139,8 +139,10 @@ test-neighbour: dev
 
 # Benchmark: API vs raw ASGI and Datasette, ingestion vs feedparser, memory, and the uncached
 # path at a million news items (see bench/run.py; `bench/run.sh --skip uncached` for a quick run);
-# with the test extra, which has httptools for the uvicorn-httptools server.
+# with the test extra, which has httptools for the uvicorn-httptools server; the qsite it runs is
+# `make install`'s, as `make up` serves it (bench/harness.py, SERVE_BIN).
 bench: $(UV)
+	$(SYNC_SERVE)
 	$(SYNC_TEST) --extra bench
 	bench/run.sh
 

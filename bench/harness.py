@@ -29,6 +29,12 @@ from qsite.service.datasette.state import cursor_key
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+#: Where the bench's ``qsite`` commands come from: ``make install``'s environment, the one ``make up``
+#: serves from (the runtime packages alone), not the tests' (``.venv-test``), whose Datasette plugins
+#: for the good-neighbour tests (``datasette-auth-tokens`` among them) run hooks on every request:
+#: 15% fewer uncached items a second measured side by side (docs/performance.md). ``make bench``
+#: syncs it; without it, the tests' environment, and the results say which (:func:`qsite_environment`).
+SERVE_BIN = ROOT / ".venv" / "bin" if (ROOT / ".venv" / "bin" / "qsite").exists() else BIN
 SAMPLE_EXPORT = ROOT / "pipeline" / "samples" / "site-export.json"
 
 #: wrk is one client sending thousands of requests a second: the fair-use limiter
@@ -197,8 +203,13 @@ def news_config(path: Path, db: Path, sources: list[dict], rate_limit: str = BEN
     return path
 
 
+def qsite_environment() -> str:
+    """The environment the bench's ``qsite`` commands run from, for the results (see :data:`SERVE_BIN`)."""
+    return str(SERVE_BIN.parent.relative_to(ROOT)) if SERVE_BIN.parent.is_relative_to(ROOT) else str(SERVE_BIN.parent)
+
+
 def qsite(*args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([str(BIN / "qsite"), *args], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([str(SERVE_BIN / "qsite"), *args], cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"bench: qsite {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}")
     return done
@@ -218,7 +229,7 @@ def start_qsite(args, procs: Processes, work: Path, name: str, config: Path, wor
     """``qsite serve --workers N`` on a free port, pinned to ``core``; returns (process, base URL)."""
     port = free_port()
     process = procs.start(
-        pinned(core, [str(BIN / "qsite"), "serve", "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
+        pinned(core, [str(SERVE_BIN / "qsite"), "serve", "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
                       "--workers", str(workers)]),
         work / f"serve-{name}.log",
         cwd=ROOT,

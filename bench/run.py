@@ -55,7 +55,7 @@ from pathlib import Path
 import httpx
 
 from bench.feeds import write_feeds
-from bench.harness import NEWS, Processes, free_port, memory_kb, news_config, qsite, start_qsite, start_raw, wait_http
+from bench.harness import NEWS, Processes, free_port, memory_kb, news_config, qsite, qsite_environment, start_qsite, start_raw, wait_http
 from bench.metrics_cost import bench_metrics_cost, overhead_us
 from bench.profiling import profile_serving, py_spy_record, shown, summarise_profile
 from bench.report import RAW_SERVERS, ratios, table, verdicts
@@ -278,7 +278,8 @@ def machine() -> dict:
         except Exception:
             versions[package] = None
     wrk = subprocess.run(["wrk", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
-    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(), "packages": versions, "wrk": wrk.strip()}
+    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(), "packages": versions, "wrk": wrk.strip(),
+            "qsite_environment": qsite_environment()}
 
 
 def main(argv: list[str] | None = None) -> None:

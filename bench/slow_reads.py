@@ -30,7 +30,7 @@ from urllib.parse import quote
 import httpx
 import yaml
 
-from bench.harness import SAMPLE_EXPORT, Processes, free_port, qsite, wait_http, BIN, ROOT
+from bench.harness import ROOT, SAMPLE_EXPORT, SERVE_BIN, Processes, free_port, qsite, wait_http
 from qsite.db.model import NEWS, format_time
 from qsite.pipeline.store import bump_version, open_database, transaction
 from qsite.pipeline.store import news as news_store
@@ -133,7 +133,7 @@ def run(work: Path, procs: Processes, items: int = ITEMS, blocks: int = 3, per_b
     qsite("ingest", "site", "--config", str(config))
     built_s = time.perf_counter() - started
     port = free_port()
-    server = procs.start([str(BIN / "qsite"), "serve", "--config", str(config), "--port", str(port)], work / "serve-slow-reads.log", cwd=ROOT)
+    server = procs.start([str(SERVE_BIN / "qsite"), "serve", "--config", str(config), "--port", str(port)], work / "serve-slow-reads.log", cwd=ROOT)
     base = f"http://127.0.0.1:{port}"
     wait_http(base + "/api/v1/stats", server)
     return {"items": items, "time_limit_ms": TIME_LIMIT_MS, "built_s": round(built_s, 1),
