@@ -64,8 +64,8 @@ class Access:
             if not await access.check(endpoint, None):
                 denied.append(endpoint.name)
             # Datasette's permission checks never wait (on 0.65 each reads a deep copy of the metadata):
-            # all endpoints in one stretch held the event loop for 35 to 60 ms when a replica swapped
-            # in a snapshot; the loop gets a turn between endpoints instead.
+            # all endpoints in one stretch were 20 to 30 ms of the 35 to 60 ms a replica's swap held the
+            # event loop (tests/test_swap_stall.py); the loop gets a turn between endpoints instead.
             await asyncio.sleep(0)
         access.denied_anonymous = frozenset(denied)
         return access
