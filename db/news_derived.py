@@ -63,6 +63,19 @@ def insert_delete_triggers(table: str, changes) -> str:
 """
 
 
+def update_trigger(table: str, columns: tuple[str, ...], changes) -> str:
+    """The trigger that moves a row of ``news`` in ``table`` when one of ``columns`` changes: ``changes(sign, row)``
+    takes the old row out and puts the new one in, as :func:`insert_delete_triggers` does."""
+    return f"""\
+        CREATE TRIGGER {table}_update AFTER UPDATE OF {", ".join(columns)} ON news
+        WHEN {" OR ".join(f"old.{column} IS NOT new.{column}" for column in columns)}
+        BEGIN
+            {changes("-", "old")}
+            {changes("+", "new")}
+        END;
+"""
+
+
 #: m005's table of counts and its triggers, kept by :func:`count_changes`.
 COUNT_SCHEMA = f"""
         CREATE TABLE news_counts (
@@ -76,14 +89,7 @@ COUNT_SCHEMA = f"""
 {insert_delete_triggers("news_counts", count_changes)}"""
 
 #: m005's trigger of a change of date, tag or source.
-COUNT_UPDATE_TRIGGER = f"""
-        CREATE TRIGGER news_counts_update AFTER UPDATE OF published_at, tag, source ON news
-        WHEN old.published_at IS NOT new.published_at OR old.tag IS NOT new.tag OR old.source IS NOT new.source
-        BEGIN
-            {count_changes("-", "old")}
-            {count_changes("+", "new")}
-        END;
-"""
+COUNT_UPDATE_TRIGGER = "\n" + update_trigger("news_counts", ("published_at", "tag", "source"), count_changes)
 
 
 def total_changes(sign: str, row: str) -> str:
@@ -107,13 +113,7 @@ TOTAL_SCHEMA = f"""
         ) WITHOUT ROWID;
 {insert_delete_triggers("news_totals", total_changes)}
         -- a source's items are counted in every tag's and their own tag's rows: only a date or a tag moves them
-        CREATE TRIGGER news_totals_update AFTER UPDATE OF published_at, tag ON news
-        WHEN old.published_at IS NOT new.published_at OR old.tag IS NOT new.tag
-        BEGIN
-            {total_changes("-", "old")}
-            {total_changes("+", "new")}
-        END;
-"""
+{update_trigger("news_totals", ("published_at", "tag"), total_changes)}"""
 
 #: Fills ``news_totals`` from ``news_counts`` (when m011 creates it, and after a bulk insert has
 #: counted ``news_counts`` again): a few tens of thousands of rows, where ``news`` holds millions.

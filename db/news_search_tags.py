@@ -17,7 +17,7 @@ is still the newest of ``news_search``.
 from __future__ import annotations
 
 from qsite.db.model import TAGS
-from qsite.db.news_derived import insert_delete_triggers
+from qsite.db.news_derived import insert_delete_triggers, update_trigger
 
 
 def tag_table(tag: str) -> str:
@@ -59,13 +59,7 @@ def tag_tables_schema() -> str:
 {tables}
 
 {insert_delete_triggers("news_search_tags", _changes)}
-        CREATE TRIGGER news_search_tags_update AFTER UPDATE OF title, summary, tag ON news
-        WHEN old.title IS NOT new.title OR old.summary IS NOT new.summary OR old.tag IS NOT new.tag
-        BEGIN
-            {_changes("-", "old")}
-            {_changes("+", "new")}
-        END;
-        """
+{update_trigger("news_search_tags", ("title", "summary", "tag"), _changes)}        """
 
 
 #: Fills the tags' tables from ``news`` (when their migration creates them, and after a bulk insert).
