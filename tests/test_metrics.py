@@ -219,14 +219,17 @@ def test_the_tally_sorts_latencies_into_the_buckets_as_observe_would():
     tally.answers.append((b"/api/v1/" + b"x" * 9000, b"", "GET", 414, 0.00001))
     for query in (b"sql=select+1", b"", b"sql=select+2"):  # one page, arbitrary SQL or not by its query
         tally.answers.append((b"/site/news", query, "GET", 200, 0.001))
+    for item in range(3):  # a walk over distinct items: one endpoint, whatever the paths
+        tally.answers.append((b"/api/v1/news/%032x" % item, b"", "GET", 404, 0.002))
     requests, events = tally.take(Labels())
     counts = requests["courses", "GET", 200]
     assert sum(counts[:-1]) == 4
     assert counts[0] == 2 and counts[2] == 1 and counts[len(BUCKETS)] == 1  # le=0.0001 holds 0.0001; 20 s past every bound
     assert counts[-1] == pytest.approx(20.00045)
     assert set(requests) == {("courses", "GET", 200), ("courses", "GET", 304), ("api_unknown", "GET", 414),
-                             ("datasette_sql", "GET", 200), ("datasette", "GET", 200)}
+                             ("datasette_sql", "GET", 200), ("datasette", "GET", 200), ("news_item", "GET", 404)}
     assert sum(requests["datasette_sql", "GET", 200][:-1]) == 2
+    assert sum(requests["news_item", "GET", 404][:-1]) == 3 and requests["news_item", "GET", 404][-1] == pytest.approx(0.006)
     assert events == Counter({("not_modified", ""): 1, ("refused", "size"): 1})
     assert tally.take(Labels()) == ({}, Counter())
 

@@ -79,23 +79,24 @@ class Tally:
             if now != self.cache_seen[i]:
                 events[event] += now - self.cache_seen[i]
                 self.cache_seen[i] = now
-        grouped: dict[tuple[bytes, bytes, str, int], list] = {}  # by what was noted first: one label a group
+        names: dict[bytes, str] = {}  # this take's endpoint of each path answered without a query
+        requests: dict[tuple[str, str, int], list] = {}
         for path, query, method, status, seconds in answers:
-            key = path, query, method, status
-            counts = grouped.get(key)
+            # Named by path first, then counted by name: a walk over distinct items (a path each)
+            # makes one small key a request rather than a count list of its own to merge later.
+            if query:
+                name = endpoint(path, query)
+            else:
+                name = names.get(path)
+                if name is None:
+                    name = names[path] = endpoint(path, query)
+            key = name, method, status
+            counts = requests.get(key)
             if counts is None:
-                counts = grouped[key] = [0] * (len(BUCKETS) + 1) + [0.0]
+                counts = requests[key] = [0] * (len(BUCKETS) + 1) + [0.0]
             counts[0 if seconds <= FIRST_BOUND else bisect_left(BUCKETS, seconds)] += 1  # most answer inside the first
             counts[-1] += seconds
-        requests: dict[tuple[str, str, int], list] = {}
-        for (path, query, method, status), counts in grouped.items():
-            key = endpoint(path, query), method, status
-            total = requests.get(key)
-            if total is None:
-                requests[key] = counts
-            else:
-                for i, n in enumerate(counts):
-                    total[i] += n
+        for (_name, _method, status), counts in requests.items():
             if status == 304 or status in SIZE_STATUSES:
                 events["not_modified" if status == 304 else "refused", "" if status == 304 else "size"] += sum(counts[:-1])
         return requests, events
