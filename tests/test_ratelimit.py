@@ -9,10 +9,14 @@ import socket
 import subprocess
 from contextlib import ExitStack
 from time import time as time_now  # limits' reset times are its own wall clock's
+from unittest import mock
 
 import httpx
 import limits
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, rule
 from datasette.app import Datasette
 
 import qsite.service.http.ratelimit
@@ -488,3 +492,56 @@ def test_the_workers_help_says_when_the_default_is_one():
 
     (option,) = [param for param in serve_command.params if param.name == "workers"]
     assert "1 with a rate limit on and rate_limit_storage memory://" in option.help
+
+
+class OneHitAgainstLimits(RuleBasedStateMachine):
+    """The in-process limiter (:meth:`qsite.service.http.windows.MemoryCounts.hit_now`) says what
+    ``limits``' own strategy says over the counts a shared storage keeps (``limits``' async memory
+    storage behind :class:`~qsite.service.http.windows.SharedCounts`, the path Redis takes), hit for
+    hit: the verdict, what remains, and the reset time in whole seconds, as windows turn."""
+
+    def __init__(self):
+        super().__init__()
+        from limits.aio.strategies import SlidingWindowCounterRateLimiter
+        from limits.storage import storage_from_string
+
+        from qsite.service.http.windows import MemoryCounts, SharedCounts
+
+        self.now = START
+        self.item = limits.parse("3/2 seconds")
+        self.local = MemoryCounts()
+        self.shared = SharedCounts(storage_from_string("async+memory://"))
+        for counts in (self.local, self.shared):
+            counts.clock = lambda: self.now
+        self.strategy = SlidingWindowCounterRateLimiter(self.shared)
+        self.loop = asyncio.new_event_loop()
+
+    def teardown(self):
+        self.loop.close()
+
+    @rule(client=st.sampled_from(["a", "b", "c"]))
+    def hit(self, client):
+        allowed, remaining, reset_in = self.local.hit_now(self.item.key_for(client), self.item.amount, self.item.get_expiry())
+
+        async def theirs():
+            hit = await self.strategy.hit(self.item, client)
+            return hit, await self.strategy.get_window_stats(self.item, client)
+
+        with mock.patch("limits.aio.strategies.time.time", lambda: self.now):  # its reset time on our clock
+            their_allowed, stats = self.loop.run_until_complete(theirs())
+        assert (allowed, remaining) == (their_allowed, stats.remaining)
+        # whole seconds up to limits' reset time (a timestamp: its float keeps a fraction to about 1e-6 s)
+        assert reset_in - 1 - 1e-6 < stats.reset_time - self.now <= reset_in + 1e-6
+
+    @rule(seconds=st.one_of(st.sampled_from([0.5, 1.0, 2.0, 4.0]), st.floats(0.001, 3.0)))
+    def wait(self, seconds):
+        self.now += seconds
+
+    @rule()
+    def to_the_next_window(self):  # exactly where a window turns
+        expiry = self.item.get_expiry()
+        self.now = (self.now // expiry + 1) * expiry
+
+
+test_one_hit_says_what_limits_says = OneHitAgainstLimits.TestCase
+test_one_hit_says_what_limits_says.settings = settings(max_examples=200, stateful_step_count=40, deadline=None)

@@ -43,7 +43,7 @@ from qsite.service.http.answered import note
 from qsite.service.http.problems import problem_response, send_response
 from qsite.service.http.settings import is_own_server, is_qsite_path, qsite_config
 from qsite.service.http.tally import count
-from qsite.service.http.windows import window_counts
+from qsite.service.http.windows import MemoryCounts, window_counts
 
 log = logging.getLogger("qsite.ratelimit")
 
@@ -165,6 +165,9 @@ class FairUse:
         self.strategy = SlidingWindowCounterRateLimiter(self.counts)
         self.clock = clock
         self.keyed = with_cached_keys(item)
+        #: The counts are this process's (``memory://``): :meth:`hit_now` answers without awaiting anything.
+        self.local = isinstance(self.counts, MemoryCounts)
+        self._expiry = item.get_expiry()
         self._down_until = 0.0
         self._warned_at = -math.inf
 
@@ -177,8 +180,14 @@ class FairUse:
     def clock(self, clock: Callable[[], float]) -> None:
         self.counts.clock = clock
 
+    def hit_now(self, client: str) -> Verdict:
+        """Count one request of ``client`` in this process's counts (:attr:`local`), in one call."""
+        return Verdict(*self.counts.hit_now(self.keyed.key_for(client), self.item.amount, self._expiry))
+
     async def hit(self, client: str) -> Verdict | None:
         """Count one request of ``client``; None when the storage cannot say."""
+        if self.local:
+            return self.hit_now(client)
         if self._down_until and time.monotonic() < self._down_until:
             return None
         try:
@@ -256,7 +265,10 @@ class RateLimitMiddleware:
             return await self.app(scope, receive, send)
         limiter = self.limiter or fair_use(self.datasette)  # kept: a weak dictionary's lookup on every request
         self.limiter = limiter
-        verdict = await limiter.hit(client_address(scope, limiter.trusted_proxies, limiter.ipv6_prefix)) if limiter else None
+        if limiter is None:
+            return await self.app(scope, receive, send)
+        client = client_address(scope, limiter.trusted_proxies, limiter.ipv6_prefix)
+        verdict = limiter.hit_now(client) if limiter.local else await limiter.hit(client)
         if verdict is None:
             return await self.app(scope, receive, send)
         if not verdict.allowed:

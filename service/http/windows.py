@@ -31,6 +31,28 @@ from limits.storage import storage_from_string
 REDIS_TIMEOUT = 0.5
 
 
+def allows(previous: int, current: int, left: float, expiry: int, limit: int) -> bool:
+    """The sliding window counter's verdict: the previous window's count weighted by the share of
+    it still inside the last ``expiry`` seconds (``left`` of them), plus the current one's, within ``limit``."""
+    return math.floor(previous * left / expiry + current) <= limit
+
+
+def stats(previous: int, current: int, left: float, expiry: int, limit: int) -> tuple[int, int]:
+    """``(remaining, reset_in)`` after a hit, as ``limits``' ``get_window_stats`` gives them (its
+    remaining, and its reset time less now, in whole seconds up), from the same counts.
+
+    Written out for :meth:`MemoryCounts.hit_now`: the strategy's coroutines cost more than the rest of
+    the limiter on the cached path; ``tests/test_ratelimit.py`` checks the two agree over random runs.
+    """
+    previous_expires_in = left if previous else 0.0
+    remaining = max(0, limit - math.floor(previous * previous_expires_in / expiry + current))
+    if not (previous or current):
+        return remaining, 0
+    previous_reset_in = previous_expires_in % (expiry / previous) if previous else math.inf
+    current_reset_in = (left + expiry) % expiry if current else math.inf
+    return remaining, max(0, math.ceil(min(previous_reset_in, current_reset_in)))
+
+
 class WindowCounts(Storage, SlidingWindowCounterSupport):
     """Counts per key and window, with the sliding window counter's acquire and read.
 
@@ -68,16 +90,21 @@ class WindowCounts(Storage, SlidingWindowCounterSupport):
     async def count(self, key: str, window: int) -> int:
         """``key``'s count in ``window``."""
 
-    async def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
-        now = self.clock()
+    def _turn(self, now: float, expiry: int) -> int:
+        """The number of the window ``now`` falls in; the clients seen are forgotten when it turns."""
         window = int(now // expiry)
         if window != self.window:
             self.window, self.seen = window, {}
+        return window
+
+    async def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        now = self.clock()
+        window = self._turn(now, expiry)
         current = await self.add(key, window, 2 * expiry, amount)
         seen = self.seen.get(key)
         previous = seen[0] if seen else await self.count(key, window - 1)
         left = (window + 1) * expiry - now
-        allowed = math.floor(previous * left / expiry + current) <= limit
+        allowed = allows(previous, current, left, expiry, limit)
         if not allowed:  # refused hits do not count
             current = await self.add(key, window, 2 * expiry, -amount)
         self.seen[key] = (previous, current)
@@ -119,7 +146,7 @@ class MemoryCounts(WindowCounts):
         self.current_window: int | None = None
         self.lifetime = 0  # seconds a count is kept: its window and the next
 
-    async def add(self, key: str, window: int, expiry: int, amount: int) -> int:
+    def _add(self, key: str, window: int, expiry: int, amount: int) -> int:
         if window != self.current_window:
             turned = self.current_window is not None and window == self.current_window + 1
             self.previous = self.current if turned else {}
@@ -127,12 +154,46 @@ class MemoryCounts(WindowCounts):
         count = self.current[key] = self.current.get(key, 0) + amount
         return count
 
-    async def count(self, key: str, window: int) -> int:
+    def _count(self, key: str, window: int) -> int:
         if window == self.current_window:
             return self.current.get(key, 0)
         if self.current_window is not None and window == self.current_window - 1:
             return self.previous.get(key, 0)
         return 0
+
+    async def add(self, key: str, window: int, expiry: int, amount: int) -> int:
+        return self._add(key, window, expiry, amount)
+
+    async def count(self, key: str, window: int) -> int:
+        return self._count(key, window)
+
+    def _acquire(self, key: str, limit: int, expiry: int, amount: int) -> tuple[bool, int, int, float]:
+        """:meth:`WindowCounts.acquire_sliding_window_entry`'s steps without an ``await`` (the counts are
+        this process's): the verdict, the previous and current counts after it, and the seconds left in the window."""
+        now = self.clock()
+        window = self._turn(now, expiry)
+        current = self._add(key, window, 2 * expiry, amount)
+        seen = self.seen.get(key)
+        previous = seen[0] if seen else self._count(key, window - 1)
+        left = (window + 1) * expiry - now
+        allowed = allows(previous, current, left, expiry, limit)
+        if not allowed:  # refused hits do not count
+            current = self._add(key, window, 2 * expiry, -amount)
+        self.seen[key] = (previous, current)
+        return allowed, previous, current, left
+
+    async def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        return self._acquire(key, limit, expiry, amount)[0]
+
+    def hit_now(self, key: str, limit: int, expiry: int) -> tuple[bool, int, int]:
+        """One hit of ``key`` and what it leaves, ``(allowed, remaining, reset_in)``, in one call.
+
+        What ``limits``' strategy makes of :meth:`acquire_sliding_window_entry` and
+        :meth:`get_sliding_window` (:func:`stats`), without its coroutines: five a request, most of
+        the limiter's cost on the cached path (docs/performance.md, "The limiter's window counts").
+        """
+        allowed, previous, current, left = self._acquire(key, limit, expiry, 1)
+        return (allowed, *stats(previous, current, left, expiry, limit))
 
     async def get_expiry(self, key: str) -> float:
         """When ``key``'s count is dropped: once its window and the next have passed."""
