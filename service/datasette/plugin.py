@@ -48,7 +48,7 @@ from qsite.service.datasette.csv_errors import guarded_csv, is_csv
 from qsite.service.datasette.errors import handle_exception  # noqa: F401  (a hook: registered with this module)
 from qsite.service.datasette.handler import Api
 from qsite.service.datasette.metadata import CONFIG_PATH, configured_queries, load_datasette_config, read_config_file
-from qsite.service.datasette.state import held_api, instance, serving_api, sql_budget
+from qsite.service.datasette.state import current_api, held_api, instance, serving_api, sql_budget
 from qsite.service.describe.docs import TEMPLATES_DIR
 from qsite.service.http.answered import ANSWERED, hand_on, note
 from qsite.service.http.disconnects import ClientGone, until_gone
@@ -312,6 +312,7 @@ def asgi_wrapper(datasette):
 
     def wrap(app):
         own = None  # is_own_server, read at the first request (plugin settings are complete by then)
+        held = instance(datasette)  # the instance's state, the same object for its life
 
         async def read_only_and_fast_path(scope, receive, send):
             nonlocal own
@@ -334,11 +335,11 @@ def asgi_wrapper(datasette):
                 if method not in READ_METHODS:  # 404 or 405, as the document says
                     return await hand_on(lambda scope, _, send: api_view(datasette, None, scope, send), scope, receive, send)
                 if not is_snapshot_file(path.decode("latin-1")):
-                    if not instance(datasette).started:
+                    if not held.started:
                         # Datasette 0.65 runs ASGI wrappers outside its run-on-first-request
                         # startup: this path answers before Datasette's router would start it.
                         await datasette.invoke_startup()
-                    api = await serving_api(datasette)
+                    api = current_api(held) or await serving_api(datasette)
 
                     async def find_actor():
                         if "actor" not in scope and not other_actor_sources():
@@ -378,7 +379,7 @@ def asgi_wrapper(datasette):
                     await guarded_csv(app, scope, receive, send)
 
             if served_page(datasette, path):  # made on a loop of its own, never the API's (service/http/page_loop.py)
-                if not instance(datasette).started:
+                if not held.started:
                     await datasette.invoke_startup()  # here, so that what startup builds (the API) is of this loop
                 inner = on_page_loop(inner)
 
