@@ -545,3 +545,38 @@ class OneHitAgainstLimits(RuleBasedStateMachine):
 
 test_one_hit_says_what_limits_says = OneHitAgainstLimits.TestCase
 test_one_hit_says_what_limits_says.settings = settings(max_examples=200, stateful_step_count=40, deadline=None)
+
+
+@pytest.mark.parametrize("foreign_wrapper", [False, True], ids=["qsite's layers alone", "with another plugin's wrapper"])
+def test_every_answer_carries_the_fields_whoever_adds_them(datasette_for, foreign_wrapper):
+    """With only qsite's ASGI wrappers the layer that answers adds the fields the limiter leaves in the
+    scope (service/http/answered.py); with another plugin's wrapper the limiter wraps ``send`` itself.
+    Either way: a kept answer and a new one, a refused target, a refused method, a page, a 404."""
+    import types
+
+    from datasette import hookimpl
+    from datasette.plugins import pm
+
+    if foreign_wrapper:
+        wrapper = types.ModuleType("someone_elses_plugin")  # as Datasette registers an installed plugin: a module
+        wrapper.asgi_wrapper = hookimpl(lambda datasette: lambda app: app)
+        pm.register(wrapper, name="someone-elses-wrapper")
+    try:
+        ds = datasette_for(rate_limit="100/minute", ingest=True)
+        requests = [
+            ("GET", "/api/v1/stats", 200), ("GET", "/api/v1/stats", 200), ("GET", "/api/v1/courses?limit=x", 400),
+            ("GET", "/api/v1/" + "x" * 9000, 414), ("POST", "/api/v1/stats", 405), ("GET", "/site/courses.json", 200),
+            ("GET", "/nowhere", 404),
+        ]
+
+        async def scenario():
+            for number, (method, path, status) in enumerate(requests):
+                response = await ds.client.request(method, path)
+                assert response.status_code == status, (method, path[:40])
+                assert response.headers["ratelimit"].startswith(f'"default";r={99 - number};'), (method, path[:40])
+                assert response.headers["ratelimit-policy"] == '"default";q=100;w=60'
+
+        run(scenario())
+    finally:
+        if foreign_wrapper:
+            pm.unregister(name="someone-elses-wrapper")

@@ -50,7 +50,7 @@ from qsite.service.datasette.handler import Api
 from qsite.service.datasette.metadata import CONFIG_PATH, configured_queries, load_datasette_config, read_config_file
 from qsite.service.datasette.state import current_api, held_api, instance, serving_api, sql_budget
 from qsite.service.describe.docs import TEMPLATES_DIR
-from qsite.service.http.answered import ANSWERED, hand_on, note
+from qsite.service.http.answered import ANSWERED, EXTRA_HEADERS, adding, hand_on, note
 from qsite.service.http.disconnects import ClientGone, until_gone
 from qsite.service.http.problems import API_PREFIX, CORS_HEADERS, NO_STORE, problem_response, send_response
 from qsite.service.replica.snapshot_api import is_snapshot_file, send_snapshot_file
@@ -320,11 +320,12 @@ def asgi_wrapper(datasette):
                 return await app(scope, receive, send)
             if own is None:
                 own = is_own_server(datasette)
+            extra = scope.pop(EXTRA_HEADERS, ())  # fair use's fields, for this layer to add (service/http/answered.py)
             scope, answer = check_target(scope, whole_instance=own)
             if answer is not None:
                 status, headers, body = answer
                 note(scope, status)  # for /metrics (service/http/answered.py)
-                return await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
+                return await send_response(send, status, [*headers, *extra], body, head=scope["method"] == "HEAD")
             path = raw_path(scope)
             if b"%" in path:
                 decoded = decode_unreserved(path)
@@ -333,7 +334,8 @@ def asgi_wrapper(datasette):
             method = scope["method"]
             if is_api_path(path):
                 if method not in READ_METHODS:  # 404 or 405, as the document says
-                    return await hand_on(lambda scope, _, send: api_view(datasette, None, scope, send), scope, receive, send)
+                    return await hand_on(lambda scope, _, send: api_view(datasette, None, scope, send), scope, receive,
+                                         adding(send, extra))
                 if not is_snapshot_file(path.decode("latin-1")):
                     if not held.started:
                         # Datasette 0.65 runs ASGI wrappers outside its run-on-first-request
@@ -358,13 +360,16 @@ def asgi_wrapper(datasette):
                         answer = None
                     if answer is not None:
                         status, headers, body = answer
+                        if extra:
+                            headers = [*headers, *extra]
                         await send({"type": "http.response.start", "status": status, "headers": headers})
                         await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
                         answered = scope.get(ANSWERED)  # note(scope, status), inline on the cached path
                         if answered is not None:
                             answered[0] = status
                         return
-                return await hand_on(app, scope, receive, send)
+                return await hand_on(app, scope, receive, adding(send, extra))
+            send = adding(send, extra)
             if not own and not is_qsite_database(datasette, path_database(scope.get("path", ""))):
                 return await app(scope, receive, send)  # someone else's Datasette: its pages as they are
             if own:

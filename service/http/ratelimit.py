@@ -39,7 +39,7 @@ from limits.aio.strategies import SlidingWindowCounterRateLimiter
 
 from qsite.config import parse_rate_limit
 from qsite.service.http.forwarded import forwarded_entry
-from qsite.service.http.answered import note
+from qsite.service.http.answered import EXTRA_HEADERS, adding, answered_inside, note
 from qsite.service.http.problems import problem_response, send_response
 from qsite.service.http.settings import is_own_server, is_qsite_path, qsite_config
 from qsite.service.http.tally import count
@@ -257,10 +257,12 @@ class RateLimitMiddleware:
         self.datasette = datasette
         self.limiter: FairUse | None = None
         self.whole_instance: bool | None = None  # is_own_server, read at the first request
+        self.answered_inside: bool | None = None  # answered_inside, read at the first request too
 
     async def __call__(self, scope, receive, send):
         if self.whole_instance is None and scope["type"] == "http":
             self.whole_instance = is_own_server(self.datasette)
+            self.answered_inside = answered_inside()
         if not is_limited(scope, self.whole_instance is not False):
             return await self.app(scope, receive, send)
         limiter = self.limiter or fair_use(self.datasette)  # kept: a weak dictionary's lookup on every request
@@ -278,13 +280,10 @@ class RateLimitMiddleware:
             await send_response(send, status, headers, body, head=scope["method"] == "HEAD")
             return
         extra = verdict.headers(limiter.policy)
-
-        def send_with_headers(message):
-            if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", ()), *extra]}
-            return send(message)
-
-        await self.app(scope, receive, send_with_headers)
+        if self.answered_inside:  # the layer that answers adds them (service/http/answered.py)
+            scope[EXTRA_HEADERS] = extra
+            return await self.app(scope, receive, send)
+        await self.app(scope, receive, adding(send, extra))
 
 
 @hookimpl
