@@ -10,7 +10,7 @@ where it keeps its counts, behind ``limits``' own storage interface
 Promises: one storage round trip per request and no task or thread hand-off per hit, which
 ``limits``' own storages do not keep (its memory storage walks every key after each hit; with its
 Redis storage ``hit`` and ``get_window_stats`` are two round trips; the figures are in
-docs/performance.md, "The limiter's window counts"). Here a hit is one increment of the current
+docs/performance.md, "Measurements behind the code"). Here a hit is one increment of the current
 window's count; the previous window's count, final once its window has passed, is read once per
 client and window; and ``get_sliding_window`` for a client that just hit is answered from that
 hit's counts, so the headers come from the same answer as the verdict.
@@ -190,7 +190,7 @@ class MemoryCounts(WindowCounts):
 
         What ``limits``' strategy makes of :meth:`acquire_sliding_window_entry` and
         :meth:`get_sliding_window` (:func:`stats`), without its coroutines: five a request, most of
-        the limiter's cost on the cached path (docs/performance.md, "The limiter's window counts").
+        the limiter's cost on the cached path (docs/performance.md, "Measurements behind the code").
         """
         allowed, previous, current, left = self._acquire(key, limit, expiry, 1)
         return (allowed, *stats(previous, current, left, expiry, limit))
