@@ -43,6 +43,10 @@ def read_versions(conn: sqlite3.Connection) -> Versions:
     return {dataset: (version, changed_at) for dataset, version, changed_at in rows}
 
 
+#: What :meth:`DataVersions.standing` says: read lately; read lately and the next read due; not lately.
+FRESH, DUE, STALE = range(3)
+
+
 class DataVersions:
     """The current ``data_versions``, re-read at most every ``interval`` seconds.
 
@@ -73,6 +77,14 @@ class DataVersions:
     def due(self) -> bool:
         """Whether the next read is due (half an interval on), so that :meth:`fresh` stays true under traffic."""
         return self.age() >= self.interval / 2
+
+    def standing(self) -> int:
+        """:data:`FRESH`, :data:`DUE` (:meth:`fresh` and :meth:`due`) or :data:`STALE` (not :meth:`fresh`),
+        from one look at the clock: what the cached path asks on every request."""
+        age = time.monotonic() - self.checked_at
+        if age < self.interval / 2:
+            return FRESH
+        return DUE if age < self.interval else STALE
 
     async def poll(self, force: bool = False) -> set[str]:
         """Re-read if due (or ``force``); return the datasets that changed since last time.

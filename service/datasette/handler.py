@@ -17,7 +17,7 @@ import sqlite3
 from typing import Callable
 
 from qsite.service.api.bodies import Build, Invalid, Missing, NoData
-from qsite.service.api.data_versions import DataVersions, read_versions, updated_at
+from qsite.service.api.data_versions import DUE, STALE, DataVersions, read_versions, updated_at
 from qsite.service.api.endpoint import HTML, JSON, Endpoint
 from qsite.service.api.endpoints import ENDPOINTS
 from qsite.service.api.health import health_response
@@ -159,9 +159,13 @@ class Api:
         """
         if method != "GET" and method != "HEAD":
             return None
-        if not self.cache.fresh():
-            return None
-        self._poll_in_background()
+        versions = self.cache.versions
+        if versions is not None:
+            standing = versions.standing()  # fresh() and due() with one look at the clock
+            if standing == STALE:
+                return None
+            if standing == DUE:
+                self._poll_in_background()
         entry = self.cache.alias(raw_key)
         if entry is None:
             return None

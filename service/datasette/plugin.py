@@ -53,7 +53,7 @@ from qsite.service.describe.docs import TEMPLATES_DIR
 from qsite.service.http.answered import ANSWERED, EXTRA_HEADERS, adding, hand_on, note
 from qsite.service.http.disconnects import ClientGone, until_gone
 from qsite.service.http.problems import API_PREFIX, CORS_HEADERS, NO_STORE, problem_response, send_response
-from qsite.service.replica.snapshot_api import is_snapshot_file, send_snapshot_file
+from qsite.service.replica.snapshot_api import FILE_PREFIX, is_snapshot_file, send_snapshot_file
 from qsite.service.http.page_loop import PageLoop, database_page
 from qsite.service.http.settings import (
     DATASETTE_CONFIG_ENV,
@@ -336,7 +336,7 @@ def asgi_wrapper(datasette):
                 if method not in READ_METHODS:  # 404 or 405, as the document says
                     return await hand_on(lambda scope, _, send: api_view(datasette, None, scope, send), scope, receive,
                                          adding(send, extra))
-                if not is_snapshot_file(path.decode("latin-1")):
+                if not (path.startswith(FILE_PREFIX) and is_snapshot_file(path.decode("latin-1"))):
                     if not held.started:
                         # Datasette 0.65 runs ASGI wrappers outside its run-on-first-request
                         # startup: this path answers before Datasette's router would start it.

@@ -17,7 +17,7 @@ import asyncio
 
 from qsite.service.api.endpoints import ENDPOINTS
 from qsite.service.api.parameters import echo, invalid_parameters, parse_params
-from qsite.service.http.problems import ALLOWED_METHODS, CORS_HEADERS, PREFLIGHT_HEADERS, problem_response, send_response
+from qsite.service.http.problems import ALLOWED_METHODS, API_PREFIX, CORS_HEADERS, PREFLIGHT_HEADERS, problem_response, send_response
 from qsite.service.api.responses import etag_matches, http_date, read_conditions
 from qsite.service.api.routing import resolve
 
@@ -26,6 +26,10 @@ ENDPOINT = ENDPOINTS["snapshot_file"]
 IMMUTABLE = (b"cache-control", b"public, max-age=31536000, immutable")
 #: Bytes sent per ASGI message.
 CHUNK = 256 * 1024
+
+
+#: Where every snapshot file's raw path starts (``/api/v1/snapshot/``).
+FILE_PREFIX = (API_PREFIX + ENDPOINT.path.partition("{")[0]).encode()
 
 
 def is_snapshot_file(path: str) -> bool:
