@@ -72,24 +72,31 @@ def after_startup(app):
     """
     threads_batched = False
 
-    async def settled(scope, receive, send):
+    def settled(scope, receive, send):
+        # Not a coroutine: a request gets the app's own awaitable (as granian's own wrappers hand
+        # theirs on), so that this layer adds no frame to every request for what it does once.
         nonlocal threads_batched
         if scope["type"] != "lifespan":
             if not threads_batched:
                 threads_batched = True
                 batched = batch_other_threads()
                 log.debug("%d thread(s) of the worker besides the event loop's set to SCHED_BATCH", len(batched))
-            return await app(scope, receive, send)
-
-        async def sending(message):
-            if message["type"] == "lifespan.startup.complete":
-                gc.collect()  # what startup left as garbage goes first, not into the frozen set
-                gc.freeze()
-            await send(message)
-
-        return await app(scope, receive, sending)
+            return app(scope, receive, send)
+        return app(scope, receive, frozen_at_startup(send))
 
     return settled
+
+
+def frozen_at_startup(send):
+    """``send`` that collects and freezes the garbage collector's objects when the lifespan's startup completes."""
+
+    async def sending(message):
+        if message["type"] == "lifespan.startup.complete":
+            gc.collect()  # what startup left as garbage goes first, not into the frozen set
+            gc.freeze()
+        await send(message)
+
+    return sending
 
 
 def batch_other_threads() -> list[int]:
