@@ -14,7 +14,7 @@ Why: behind a proxy that ends TLS qsite hears plain http, and every absolute URL
 ``next_url``, ``Link``, the dashboard's chart requests) would say ``http://``, which a browser refuses
 from an https page. Must not change: :class:`ForwardedScheme` sits outside every other middleware,
 so the scheme is set before anything reads it (``request.url``, ``absolute_url``,
-:func:`qsite.service.datasette.plugin.client_scheme`). Not granian's ``wrap_asgi_with_proxy_headers``: it
+:func:`qsite.service.datasette.front.client_scheme`). Not granian's ``wrap_asgi_with_proxy_headers``: it
 trusts proxies by socket address rather than number, and takes the first ``X-Forwarded-Proto``
 field, the client's own when a proxy adds another.
 """
