@@ -66,22 +66,18 @@ class DataVersions:
         self.checked_at = -math.inf
         self._lock: asyncio.Lock | None = None
 
-    def age(self) -> float:
-        """Seconds since the last successful read began."""
-        return time.monotonic() - self.checked_at
-
     def fresh(self) -> bool:
         """Whether :attr:`current` was read within the last ``interval``: what a built answer may be served on."""
-        return self.age() < self.interval
+        return self.standing() != STALE
 
     def due(self) -> bool:
         """Whether the next read is due (half an interval on), so that :meth:`fresh` stays true under traffic."""
-        return self.age() >= self.interval / 2
+        return self.standing() != FRESH
 
     def standing(self) -> int:
         """:data:`FRESH`, :data:`DUE` (:meth:`fresh` and :meth:`due`) or :data:`STALE` (not :meth:`fresh`),
         from one look at the clock: what the cached path asks on every request."""
-        age = time.monotonic() - self.checked_at
+        age = time.monotonic() - self.checked_at  # seconds since the last successful read began
         if age < self.interval / 2:
             return FRESH
         return DUE if age < self.interval else STALE

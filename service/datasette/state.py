@@ -162,9 +162,10 @@ async def serving_api(datasette) -> Api:
     if kept is not None:
         return kept
     async with held.lock:  # one build at a time: concurrent first requests share it
+        kept = current_api(held)
+        if kept is not None:  # built while this request waited for the lock
+            return kept
         serving = getattr(held.follower, "serving", None)
-        if held.api is not None and held.built_for is serving:
-            return held.api
         api = await build_api(datasette, held.follower)
         if api.broken is not None:
             if api.broken != held.last_error:
