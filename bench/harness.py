@@ -4,6 +4,7 @@
 stops all of them, and only them, at the end; :func:`news_config` writes a qsite
 config; :func:`start_qsite` runs ``qsite serve`` on a free port, pinned to a
 core; :func:`memory_kb` reads a process tree's resident memory,
+:class:`PeakMemory` samples it less a file's map,
 :func:`wait_idle` waits until it stops using the CPU, and
 :func:`hold_resident` keeps a database file in the page cache.
 """
@@ -16,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -120,6 +122,54 @@ def memory_kb(pid: int) -> dict:
             "locked_kb": int(fields.get("VmLck", "0 kB").split()[0]),
         }
     return result
+
+
+def mapped_file_kb(pid: int, path: Path) -> int:
+    """Resident kB of ``pid``'s maps of the file ``path`` (``/proc/PID/smaps``): pages of the system's page cache, shared."""
+    target, resident, inside = str(Path(path).resolve()), 0, False
+    try:
+        lines = Path(f"/proc/{pid}/smaps").read_text().splitlines()
+    except OSError:
+        return 0
+    for line in lines:
+        fields = line.split(None, 5)
+        if "-" in fields[0] and len(fields) >= 5:  # a map's header: address range, perms, offset, device, inode, path
+            inside = len(fields) == 6 and fields[5] == target
+        elif inside and fields[0] == "Rss:":
+            resident += int(fields[1])
+    return resident
+
+
+class PeakMemory:
+    """The most each process of a tree held resident, less its maps of ``path``, sampled every ``every`` seconds.
+
+    A served API maps its database (``api.mmap_size``): the pages it touched count in its RSS
+    (``VmHWM`` too), up to the file's size, though they are the page cache the file's reads use
+    mapped or not (the bench holds them resident either way). What the process itself holds is
+    its RSS less them. A sample every half second misses a spike shorter than that; ``VmHWM``
+    (:func:`memory_kb`) stays beside it, the map included.
+    """
+
+    def __init__(self, pid: int, path: Path, every: float = 0.5):
+        self.pid, self.path, self.every = pid, path, every
+        self.peak_kb: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="peak-memory", daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while True:
+            for pid, memory in memory_kb(self.pid).items():
+                held = memory["rss_kb"] - mapped_file_kb(pid, self.path)
+                self.peak_kb[pid] = max(self.peak_kb.get(pid, 0), held)
+            if self._stop.wait(self.every):
+                return
+
+    def stop(self) -> dict[int, int]:
+        """Sampling ends (one last sample first); the peak of each process, kB."""
+        self._stop.set()
+        self._thread.join()
+        return dict(self.peak_kb)
 
 
 def disk_read_bytes(pid: int | str = "self") -> int:

@@ -4,7 +4,8 @@ Each news request of the bench's lists is read as the API reads it
 (:func:`~qsite.service.api.parameters.parse_params`) and built by the API's own
 :func:`~qsite.service.api.news_bodies.news` on a read-only connection opened as the API
 opens its own (:func:`~qsite.service.api.reader.connect_read_only`: temporary tables
-in memory, which each page's sorts use), in this process, with no server
+in memory, which each page's sorts use; the file mapped, as ``api.mmap_size`` has it
+by default), in this process, with no server
 around it. Only the statements are timed (each one's ``execute`` and
 ``fetchall``), none of the Python that builds the body: what a request's SQL
 costs at a million items, pages (no ``q``) apart from searches. So a request
@@ -35,6 +36,7 @@ import time
 from pathlib import Path
 
 from bench.harness import bench_cursor_key, disk_read_bytes
+from qsite.config.model import ApiConfig
 from qsite.service.api.bodies import Build
 from qsite.service.api.cursors import keyset
 from qsite.service.api.data_versions import read_versions
@@ -44,6 +46,8 @@ from qsite.service.api.parameters import parse_params
 from qsite.service.api.reader import connect_read_only
 from qsite.service.datasette.metadata import configured_queries, query_sql
 
+#: The file's map of a served API's read connections (``api.mmap_size``'s default), which the timed ones have too.
+SERVED_MMAP_SIZE = ApiConfig().mmap_size
 #: The 99th percentile of a request's SQL each kind must stay within, in ms (issue 27).
 LIMITS_MS = {"pages": 0.5, "searches": 5.0}
 
@@ -100,7 +104,7 @@ def _timed(db: Path, lines: list[str], warm: list[str], run) -> list[tuple[float
     endpoint = ENDPOINTS["news"]
     sql = query_sql(configured_queries())
     key = bench_cursor_key()
-    conn = connect_read_only(db)
+    conn = connect_read_only(db, mmap_size=SERVED_MMAP_SIZE)
     try:
         timed = TimedConnection(conn)
         versions = read_versions(conn)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from bench.harness import bench_cursor_key
-from bench.sql_timing import _Fetched
+from bench.sql_timing import SERVED_MMAP_SIZE, _Fetched
 from qsite.service.api.bodies import Build
 from qsite.service.api.data_versions import read_versions
 from qsite.service.api.endpoints import ENDPOINTS
@@ -66,7 +66,7 @@ def time_stages(db: Path, api_file: Path, count: int = 2000, warm: int = 500) ->
     url = endpoint.url + "?"
     lines = [line for line in api_file.read_text(encoding="utf-8").splitlines() if line.startswith(url)][: warm + count]
     sql, key = query_sql(configured_queries()), bench_cursor_key()
-    conn = connect_read_only(db)
+    conn = connect_read_only(db, mmap_size=SERVED_MMAP_SIZE)
     found: dict[str, list[float]] = {stage: [] for stage in STAGES}
     try:
         timed, versions = _TimedSql(conn), read_versions(conn)

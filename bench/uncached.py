@@ -39,8 +39,8 @@ import httpx
 from datasette.utils import tilde_encode
 
 from bench import newsdb, user_searches
-from bench.harness import (NEWS, Processes, bench_cursor_key, disk_read_bytes, hold_resident, memory_kb, news_config, qsite,
-                           start_qsite, start_raw, wait_idle)
+from bench.harness import (NEWS, PeakMemory, Processes, bench_cursor_key, disk_read_bytes, hold_resident, mapped_file_kb,
+                           memory_kb, news_config, qsite, start_qsite, start_raw, wait_idle)
 from bench.open_loop import bench_open_loop
 from bench.profiling import profile_serving
 from bench.servers import log, record_responses, run_wrk
@@ -406,6 +406,7 @@ def bench_uncached(args, procs: Processes, work: Path, results: dict) -> None:
     held, holder = hold_resident(procs, db, work / "vmtouch.log")
     log(f"uncached: {held['held_mb']:.0f} MB of the database held in the page cache" + (f" ({held['why']})" if "why" in held else ""))
     server, base, _ = start_qsite(args, procs, work, "million", config, 1, args.server_core)
+    held_memory = PeakMemory(server.pid, db)  # its RSS less the database's map (api.mmap_size), sampled
     server_read_before = disk_read_bytes(server.pid)
     db_name = next(iter(httpx.get(base + "/-/databases.json", timeout=30).json()))["name"]
     targets, requests = {}, {}
@@ -466,6 +467,8 @@ def bench_uncached(args, procs: Processes, work: Path, results: dict) -> None:
     # The closed loop's memory, before the open loop overloads the server on purpose (its steps past the
     # highest rate hold up to a thousand connections and their queued answers): the bound is for this one.
     closed_mem = memory_kb(server.pid)
+    closed_peak_less_db = held_memory.stop()
+    closed_db_mapped = max(mapped_file_kb(pid, db) for pid in closed_mem)
     stalls = None
     if "stalls" not in args.skip:
         log("uncached: the pages walked before, while and after the server is stopped now and then")
@@ -519,6 +522,9 @@ def bench_uncached(args, procs: Processes, work: Path, results: dict) -> None:
             "processes": closed_mem,
             "peak_mb": max(m["hwm_kb"] for m in closed_mem.values()) / 1024,
             "rss_mb": max(m["rss_kb"] for m in closed_mem.values()) / 1024,
+            # the bound's: the process's own, the database's mapped pages (the page cache) left out
+            "peak_less_db_mb": max(closed_peak_less_db.values()) / 1024,
+            "db_mapped_mb": closed_db_mapped / 1024,
             # after the open loop too, overload steps included
             "after_open_loop_peak_mb": max(m["hwm_kb"] for m in mem.values()) / 1024,
         },

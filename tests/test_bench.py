@@ -20,7 +20,7 @@ import pytest
 from bench import raw_asgi
 from bench.cpu import process_tree
 from bench.feeds import FeedServer, content_type, write_feeds
-from bench.harness import NEWS
+from bench.harness import NEWS, PeakMemory, mapped_file_kb
 from bench.profiling import summarise_profile
 from bench.stalls import stop_now_and_then
 
@@ -372,3 +372,34 @@ def test_without_vmtouch_the_bench_says_so_and_goes_on(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # a PATH with no vmtouch on it
     held, holder = hold_resident(Processes(), db, tmp_path / "vmtouch.log")
     assert holder is None and held == {"held_mb": 0, "why": "vmtouch is not installed (bench/run.sh installs it)"}
+
+
+def test_peak_memory_leaves_out_a_mapped_files_pages_and_keeps_the_rest(tmp_path):
+    """A process that maps 32 MB of a file and touches it, then allocates 16 MB of its own: only the 16 count."""
+    mapped = tmp_path / "site.db"
+    mapped.write_bytes(b"\1" * (32 << 20))
+    script = (
+        "import mmap, sys, time\n"
+        f"f = open({str(mapped)!r}, 'rb'); m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\n"
+        "sum(m[i] for i in range(0, len(m), 4096))\n"
+        "print('mapped', flush=True); sys.stdin.readline()\n"
+        "own = bytearray(b'x' * (16 << 20))\n"
+        "print('own', flush=True); sys.stdin.readline()\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline() == "mapped\n"
+        assert mapped_file_kb(process.pid, mapped) >= 32 << 10
+        sampled = PeakMemory(process.pid, mapped, every=0.05)
+        time.sleep(0.2)  # review: a few samples of the mapped state, the sampler's own period
+        before = sampled.peak_kb[process.pid]
+        process.stdin.write("\n")
+        process.stdin.flush()
+        assert process.stdout.readline() == "own\n"
+        time.sleep(0.2)  # review: a few samples of the grown state
+        peak = sampled.stop()[process.pid]
+        assert before < 32 << 10  # the map's 32 MB are not in it
+        assert 15 << 10 < peak - before < 20 << 10  # the 16 MB of its own are
+    finally:
+        process.stdin.close()
+        process.wait(timeout=10)

@@ -71,7 +71,7 @@ class ReadConnection(sqlite3.Connection):
         self.kept: dict = {}
 
 
-def connect_read_only(path: str | Path, timeout: float = BUSY_TIMEOUT) -> ReadConnection:
+def connect_read_only(path: str | Path, timeout: float = BUSY_TIMEOUT, mmap_size: int = 0) -> ReadConnection:
     """A read-only connection to the database file at ``path`` (``mode=ro``: it can never write).
 
     In autocommit mode (``isolation_level=None``): callers begin the read
@@ -92,6 +92,7 @@ def connect_read_only(path: str | Path, timeout: float = BUSY_TIMEOUT) -> ReadCo
         timeout=timeout,
     )
     conn.execute("PRAGMA temp_store = MEMORY")
+    conn.execute(f"PRAGMA mmap_size = {int(mmap_size)}")  # a PRAGMA takes no bound parameter
     return conn
 
 
@@ -133,12 +134,15 @@ class Reader:
     :param threads: how many threads (and so connections) at most.
     :param time_limit_ms: the longest any read may run (``api.sql_time_limit_ms``).
     :param inline_budget_ms: the longest a read may hold the event loop before it moves to a thread.
+    :param mmap_size: bytes of the file each connection maps (``api.mmap_size``; 0: none).
     """
 
     def __init__(
-        self, path: str | Path, threads: int = THREADS, time_limit_ms: int = 1000, inline_budget_ms: int = INLINE_BUDGET_MS
+        self, path: str | Path, threads: int = THREADS, time_limit_ms: int = 1000, inline_budget_ms: int = INLINE_BUDGET_MS,
+        mmap_size: int = 0,
     ):
         self.path = path
+        self.mmap_size = mmap_size
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="qsite-api")
         self._local = threading.local()
         self._opened: list[Timed] = []
@@ -152,7 +156,7 @@ class Reader:
     def _connection(self) -> Timed:
         timed = getattr(self._local, "timed", None)
         if timed is None:
-            timed = self._local.timed = Timed(connect_read_only(self.path))
+            timed = self._local.timed = Timed(connect_read_only(self.path, mmap_size=self.mmap_size))
             self._opened.append(timed)
         return timed
 
@@ -198,7 +202,7 @@ class Reader:
         timed = self._inline
         try:
             if timed is None:
-                timed = self._inline = Timed(connect_read_only(self.path, timeout=0))
+                timed = self._inline = Timed(connect_read_only(self.path, timeout=0, mmap_size=self.mmap_size))
                 self._holds = timed.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
             if self._holds:
                 self._hold(timed, started)

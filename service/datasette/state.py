@@ -109,7 +109,7 @@ async def build_api(datasette, follower=None) -> Api:
             raise ConfigError(f"database {name!r} ({config.database_path}) is not served by this Datasette")
         sql = await canned_sql(datasette, name)
         access = await Access.for_instance(datasette, name)
-        reader = Reader(database.path, time_limit_ms=config.api.sql_time_limit_ms)
+        reader = Reader(database.path, time_limit_ms=config.api.sql_time_limit_ms, mmap_size=config.api.mmap_size)
         execute_fn = reader.inline
         # data_versions (four rows) inline too: never queued behind a news search on the threads; in a
         # read transaction of its own, so the builds after it see what it found changed
