@@ -56,7 +56,7 @@ import httpx
 
 from bench.feeds import write_feeds
 from bench.harness import NEWS, Processes, free_port, memory_kb, news_config, qsite, qsite_environment, start_qsite, start_raw, wait_http
-from bench.metrics_cost import bench_metrics_cost, overhead_us
+from bench.metrics_cost import METRICS_PAIRS, METRICS_ROUNDS, bench_metrics_cost, overhead_us
 from bench.profiling import profile_serving, py_spy_record, shown, summarise_profile
 from bench.report import RAW_SERVERS, ratios, table, verdicts
 from bench.servers import bench_api, log, record_responses
@@ -302,8 +302,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--uncached-requests", type=int, default=200_000, help="distinct requests written for it")
     parser.add_argument("--metrics-requests", type=int, default=200_000,
                         help="distinct uncached requests of the metrics on/off comparison (bench/metrics_cost.py)")
-    parser.add_argument("--metrics-pairs", type=int, default=3,
-                        help="pairs of servers the metrics on/off comparison starts one after the other, --rounds each")
+    parser.add_argument("--metrics-pairs", type=int, default=METRICS_PAIRS,
+                        help="pairs of servers the metrics on/off comparison starts one after the other")
+    parser.add_argument("--metrics-rounds", type=int, default=METRICS_ROUNDS, help="rounds of each pair of the metrics comparison")
     parser.add_argument("--skip", action="append", default=[], choices=["ingest", "api", "uncached", "open-loop", "stalls", "slow-reads", "metrics"],
                         help="leave a part out (--skip uncached: no million-item database, a quick run)")
     parser.add_argument("--profile", action="store_true", help="also profile serving and ingestion with py-spy")

@@ -6,8 +6,8 @@ A request adds one tuple to :attr:`Tally.answers`, a response-cache lookup one t
 to prometheus-client's shared files directly (a few microseconds a write, a tenth of a cached
 request). Sorting the answers into endpoints, statuses and latency buckets waits too: the
 request path is where code runs coldest (granian's threads and the kernel share the core between
-two requests), so it does the least there and the rest once a second, many at a time
-(:meth:`Tally.take`). :mod:`qsite.service.metrics` takes the tally every second and before
+two requests), so it does the least there and the rest ten times a second, many at a time
+(:meth:`Tally.take`). :mod:`qsite.service.metrics` takes the tally every tenth of a second and before
 every scrape and adds it to those files, so that ``/metrics`` answers the sum over every worker.
 
 While metrics are off (``metrics.enabled: false``, or anything that is not ``qsite serve``,

@@ -5,7 +5,7 @@ docs/operating.md (``make cog``). Counters and the latency histogram live in
 prometheus-client's multiprocess files (``PROMETHEUS_MULTIPROC_DIR``, one folder per
 ``qsite serve`` run, emptied at start: :func:`prepare_directory`); each worker adds its
 :class:`~qsite.service.http.tally.Tally` to them every :data:`FLUSH_EVERY` seconds and before
-it answers a scrape, so a scrape sums every worker's counts up to the last second.
+it answers a scrape, so a scrape sums every worker's counts up to the last tenth of a second.
 Gauges read at scrape time (:mod:`qsite.service.metrics.database`) come from the answering
 worker.
 """
@@ -27,8 +27,10 @@ from qsite.service.metrics.labels import Labels
 
 #: The environment variable prometheus-client's multiprocess mode reads.
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-#: Seconds between two moves of a worker's tally into the shared files.
-FLUSH_EVERY = 1.0
+#: Seconds between two moves of a worker's tally into the shared files: a tenth, so that each move is
+#: short (sorting a second's 33,000 cached answers at once held the event loop for 4.8 ms, and the
+#: cached path's p99 with it; a tenth of them, 0.5 ms), at 10 µs a move when few came in.
+FLUSH_EVERY = 0.1
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ and a replica's follower), so that:
   readable only from ``metrics.allow`` (the connection's own address; others get 403);
 - every other request is timed, and noted with its status in the worker's
   :class:`~qsite.service.http.tally.Tally` (one tuple: a fraction of a microsecond), which sorts
-  them by endpoint, method, status and latency once a second; the status of an /api/v1 request is
+  them by endpoint, method, status and latency ten times a second; the status of an /api/v1 request is
   noted by the qsite layer that answers it (:mod:`qsite.service.http.answered`: no ``send``
   wrapper on the cached path), any other's is read from ``send``;
 - each request gets a number (:data:`qsite.config.logs.REQUEST_ID`) that its log lines carry as its id, and, with
@@ -113,7 +113,7 @@ def observed(app, datasette, config: Config):
                     await app(scope, receive, send)
                 finally:
                     seconds = perf_counter() - started
-                    if record is not None:  # sorted into endpoints and buckets once a second (Tally.take)
+                    if record is not None:  # sorted into endpoints and buckets every FLUSH_EVERY (Tally.take)
                         record((path, b"", scope["method"], answered[0], seconds))
                     if access:
                         log_access(scope, path, scope.get("query_string", b""), answered[0], seconds)
@@ -151,7 +151,7 @@ def log_access(scope, path: bytes, query: bytes, status: int, seconds: float) ->
 
 
 class Scrape:
-    """A worker's side of ``/metrics``: the tally moved every second, and the exposition of all workers."""
+    """A worker's side of ``/metrics``: the tally moved every :data:`FLUSH_EVERY`, and the exposition of all workers."""
 
     def __init__(self, exported: Exported, collector: ScrapeCollector):
         self.exported = exported
