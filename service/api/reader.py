@@ -82,6 +82,12 @@ def connect_read_only(path: str | Path, timeout: float = BUSY_TIMEOUT, mmap_size
     default, a temporary file's pager for each, cost more than the rest of the
     query (docs/performance.md, "Figures behind the API's limits").
     What they hold is bounded by the page limit, never by the table.
+
+    With ``mmap_size``, that many bytes of the file are read through a memory map
+    (``api.mmap_size``): no system call and no copy for a page the system already caches.
+    SQLite keeps the map in step with the file another process writes (one page cache on
+    Linux): it maps again when a transaction finds the file changed, and the writer shrinks
+    the file only once no reader's snapshot needs the pages it drops (tests/test_mapped_reads.py).
     """
     conn = sqlite3.connect(
         f"{Path(path).resolve().as_uri()}?mode=ro",
