@@ -20,7 +20,7 @@ import asyncio
 from collections import OrderedDict
 from typing import Awaitable, Callable, Hashable
 
-from qsite.service.api.data_versions import DataVersions, Versions
+from qsite.service.api.data_versions import FRESH, STALE, DataVersions, Versions
 from qsite.service.api.responses import Entry
 from qsite.service.http.tally import CACHE_COUNTS, HIT, INVALIDATED, MISS
 
@@ -80,9 +80,14 @@ class ResponseCache:
 
     # -- following the data ------------------------------------------------------
 
+    def standing(self) -> int:
+        """The versions' :meth:`~qsite.service.api.data_versions.DataVersions.standing`; :data:`FRESH` when
+        the cache follows no versions."""
+        return FRESH if self.versions is None else self.versions.standing()
+
     def fresh(self) -> bool:
         """Whether the versions are recent enough to answer from an entry without asking the database."""
-        return self.versions is None or self.versions.fresh()
+        return self.standing() != STALE
 
     async def refresh(self, force: bool = False) -> None:
         """Poll ``data_versions`` (when due, or now if ``force``) and drop what changed."""

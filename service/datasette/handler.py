@@ -159,13 +159,11 @@ class Api:
         """
         if method != "GET" and method != "HEAD":
             return None
-        versions = self.cache.versions
-        if versions is not None:
-            standing = versions.standing()  # fresh() and due() with one look at the clock
-            if standing == STALE:
-                return None
-            if standing == DUE:
-                self._poll_in_background()
+        standing = self.cache.standing()  # fresh() and due() with one look at the clock
+        if standing == STALE:
+            return None
+        if standing == DUE:
+            self._poll_in_background()
         entry = self.cache.alias(raw_key)
         if entry is None:
             return None

@@ -185,9 +185,8 @@ class FairUse:
         return Verdict(*self.counts.hit_now(self.keyed.key_for(client), self.item.amount, self._expiry))
 
     async def hit(self, client: str) -> Verdict | None:
-        """Count one request of ``client``; None when the storage cannot say."""
-        if self.local:
-            return self.hit_now(client)
+        """Count one request of ``client``; None when the storage cannot say. Through ``limits``' strategy:
+        the path of shared counts (the middleware takes :meth:`hit_now` for this process's own)."""
         if self._down_until and time.monotonic() < self._down_until:
             return None
         try:
