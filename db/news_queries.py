@@ -7,8 +7,10 @@ fails while the file differs): the ``news_search`` rowid layout
 ends of a range come from :mod:`qsite.db.news_derived`, the tag columns from
 :data:`qsite.db.model.TAGS`, and the search expression (:data:`SEARCH`) is written
 once for the three. ``datasette.yaml`` keeps the generated text, numbers
-written out, so researchers read and run in Datasette exactly what the API
-runs, and plain Datasette needs nothing of this module.
+written out, so researchers read and run in Datasette what the API runs, and
+plain Datasette needs nothing of this module. For a page the API runs the lines
+of that text its way in reads (:func:`by_way`, :func:`way_in`): the arms of the
+other ways, whose constant conditions are false for it, left out.
 
 :class:`string.Template` (``${NAME}``), not ``str.format``: the SQL holds
 braces of its own (FTS5's column filters, ``{science}: ...``).
@@ -64,21 +66,25 @@ select case when :tag = '' then '- facets: (' || :q || ')'
   else '' end
 """
 
-#: The arms of a news page, one per way in (no filter, a tag, sources: each one's page, then
-#: sorted; a search's first matches, then the rest of their last minute, whose range each query
-#: adds after this), skipped at once by their constant conditions; ``${RANGE}`` and ``${ORDER}``
-#: are the page's direction (:data:`DIRECTIONS`).
-ARMS = """\
+#: The arms of a news page, each with the way in it serves (no filter, a tag, sources: each one's
+#: page, then sorted; a search's few matches in its filter, its first matches, then the rest of their
+#: last minute, whose range is the direction's ``${REST}``), each behind its way's constant
+#: conditions; ``${RANGE}`` and ``${ORDER}`` are the page's direction (:data:`DIRECTIONS`). The canned
+#: query holds them all; the API runs those of the one way a page's parameters take (:func:`way_in`).
+ARMS = (
+    ("plain", """\
 select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
 from news
 where :tag = '' and :sources = '' and :q = ''
   and ${RANGE}
-union all
+"""),
+    ("tag", """\
 select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
 from news
 where tag = :tag and :sources = '' and :q = ''
   and ${RANGE}
-union all
+"""),
+    ("sources", """\
 select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
 from news
 -- the guard first: without it the arm's machinery (its list of rowids, its sort) is set up for no rows
@@ -94,7 +100,8 @@ where :sources <> '' and :q = '' and rowid in (
     where source = named.source and tag = :tag
       and ${RANGE}
     order by ${ORDER} limit coalesce(nullif(:limit, ''), 20)))
-union all
+"""),
+    ("search", """\
 -- a search with a tag or sources that matches a few times in them: all of those, the page sorted from
 -- them (by its keys alone, each whole row read once it is on the page)
 select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
@@ -105,16 +112,36 @@ where :q <> '' and (:sources <> '' or :tag <> '') and rowid in (
   where rowid in (select key from few where (select count(*) from few) <= ${FEW})
     and ${RANGE}
   order by ${ORDER} limit coalesce(nullif(:limit, ''), 20))
-union all
+"""),
+    ("search", """\
 select news.id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
 from first cross join news on news.rowid = first.key & ${ROWID_MASK}
-union all
+"""),
+    ("search", """\
 select news.id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
 from news_search cross join news on news.rowid = news_search.rowid & ${ROWID_MASK}
 -- first not full is every match, no rest of a minute to read: an empty phrase, or FTS5 walks its lists
 -- again from their first entries to a match past the range (FTS5 bounds an AND by its matches)
 where :q <> '' and news_search match (select iif((select count(*) from first) = coalesce(nullif(:limit, ''), 20), expr, '""') from search)
-"""
+${REST}
+"""),
+)
+
+#: The ways into a page, in the order of their arms: each reads only its own arms' indexes.
+WAYS = tuple(dict.fromkeys(way for way, _ in ARMS))
+
+
+def way_in(params: dict) -> str:
+    """The way into a page with the canned news query's ``params`` (``''`` is no filter): the one whose
+    arms' constant conditions hold, the others' being false (a search's whatever its filters; sources'
+    whatever the tag; a tag's; none).
+    """
+    if params["q"] != "":
+        return "search"
+    if params["sources"] != "":
+        return "sources"
+    return "tag" if params["tag"] != "" else "plain"
+
 
 #: Newest first: one arm per way in (no filter, a tag, sources, a search), the others skipped at
 #: once by their constant conditions (datasette.yaml says how each reads its index).
@@ -160,9 +187,6 @@ ceiling (high) as (
   from first
 )
 ${ARMS}
-  and news_search.rowid > coalesce((select max(key) from first), ${OPEN_END})
-  and news_search.rowid < (select high from ceiling)
-  and published_at > :since and (published_at, news.id) < (select upper, upper_id from bound)
 order by published_at desc, id desc
 limit coalesce(nullif(:limit, ''), 20)
 """
@@ -210,9 +234,6 @@ floor (low) as (
   from first
 )
 ${ARMS}
-  and news_search.rowid < coalesce((select min(key) from first), -${OPEN_END})
-  and news_search.rowid >= (select low from floor)
-  and published_at < iif(:until = '', '~', :until) and (published_at, news.id) > (select lower, lower_id from bound)
 order by published_at, id
 limit coalesce(nullif(:limit, ''), 20)
 """
@@ -332,24 +353,35 @@ DIRECTIONS = {
     "api_news": {
         "RANGE": "published_at > :since and (published_at, id) < (select upper, upper_id from bound)",
         "ORDER": "published_at desc, id desc",
+        "REST": "  and news_search.rowid > coalesce((select max(key) from first), ${OPEN_END})\n"
+        "  and news_search.rowid < (select high from ceiling)\n"
+        "  and published_at > :since and (published_at, news.id) < (select upper, upper_id from bound)",
     },
     "api_news_oldest": {
         "RANGE": "published_at < iif(:until = '', '~', :until) and (published_at, id) > (select lower, lower_id from bound)",
         "ORDER": "published_at, id",
+        "REST": "  and news_search.rowid < coalesce((select min(key) from first), -${OPEN_END})\n"
+        "  and news_search.rowid >= (select low from floor)\n"
+        "  and published_at < iif(:until = '', '~', :until) and (published_at, news.id) > (select lower, lower_id from bound)",
     },
     "api_news_count": {},  # no page: no arms
 }
 
 
-def render(name: str) -> str:
-    """The SQL of the canned query ``name``, every name of the layout replaced by its value."""
+def render(name: str, way: str | None = None) -> str:
+    """The SQL of the canned query ``name``, every name of the layout replaced by its value.
+
+    :param way: one of :data:`WAYS`: only that way's arms (what the API runs for a page that
+        takes it, :func:`way_in`); by default every arm, the canned query.
+    """
     tag_rowids = tag_arms("select rowid from ${TABLE} where ${MATCH}").replace("\n", "\n  ")
     fragments = {"SEARCH": Template(SEARCH.rstrip("\n")).substitute(LAYOUT), "COUNT": count_terms(),
                  "BY_SOURCE": Template(BY_SOURCE.rstrip("\n")).substitute(LAYOUT),
                  "IN_FILTER": Template(IN_FILTER.rstrip("\n")).substitute(LAYOUT, TAG_ROWIDS=tag_rowids),
                  "TAG_COUNT": tag_arms("select 1 from ${TABLE} where ${MATCH}") + "\nlimit +:count_limit"}
     if DIRECTIONS[name]:
-        fragments["ARMS"] = Template(ARMS.rstrip("\n")).safe_substitute(DIRECTIONS[name])  # the layout: below
+        arms = "union all\n".join(arm for arm_way, arm in ARMS if way in (None, arm_way))
+        fragments["ARMS"] = Template(arms.rstrip("\n")).safe_substitute(DIRECTIONS[name])  # the layout: below
     lines = []
     for line in TEMPLATES[name].rstrip("\n").split("\n"):
         for key, fragment in fragments.items():
@@ -358,6 +390,19 @@ def render(name: str) -> str:
                 line = line.replace("${" + key + "}", fragment.replace("\n", "\n" + indent))
         lines.append(line)
     return Template("\n".join(lines)).substitute(LAYOUT)
+
+
+def by_way(name: str, sql: str) -> dict[str, str]:
+    """``{way: sql}``: each way's own arms of the canned query ``name`` (:func:`render` with ``way``),
+    when ``sql``, its text as Datasette has it, is the generated one; none otherwise (a page query
+    without arms, or one edited in ``datasette.yaml``, which then runs whole for every way).
+
+    A page gets the same rows from its way's arms as from the whole query: the other arms'
+    constant conditions are false for it (``tests/test_news_ways.py`` holds the two together).
+    """
+    if not DIRECTIONS.get(name) or sql != render(name):
+        return {}
+    return {way: render(name, way) for way in WAYS}
 
 
 def yaml_block(name: str, indent: int = 8) -> str:

@@ -60,11 +60,16 @@ class Build:
     versions: Versions
     cursor_key: bytes = b""
 
-    def rows(self, query: str, params: dict) -> list[dict]:
-        """The rows of one of the endpoint's canned queries, as dicts, with bound ``params``."""
+    def rows(self, query: str, params: dict, way: str | None = None) -> list[dict]:
+        """The rows of one of the endpoint's canned queries, as dicts, with bound ``params``.
+
+        :param way: the way into a page query ``params`` take (:func:`qsite.db.news_queries.way_in`):
+            only that way's arms are run when they are known (``news.search``), the whole query otherwise.
+        """
         if query not in self.endpoint.queries:
             raise KeyError(f"{self.endpoint.name} does not list the canned query {query!r}")
-        cursor = self.conn.execute(self.sql[query], params)
+        sql = self.sql.get(f"{query}.{way}") if way is not None else None
+        cursor = self.conn.execute(sql or self.sql[query], params)
         columns = [column[0] for column in cursor.description]
         return [dict(zip(columns, row)) for row in cursor.fetchall()]
 

@@ -23,6 +23,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from feedgen.feed import FeedGenerator
 
+from qsite.db.news_queries import way_in
 from qsite.service.api.bodies import Build
 from qsite.service.api.news_bodies import news_filters
 from qsite.service.api.publishers import check_sources
@@ -54,7 +55,8 @@ def items(build: Build) -> list[dict]:
 
     None, with a ``source`` no publisher has: a 400 (:func:`~qsite.service.api.publishers.check_sources`), as on /news.
     """
-    found = build.rows("news", {**news_filters(build.values), "before": "", "before_id": "", "limit": build.values["limit"]})
+    filters = news_filters(build.values)
+    found = build.rows("news", {**filters, "before": "", "before_id": "", "limit": build.values["limit"]}, way_in(filters))
     if not found:
         check_sources(build)
     return found

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import orjson
 
+from qsite.db.news_queries import way_in
 from qsite.db.urls import public_location
-
 from qsite.service.api.bodies import Build, Invalid, Missing
 from qsite.service.api.cursors import keyset
 from qsite.service.api.publishers import check_sources, sources_param
@@ -156,9 +156,9 @@ def news(build: Build):
     if count == 0:
         page = []
     elif oldest_first:
-        page = build.rows("news_oldest", {**filters, "after": position, "after_id": position_id, "limit": limit + 1})
+        page = build.rows("news_oldest", {**filters, "after": position, "after_id": position_id, "limit": limit + 1}, way_in(filters))
     else:
-        page = build.rows("news", {**filters, "before": position, "before_id": position_id, "limit": limit + 1})
+        page = build.rows("news", {**filters, "before": position, "before_id": position_id, "limit": limit + 1}, way_in(filters))
     if count is None:
         # The first page: when it is not full, it holds every match, so it is the count.
         if len(page) <= limit:

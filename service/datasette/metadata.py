@@ -22,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+from qsite.db.news_queries import by_way
 from qsite.service.api.endpoints import ENDPOINTS
 from qsite.service.compat import canned_query_sql
 
@@ -126,7 +127,9 @@ def _configured_queries(path: str) -> dict:
 def query_sql(queries: dict | None) -> dict[str, str]:
     """``{name: sql}`` of the canned queries the API runs, from a ``queries`` mapping.
 
-    Keys are :data:`QUERY_NAMES` (``news``), read from ``api_news`` and so on.
+    Keys are :data:`QUERY_NAMES` (``news``), read from ``api_news`` and so on, and for a page query
+    each way's own arms (``news.search``: :func:`qsite.db.news_queries.by_way`), which
+    :meth:`qsite.service.api.bodies.Build.rows` runs for a page that takes that way.
 
     :raises MetadataError: when one of them is missing.
     """
@@ -138,6 +141,8 @@ def query_sql(queries: dict | None) -> dict[str, str]:
     for name in QUERY_NAMES:
         query = queries[QUERY_PREFIX + name]
         found[name] = query["sql"] if isinstance(query, dict) else query
+        for way, sql in by_way(QUERY_PREFIX + name, found[name]).items():
+            found[f"{name}.{way}"] = sql
     return found
 
 
