@@ -9,6 +9,7 @@ comparison and two ASGI messages. :mod:`qsite.service.api.response_cache` keeps 
 from __future__ import annotations
 
 import re
+import time
 from datetime import datetime, timezone
 from email.utils import format_datetime
 from functools import lru_cache
@@ -18,7 +19,7 @@ import orjson
 import xxhash
 from werkzeug.http import parse_date, parse_etags
 
-from qsite.db.model import utc_now
+from qsite.db.model import format_time
 from qsite.service.http.problems import CORS_HEADERS, JSON_CONTENT_TYPE, VARY
 from qsite.service.http.targets import headers_size
 
@@ -61,6 +62,18 @@ def parse_stored_time(rfc3339: str) -> datetime:
 def http_date(rfc3339: str) -> str:
     """``2026-11-20T08:00:00Z`` as an HTTP date (``Fri, 20 Nov 2026 08:00:00 GMT``)."""
     return format_datetime(parse_stored_time(rfc3339), usegmt=True)
+
+
+_now = [0, ""]
+
+
+def now_text() -> str:
+    """:func:`qsite.db.model.utc_now`, written again only when the second changes: every uncached
+    build asks, and writing the time took a third of making its :class:`Entry`."""
+    second = int(time.time())
+    if second != _now[0]:
+        _now[:] = second, format_time(datetime.fromtimestamp(second, timezone.utc))
+    return _now[1]
 
 
 def size_of(value) -> int:
@@ -202,7 +215,7 @@ class Entry:
         # None for a time ahead of this clock (the writer's clock ahead of a replica's): RFC 9110
         # 8.8.2.1 forbids a Last-Modified after the answer's Date, and any other date would either
         # not be the data's own or could answer an If-Modified-Since wrongly. The ETag stays.
-        if updated_at and updated_at <= utc_now():
+        if updated_at and updated_at <= now_text():
             self.headers.append((b"last-modified", http_date(updated_at).encode()))
             self.last_modified = parse_stored_time(updated_at)
         # RFC 9110 15.4.5: a 304 carries the validators and caching headers, no body.
