@@ -66,25 +66,26 @@ select case when :tag = '' then '- facets: (' || :q || ')'
   else '' end
 """
 
-#: The arms of a news page, each with the way in it serves (no filter, a tag, sources: each one's
-#: page, then sorted; a search's few matches in its filter, its first matches, then the rest of their
-#: last minute, whose range is the direction's ``${REST}``), each behind its way's constant
-#: conditions; ``${RANGE}`` and ``${ORDER}`` are the page's direction (:data:`DIRECTIONS`). The canned
-#: query holds them all; the API runs those of the one way a page's parameters take (:func:`way_in`).
+#: The arms of a news page, each with the ways in it serves (no filter, a tag, sources: each one's
+#: page, then sorted; a search with a tag or sources, its few matches there; any search, its first
+#: matches, then the rest of their last minute, whose range is the direction's ``${REST}``), each
+#: behind its ways' constant conditions; ``${RANGE}`` and ``${ORDER}`` are the page's direction
+#: (:data:`DIRECTIONS`). The canned query holds them all; the API runs those of the one way a page's
+#: parameters take (:func:`way_in`).
 ARMS = (
-    ("plain", """\
+    (("plain",), """\
 select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
 from news
 where :tag = '' and :sources = '' and :q = ''
   and ${RANGE}
 """),
-    ("tag", """\
+    (("tag",), """\
 select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
 from news
 where tag = :tag and :sources = '' and :q = ''
   and ${RANGE}
 """),
-    ("sources", """\
+    (("sources",), """\
 select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
 from news
 -- the guard first: without it the arm's machinery (its list of rowids, its sort) is set up for no rows
@@ -101,7 +102,7 @@ where :sources <> '' and :q = '' and rowid in (
       and ${RANGE}
     order by ${ORDER} limit coalesce(nullif(:limit, ''), 20)))
 """),
-    ("search", """\
+    (("filtered_search",), """\
 -- a search with a tag or sources that matches a few times in them: all of those, the page sorted from
 -- them (by its keys alone, each whole row read once it is on the page)
 select id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
@@ -113,11 +114,11 @@ where :q <> '' and (:sources <> '' or :tag <> '') and rowid in (
     and ${RANGE}
   order by ${ORDER} limit coalesce(nullif(:limit, ''), 20))
 """),
-    ("search", """\
+    (("search", "filtered_search"), """\
 select news.id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
 from first cross join news on news.rowid = first.key & ${ROWID_MASK}
 """),
-    ("search", """\
+    (("search", "filtered_search"), """\
 select news.id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
 from news_search cross join news on news.rowid = news_search.rowid & ${ROWID_MASK}
 -- first not full is every match, no rest of a minute to read: an empty phrase, or FTS5 walks its lists
@@ -128,16 +129,16 @@ ${REST}
 )
 
 #: The ways into a page, in the order of their arms: each reads only its own arms' indexes.
-WAYS = tuple(dict.fromkeys(way for way, _ in ARMS))
+WAYS = tuple(dict.fromkeys(way for ways, _ in ARMS for way in ways))
 
 
 def way_in(params: dict) -> str:
     """The way into a page with the canned news query's ``params`` (``''`` is no filter): the one whose
-    arms' constant conditions hold, the others' being false (a search's whatever its filters; sources'
-    whatever the tag; a tag's; none).
+    arms' constant conditions hold, the others' being false (a search's with a tag or sources, or
+    with neither; sources' whatever the tag; a tag's; none).
     """
     if params["q"] != "":
-        return "search"
+        return "filtered_search" if params["sources"] != "" or params["tag"] != "" else "search"
     if params["sources"] != "":
         return "sources"
     return "tag" if params["tag"] != "" else "plain"
@@ -380,7 +381,7 @@ def render(name: str, way: str | None = None) -> str:
                  "IN_FILTER": Template(IN_FILTER.rstrip("\n")).substitute(LAYOUT, TAG_ROWIDS=tag_rowids),
                  "TAG_COUNT": tag_arms("select 1 from ${TABLE} where ${MATCH}") + "\nlimit +:count_limit"}
     if DIRECTIONS[name]:
-        arms = "union all\n".join(arm for arm_way, arm in ARMS if way in (None, arm_way))
+        arms = "union all\n".join(arm for ways, arm in ARMS if way is None or way in ways)
         fragments["ARMS"] = Template(arms.rstrip("\n")).safe_substitute(DIRECTIONS[name])  # the layout: below
     lines = []
     for line in TEMPLATES[name].rstrip("\n").split("\n"):

@@ -1,7 +1,7 @@
 """A page read by its way's arms alone is the page the whole canned query reads (docs/invariants.md).
 
-``api_news`` and ``api_news_oldest`` hold one arm per way in (no filter, a tag, sources, a
-search), each behind its way's constant conditions; the API runs only the arms of the way a
+``api_news`` and ``api_news_oldest`` hold arms for each way in (no filter, a tag, sources, a
+search with a tag or sources, a search), each behind its ways' constant conditions; the API runs only the arms of the way a
 page's parameters take (:func:`qsite.db.news_queries.way_in`), which saves setting up the others
 on every request. ``TestWaysReadTheWholeQuerysPage`` holds the two together over random
 sequences of writes (items added in bursts that share words, re-tagged, moved to another
@@ -154,7 +154,8 @@ def test_a_canned_query_edited_in_datasette_yaml_runs_whole():
 
 @pytest.mark.parametrize(("query", "way"), [
     ("", "plain"), ("tag=Science", "tag"), ("source=Lab%20Notes&tag=Science", "sources"),
-    ("q=headline&source=Lab%20Notes", "search"), ("sort=published_at&tag=Industry", "tag"),
+    ("q=headline&source=Lab%20Notes", "filtered_search"),
+    ("q=headline", "search"), ("q=headline&tag=Science&sort=published_at", "filtered_search"), ("sort=published_at&tag=Industry", "tag"),
 ])
 def test_the_api_runs_only_the_arms_of_its_way(tmp_path, query, way):
     db = open_database(tmp_path / "site.db")
