@@ -1,9 +1,9 @@
 """A page read by its way's arms alone is the page the whole canned query reads (docs/invariants.md).
 
 ``api_news`` and ``api_news_oldest`` hold arms for each way in (no filter, a tag, sources, a
-search with a tag or sources, a search), each behind its ways' constant conditions; the API runs only the arms of the way a
-page's parameters take (:func:`qsite.db.news_queries.way_in`), which saves setting up the others
-on every request. ``TestWaysReadTheWholeQuerysPage`` holds the two together over random
+search with a tag or sources, a search), each behind its ways' constant conditions; the API runs
+only the arms of the way a page's parameters take (:func:`qsite.db.news_queries.way_in`), which
+saves setting up the others on every request. ``TestWaysReadTheWholeQuerysPage`` holds the two together over random
 sequences of writes (items added in bursts that share words, re-tagged, moved to another
 source, deleted) and random pages of every shape, in both orders.
 """
@@ -55,9 +55,9 @@ class TestWaysReadTheWholeQuerysPage(RuleBasedStateMachine):
         self.whole = {name: render(name) for name in PAGE_QUERIES}
         self.ways = {name: {way: render(name, way) for way in WAYS} for name in PAGE_QUERIES}
         self.next_id = 0
-        # never empty: past FEW_MATCHES of a word in a source and in a tag from the start
+        # never empty, and from the start a word matching past FEW_MATCHES (50) in a source and a tag
         for number, (tag, source) in enumerate(zip(TAGS, SOURCE_NAMES)):
-            self.add_a_burst(30 + 10 * number, list(WORDS[number:number + 3]), tag, source, TIMES[number::3])
+            self.add_a_burst(30 + 15 * number, list(WORDS[number:number + 3]), tag, source, TIMES[number::3])
 
     def teardown(self):
         if hasattr(self, "db"):
