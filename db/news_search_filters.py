@@ -44,7 +44,7 @@ def tag_arms(select: str) -> str:
 #: A search with sources or a tag: its news rowids, at most :data:`FEW_MATCHES` and one more to know
 #: there are more; from each source's range of ``news_search_by_source`` (a source's share of its
 #: words' lists) or the tag's own table. When they are few, the page is sorted from them (the arm
-#: ``few`` of :data:`qsite.db.news_queries.ARMS`), where ``news_search`` walked its words' lists
+#: ``few`` of :data:`qsite.db.news_arms.ARMS`), where ``news_search`` walked its words' lists
 #: newest first to meet the filter, to their ends when they seldom meet.
 IN_FILTER = """\
 select key from (

@@ -2,7 +2,7 @@
 
 ``api_news`` and ``api_news_oldest`` hold arms for each way in (no filter, a tag, sources, a
 search with a tag or sources, a search), each behind its ways' constant conditions; the API runs
-only the arms of the way a page's parameters take (:func:`qsite.db.news_queries.way_in`), which
+only the arms of the way a page's parameters take (:func:`qsite.db.news_arms.way_in`), which
 saves setting up the others on every request. ``TestWaysReadTheWholeQuerysPage`` holds the two together over random
 sequences of writes (items added in bursts that share words, re-tagged, moved to another
 source, deleted) and random pages of every shape, in both orders.
@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from qsite.db.model import TAGS
-from qsite.db.news_queries import DIRECTIONS, WAYS, by_way, render, way_in
+from qsite.db.news_arms import WAYS, way_in
+from qsite.db.news_queries import DIRECTIONS, by_way, render
 from qsite.pipeline.store import open_database
 from qsite.service.api.bodies import Build
 from qsite.service.api.data_versions import read_versions

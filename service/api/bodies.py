@@ -63,7 +63,7 @@ class Build:
     def rows(self, query: str, params: dict, way: str | None = None) -> list[dict]:
         """The rows of one of the endpoint's canned queries, as dicts, with bound ``params``.
 
-        :param way: the way into a page query ``params`` take (:func:`qsite.db.news_queries.way_in`):
+        :param way: the way into a page query ``params`` take (:func:`qsite.db.news_arms.way_in`):
             only that way's arms are run when they are known (``news.search``), the whole query otherwise.
         """
         if query not in self.endpoint.queries:

@@ -23,7 +23,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from feedgen.feed import FeedGenerator
 
-from qsite.db.news_queries import way_in
+from qsite.db.news_arms import way_in
 from qsite.service.api.bodies import Build
 from qsite.service.api.news_bodies import news_filters
 from qsite.service.api.publishers import check_sources

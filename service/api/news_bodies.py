@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import orjson
 
-from qsite.db.news_queries import way_in
+from qsite.db.news_arms import way_in
 from qsite.db.urls import public_location
 from qsite.service.api.bodies import Build, Invalid, Missing
 from qsite.service.api.cursors import keyset
