@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import itertools
 import json
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import sqlite_utils
 
-from qsite.db.news_derived import COUNT_NEWS, INDEX_NEWS_SEARCH, INDEX_NEWS_SEARCH_BY_SOURCE, TOTAL_COUNTS
-from qsite.db.news_search_tags import INDEX_NEWS_SEARCH_TAGS, TAG_TABLES
 from qsite.db.model import utc_now
+from qsite.db.news_derived import COUNT_NEWS, TOTAL_COUNTS
+from qsite.db.news_search_tags import TAG_TABLES
 from qsite.db.news_sync import LATEST_CHANGE, next_change
-
+from qsite.db.search_tables import rebuild_search_table
 from qsite.pipeline.store.records import Item, Known, StoredItem, item_id
 
 _STORED = "id, source, entry_key, title, summary, tag, published_at, first_seen_at, image_url, authors"
@@ -151,21 +151,9 @@ _INSERT_TRIGGERS = {
     "news_counts_insert": lambda db: (db.execute("DELETE FROM news_counts"), db.execute(COUNT_NEWS)),
     # from the counts just made: they hold what news does in a few tens of thousands of rows
     "news_totals_insert": lambda db: (db.execute("DELETE FROM news_totals"), db.execute(TOTAL_COUNTS)),
-    "news_search_insert": lambda db: (
-        db.execute("INSERT INTO news_search (news_search) VALUES ('delete-all')"),
-        db.execute(INDEX_NEWS_SEARCH),
-        db.execute("INSERT INTO news_search (news_search) VALUES ('optimize')"),  # one segment: fewer pages a search reads
-    ),
-    "news_search_by_source_insert": lambda db: (
-        db.execute("INSERT INTO news_search_by_source (news_search_by_source) VALUES ('delete-all')"),
-        db.execute(INDEX_NEWS_SEARCH_BY_SOURCE),
-        db.execute("INSERT INTO news_search_by_source (news_search_by_source) VALUES ('optimize')"),
-    ),
-    "news_search_tags_insert": lambda db: [
-        (db.execute(f"INSERT INTO {table} ({table}) VALUES ('delete-all')"), db.execute(fill),
-         db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')"))
-        for fill, table in zip(INDEX_NEWS_SEARCH_TAGS, TAG_TABLES)
-    ],
+    "news_search_insert": lambda db: rebuild_search_table(db, "news_search"),
+    "news_search_by_source_insert": lambda db: rebuild_search_table(db, "news_search_by_source"),
+    "news_search_tags_insert": lambda db: [rebuild_search_table(db, table) for table in TAG_TABLES],
 }
 
 #: Page cache during a bulk insert, in KiB: the primary key and URL indexes of a
