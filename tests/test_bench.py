@@ -383,7 +383,9 @@ def test_peak_memory_leaves_out_a_mapped_files_pages_and_keeps_the_rest(tmp_path
         f"f = open({str(mapped)!r}, 'rb'); m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\n"
         "sum(m[i] for i in range(0, len(m), 4096))\n"
         "print('mapped', flush=True); sys.stdin.readline()\n"
-        "own = bytearray(b'x' * (16 << 20))\n"
+        # each page of its own touched, with no 16 MB temporary beside it (b'x' * n then bytearray(...) held
+        # 32 MB for a moment, which a sample could catch)
+        "own = bytearray(16 << 20); own[::4096] = b'x' * (len(own) // 4096)\n"
         "print('own', flush=True); sys.stdin.readline()\n"
     )
     process = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
