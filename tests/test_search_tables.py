@@ -4,18 +4,33 @@ A database as m015 left it (pages of FTS5's 4,050 bytes, filled row by row by th
 opened, which applies m016; each search table must then find exactly what it found before, pass
 FTS5's integrity check, and hold no page larger than its size in :data:`SEARCH_TABLES` (and a
 rowid's few bytes): 1,000 bytes for the tables searches count in. Rows written later, by the
-triggers or by the bulk insert, keep those sizes.
+triggers or by the bulk insert, keep those sizes. ``TestSearchTablesFollowNews`` holds the
+invariant of docs/invariants.md, "The search tables", over random sequences of every writer:
+bursts of items through the triggers, re-tagging, moves, new words, deletes, retention, a
+rebuild (the migration's and the bulk insert's) and FTS5's merges.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
+import tempfile
+from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from qsite.db.model import TAGS
-from qsite.db.search_tables import COUNT_PAGE_BYTES, FTS5_PAGE_BYTES, SEARCH_TABLES
+from qsite.db.news_derived import SEARCH_ROWID_MASK, SOURCE_ROWID_BITS
+from qsite.db.search_tables import (
+    COUNT_PAGE_BYTES,
+    FTS5_PAGE_BYTES,
+    SEARCH_TABLES,
+    rebuild_search_table,
+)
 from qsite.pipeline.store import news as news_store
 from qsite.pipeline.store import open_database, transaction
 from qsite.pipeline.store import sources as sources_store
@@ -103,3 +118,105 @@ def test_bulk_insert_writes_each_search_table_in_its_pages(tmp_path, table):
         check_integrity(db, table)
     finally:
         db.close()
+
+
+#: Words that are their own stems (FTS5's porter tokenizer), so a plain scan of the text finds what the tables should.
+MODEL_WORDS = ("qubit", "photon", "ion", "chip", "error")
+MODEL_TIMES = [f"2026-11-{day:02d}T{hour:02d}:00:00Z" for day in (18, 19, 20, 21) for hour in (3, 15)]
+#: The mask that takes each table's key back to the item's ``news`` rowid.
+ITEM_ROWID = {table: SEARCH_ROWID_MASK if table == "news_search" else (1 << SOURCE_ROWID_BITS) - 1 for table in SEARCH_TABLES}
+
+
+@settings(max_examples=15, stateful_step_count=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+class TestSearchTablesFollowNews(RuleBasedStateMachine):
+    """Every search table finds exactly the items of ``news`` whose words (and tag, for a tag's table)
+    match, in pages of its own size, after any sequence of the writers that touch them."""
+
+    @initialize()
+    def database(self):
+        self.folder = tempfile.TemporaryDirectory(prefix="qsite-search-tables-")
+        self.db = open_database(Path(self.folder.name) / "site.db")
+        self.db["sources"].insert_all([{"name": name, "url": f"https://{n}.example/feed", "tag": "Science"}
+                                       for n, name in enumerate(SOURCES)])
+        self.next_id = 0
+        # lists of several pages of 1,000 bytes from the start: a word in every item
+        self.add_a_burst(700, ["qubit"], TAGS[0], SOURCES[0], MODEL_TIMES)
+
+    def teardown(self):
+        if hasattr(self, "db"):
+            self.db.conn.close()
+            self.folder.cleanup()
+
+    @rule(count=st.integers(1, 80), words=st.lists(st.sampled_from(MODEL_WORDS), min_size=1, max_size=3),
+          tag=st.sampled_from(TAGS), source=st.sampled_from(SOURCES),
+          times=st.lists(st.sampled_from(MODEL_TIMES), min_size=1, max_size=3))
+    def add_a_burst(self, count, words, tag, source, times):
+        """``count`` items through the insert triggers, as an ingest stores them."""
+        items = []
+        for i in range(count):
+            self.next_id += 1
+            items.append({
+                "id": f"{self.next_id:032x}", "url": f"https://news.example/{self.next_id}", "title": " ".join(words),
+                "summary": f"About {words[i % len(words)]}", "source": source, "tag": tag,
+                "published_at": times[i % len(times)], "first_seen_at": times[0], "updated_at": times[0],
+                "authors": json.dumps([]), "change_key": f"{times[0]}#{self.next_id:09d}",
+            })
+        with self.db.conn:
+            self.db["news"].insert_all(items)
+
+    @rule(data=st.data())
+    def change_some_items(self, data):
+        """Re-tag, move to another source, give new words, or delete: the update and delete triggers."""
+        ids = [row[0] for row in self.db.conn.execute("SELECT id FROM news")]
+        chosen = data.draw(st.lists(st.sampled_from(ids), max_size=12, unique=True)) if ids else []
+        what = data.draw(st.sampled_from(["tag", "source", "words", "delete"]))
+        with self.db.conn:
+            for item_id in chosen:
+                if what == "delete":
+                    self.db.conn.execute("DELETE FROM news WHERE id = ?", [item_id])
+                elif what == "words":
+                    self.db.conn.execute("UPDATE news SET summary = ? WHERE id = ?", [f"About {data.draw(st.sampled_from(MODEL_WORDS))}", item_id])
+                else:
+                    value = data.draw(st.sampled_from(TAGS if what == "tag" else SOURCES))
+                    self.db.conn.execute(f"UPDATE news SET {what} = ? WHERE id = ?", [value, item_id])
+
+    @rule(cutoff=st.sampled_from(MODEL_TIMES))
+    def retention(self, cutoff):
+        with transaction(self.db):
+            news_store.delete_published_before(self.db, cutoff)
+
+    @rule(table=st.sampled_from(list(SEARCH_TABLES)))
+    def rebuild(self, table):
+        """What migration 16 and the bulk insert do to a table."""
+        with self.db.conn:
+            rebuild_search_table(self.db, table)
+
+    @rule(table=st.sampled_from(list(SEARCH_TABLES)), command=st.sampled_from(["optimize", "merge"]))
+    def merge(self, table, command):
+        """FTS5's own merges of the segments the triggers wrote."""
+        with self.db.conn:
+            if command == "merge":
+                self.db.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('merge', 16)")
+            else:
+                self.db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+
+    @invariant()
+    def each_table_finds_what_news_holds_in_its_pages(self):
+        if not hasattr(self, "db"):
+            return
+        conn = self.db.conn
+        for word in MODEL_WORDS:
+            having = conn.execute(
+                "SELECT rowid, tag FROM news WHERE instr(' ' || lower(title || ' ' || summary) || ' ', ?)", [f" {word} "]
+            ).fetchall()
+            for table in SEARCH_TABLES:
+                tag = table.removeprefix("news_search_").capitalize()
+                expected = {rowid for rowid, its_tag in having if tag not in TAGS or its_tag == tag}
+                mask = ITEM_ROWID[table]
+                found = [key & mask for (key,) in conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ?", [word])]
+                assert sorted(found) == sorted(expected), (table, word)
+        for table in SEARCH_TABLES:
+            assert (largest_page(conn, table) or 0) <= page_bytes(table) + PAGE_SLACK, table
+
+
+TestSearchTablesFollowNews = TestSearchTablesFollowNews.TestCase
