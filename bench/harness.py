@@ -181,14 +181,25 @@ def disk_read_bytes(pid: int | str = "self") -> int:
 
 
 def hold_resident(procs: Processes, path: Path, log_path: Path, timeout: float = 120.0) -> tuple[dict, subprocess.Popen | None]:
-    """Keep ``path`` in the page cache while the run needs it: ``vmtouch -l``, its pages locked (``mlock``).
+    """Keep ``path`` in the page cache while the run needs it, read from the file: ``vmtouch -e``, then
+    ``vmtouch -l``, its pages read again and locked (``mlock``).
 
-    Why: the VMs this bench runs on drop file pages on their own, whatever memory is free (2026-11-27:
-    143 MB of a 1.9 GB database in 60 s with 18 GB free, no reclaim counted in ``/proc/vmstat``), so a
-    first read of a page was a read from the disk, now and then, at a random point of a run, and the SQL
-    guard's p99 timed this VM's disk (bench/README.md). A machine with memory to spare keeps a file it
-    serves from in its cache; this makes the bench's machine do so. vmtouch is a well-kept tool for
-    exactly that; the server's own memory is untouched (the pages are locked by vmtouch's process).
+    Why locked: the VMs this bench runs on drop file pages on their own, whatever memory is free
+    (2026-11-27: 143 MB of a 1.9 GB database in 60 s with 18 GB free, no reclaim counted in
+    ``/proc/vmstat``; 2026-11-29: a DAMON ``pageout`` scheme, ``/sys/kernel/mm/damon/admin``, pages out
+    what was not touched for a while), so a first read of a page was a read from the disk, now and
+    then, at a random point of a run, and the SQL guard's p99 timed this VM's disk (bench/README.md).
+    A machine with memory to spare keeps a file it serves from in its cache; this makes the bench's
+    machine do so. vmtouch is a well-kept tool for exactly that; the server's own memory is untouched
+    (the pages are locked by vmtouch's process).
+
+    Why dropped first: pages the bench's build or a migration wrote stay in the cache as the writes
+    made them, 4 KiB apiece, where pages read from the file come in large folios (2 MiB on Linux 6.18
+    with ext4), which a new process maps with far fewer page faults. The SQL timings run in new
+    processes: on a database just migrated, counts of a rare word and a common one took 5.8 ms against
+    3.0 ms once it was read again (bench/README.md, 2026-11-29). Dropped and read, every run times the
+    database as a server reads it after a restart, whatever wrote it last. The file's cached pages are
+    read again from the disk once (seconds), so point the bench at a copy, not at a database in use.
     Returned: what was held (``{"held_mb": ..., "seconds": ...}``) and vmtouch's process, to stop when
     done; or ``{"held_mb": 0, "why": ...}`` and None when it cannot (vmtouch missing, or no right to lock
     that much: ``ulimit -l``), and the run goes on without.
@@ -197,6 +208,7 @@ def hold_resident(procs: Processes, path: Path, log_path: Path, timeout: float =
     if vmtouch is None:
         return {"held_mb": 0, "why": "vmtouch is not installed (bench/run.sh installs it)"}, None
     size_kb = -(-path.stat().st_size // 4096) * 4
+    subprocess.run([vmtouch, "-q", "-e", str(path)], check=False, capture_output=True)  # pages another process locks stay
     process = procs.start([vmtouch, "-l", "-m", f"{size_kb + 1024}K", str(path)], log_path)
     started = time.perf_counter()
     while time.perf_counter() - started < timeout:

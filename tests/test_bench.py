@@ -20,7 +20,7 @@ import pytest
 from bench import raw_asgi
 from bench.cpu import process_tree
 from bench.feeds import FeedServer, content_type, write_feeds
-from bench.harness import NEWS, PeakMemory, mapped_file_kb
+from bench.harness import NEWS, PeakMemory, disk_read_bytes, mapped_file_kb
 from bench.profiling import summarise_profile
 from bench.stalls import stop_now_and_then
 
@@ -360,6 +360,27 @@ def test_the_database_is_held_in_the_page_cache_until_let_go(tmp_path):
         procs.stop(holder)
         _drop_from_cache(db)
         assert _resident_pages(db) < pages  # let go: they may be dropped again
+    finally:
+        procs.stop_all()
+
+
+@pytest.mark.requires("vmtouch", "fincore")
+def test_the_database_is_read_again_from_the_file_before_it_is_held(tmp_path):
+    """Pages just written (a build, a migration) are dropped and read from the file, as a server reads them
+    after a restart: held as they were written, 4 KiB apiece, new processes mapped them with more faults."""
+    from bench.harness import Processes, hold_resident
+
+    db = tmp_path / "million.db"
+    with open(db, "wb") as file:
+        file.write(os.urandom(8 * 1024 * 1024))
+        os.fsync(file.fileno())  # written back, still cached as written
+    assert _resident_pages(db) == 2048
+    procs = Processes()
+    try:
+        held, holder = hold_resident(procs, db, tmp_path / "vmtouch.log")
+        assert holder is not None, held
+        # the holder read the whole file from the device: nothing of it was left cached to lock
+        assert disk_read_bytes(holder.pid) >= 8 * 1024 * 1024, disk_read_bytes(holder.pid)
     finally:
         procs.stop_all()
 
