@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sqlite3
 from datetime import datetime, timedelta, timezone
 from urllib.parse import parse_qs, urlsplit
 
@@ -514,6 +515,27 @@ def test_news_before_any_news_but_after_the_site(config_path, tmp_path):
         assert client.get("/api/v1/courses").status_code == 200
         assert client.get("/api/v1/stats").json()["news_items"] == 0
         assert_problem(client.get("/api/v1/news"), 503, "no-data")
+
+
+def test_a_database_not_readable_yet_is_unavailable_not_empty(config_path, tmp_path):
+    """A first read of ``data_versions`` that fails (here a lock held past the busy timeout) says
+    nothing about what the database holds: the answer is "unavailable", and the data once it can be read."""
+    path = tmp_path / "site.db"
+    seeded_database(path).close()
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("PRAGMA journal_mode = DELETE")  # a rollback journal: an exclusive lock keeps readers out
+    with ApiClient(datasette_for_config(config_path)) as client:
+        writer.execute("BEGIN EXCLUSIVE")
+        try:
+            for locked in ("/api/v1/news", "/api/v1/stats"):
+                response = client.get(locked)
+                assert_problem(response, 503, "unavailable")
+                assert int(response.headers["retry-after"]) > 0
+        finally:
+            writer.execute("COMMIT")
+            writer.close()
+        assert client.get("/api/v1/news").status_code == 200
+        assert client.get("/api/v1/stats").json()["news_items"] > 0
 
 
 # -- headers, conditional requests, HEAD ---------------------------------------------

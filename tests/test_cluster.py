@@ -42,6 +42,12 @@ MAX_REQUESTS_PER_WORKER = 20_000
 ANSWERS_BETWEEN = 40
 
 
+def log_tails(cluster, lines: int = 12) -> dict[str, list[str]]:
+    """The last ``lines`` lines each of the cluster's processes logged, for a failure's message."""
+    return {name: path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
+            for name, path in cluster.logs.items() if path.exists()}
+
+
 class LoadLoop:
     """Two client threads sending GETs through nginx until stopped (bounded in count and time)."""
 
@@ -152,10 +158,12 @@ def test_replicas_follow_published_snapshots_through_nginx_without_a_failed_requ
         with LoadLoop(cluster.url) as load:
             assert wait_until(lambda: pointer_version() > start_version, 30), "the writer did not publish"
             cluster.kill_replica(1)
+            moments = {"replica 1 killed": time.monotonic()}
             # the load goes on with one replica: wait for it to get answers meanwhile (nginx retries the dead one's share)
             after_kill = len(load.responses)
             assert wait_until(lambda: len(load.responses) >= after_kill + ANSWERS_BETWEEN, 30), "no answers with one replica"
             cluster.start_replica(1)
+            moments["replica 1 listening again"] = time.monotonic()
             versions = {start_version}
 
             def enough_publishes() -> bool:
@@ -184,8 +192,10 @@ def test_replicas_follow_published_snapshots_through_nginx_without_a_failed_requ
         facts = published_snapshots(store, tmp_path)
         assert final.file in facts and len(facts) > PUBLISHES
         seen_snapshots = set()
-        for path, status, body, _ in load.responses:
-            assert status == 200, (path, status, body[:300])
+        for path, status, body, at in load.responses:
+            # what a failure here needs to be understood: when it came, and what the processes logged
+            assert status == 200, (path, status, body[:300], {name: round(at - moment, 2) for name, moment in moments.items()},
+                                   log_tails(cluster))
             document = json.loads(body)
             if path == "/api/v1/stats":
                 matches = [name for name, fact in facts.items() if fact["stats"] == (document["news_items"], document["updated_at"])]

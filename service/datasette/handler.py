@@ -282,7 +282,10 @@ class Api:
             return await self.cache.get_or_build(key, lambda: self._document(key, endpoint))
         if self.broken:
             raise NotServed()
-        if endpoint.required not in self.cache.versions.current:
+        if endpoint.required not in self.cache.versions.current and self.cache.fresh():
+            # Read, and none of it. When the read failed (versions not fresh: a new Api's first read,
+            # interrupted or locked out), nothing is known: the build reads data_versions itself, and
+            # answers "unavailable" if it cannot either, never "no data" over a database that has some.
             raise NoData()
         if endpoint.fresh:
             entry, _versions = await self._build(key, endpoint, arg, values, self.fresh_fn)
