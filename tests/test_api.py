@@ -519,7 +519,8 @@ def test_news_before_any_news_but_after_the_site(config_path, tmp_path):
 
 def test_a_database_not_readable_yet_is_unavailable_not_empty(config_path, tmp_path):
     """A first read of ``data_versions`` that fails (here a lock held past the busy timeout) says
-    nothing about what the database holds: the answer is "unavailable", and the data once it can be read."""
+    nothing about what the database holds: the answer is "unavailable", and the data once it can be read
+    (docs/invariants.md, "Reads and the writer")."""
     path = tmp_path / "site.db"
     seeded_database(path).close()
     writer = sqlite3.connect(path, isolation_level=None)
