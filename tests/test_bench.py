@@ -426,3 +426,30 @@ def test_peak_memory_leaves_out_a_mapped_files_pages_and_keeps_the_rest(tmp_path
     finally:
         process.stdin.close()
         process.wait(timeout=10)
+
+
+def test_peak_memory_is_not_fooled_by_a_map_replaced_between_two_reads(tmp_path):
+    """A process that maps its file again and again (SQLite does when a connection is replaced): the
+    sampler reads the resident total and the map's share from one ``smaps``, so a map gone between two
+    reads never counts as the process's own (a run on 2026-11-29 reported 1,699 MB for 134)."""
+    mapped = tmp_path / "site.db"
+    mapped.write_bytes(b"\1" * (64 << 20))
+    script = (
+        "import mmap, sys\n"
+        f"f = open({str(mapped)!r}, 'rb')\n"
+        "print('mapping', flush=True)\n"
+        "while True:\n"
+        "    m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\n"
+        "    sum(m[i] for i in range(0, len(m), 4096))\n"
+        "    m.close()\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline() == "mapping\n"
+        sampled = PeakMemory(process.pid, mapped, every=0.002)
+        time.sleep(1.5)  # review: hundreds of samples across the maps' comings and goings
+        peak = sampled.stop()[process.pid]
+        assert peak < 48 << 10  # an interpreter of its own, never the 64 MB map
+    finally:
+        process.kill()
+        process.wait(timeout=10)
