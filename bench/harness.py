@@ -171,7 +171,7 @@ class PeakMemory:
 
     def _sample(self) -> None:
         while True:
-            for pid in memory_kb(self.pid):
+            for pid in process_tree(self.pid):
                 total, mapped = resident_kb(pid, self.path)
                 self.peak_kb[pid] = max(self.peak_kb.get(pid, 0), total - mapped)
             if self._stop.wait(self.every):
