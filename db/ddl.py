@@ -197,6 +197,15 @@ NEWS_SEARCH_BY_TAG = f"""
         {search_triggers(SEARCH_COLUMNS, search_columns_by_tag)}
         """
 
+#: m017: ``news_search``'s triggers again, each item's month among its facets (rebuilt by the migration).
+NEWS_SEARCH_MONTHS = f"""
+        DROP TRIGGER news_search_insert;
+        DROP TRIGGER news_search_delete;
+        DROP TRIGGER news_search_update;
+
+        {search_triggers(SEARCH_COLUMNS, lambda row: search_columns_by_tag(row, month=True))}
+        """
+
 #: m010: ``news_counts``'s indexes that lead with a tag, or a source, then span and period.
 COUNTS_BY_TAG_AND_SOURCE = """
         CREATE INDEX news_counts_tag ON news_counts(tag, span, period, items);

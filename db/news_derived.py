@@ -162,30 +162,42 @@ def search_columns(row: str) -> str:
 #: Fills m006's ``news_search`` (``words``, ``facets``) from ``news``, when m006 creates it.
 INDEX_NEWS_SEARCH_M006 = f"INSERT INTO news_search (rowid, words, facets) SELECT {search_columns('news')} FROM news"
 
+#: SQL: the facet term of an item's month in ``news_search`` since m017 (``m202611``), of ``{row}``.
+#: FTS5 walks an AND of words from their lists' first entries to each match, past a range's end when
+#: no match is left in it (it bounds an AND by its matches, not by a rowid range): with a recent
+#: ``since``, words that never meet walked the whole index. The terms of the months a range covers
+#: end that walk with the range (:data:`qsite.db.news_queries.SEARCH`, docs/performance.md).
+MONTH_TERM = "strftime('m%Y%m', {row}.published_at)"
+
 #: The words columns of ``news_search`` since m008, one per tag (``science``, ...), then ``facets``.
 SEARCH_TAG_COLUMNS = tuple(tag.lower() for tag in TAGS)
 SEARCH_COLUMNS = ", ".join((*SEARCH_TAG_COLUMNS, "facets"))
 
 
-def search_columns_by_tag(row: str) -> str:
-    """SQL: the ``news_search`` rowid, words by tag and facets of ``row`` (m008).
+def search_columns_by_tag(row: str, month: bool = False) -> str:
+    """SQL: the ``news_search`` rowid, words by tag and facets of ``row`` (m008; with ``month``, m017).
 
     An item's words are in the column of its tag, and empty in the others, so a
     search with a tag reads only its words' lists and keeps the entries of that
     column (``{science}: ...``). As a term of its own, the tag had a list as
     long as a third of the news: a word and a tag that seldom meet read both to
     their end (``tag=Science&q=raises``; docs/performance.md, "Measurements behind the code").
-    ``facets`` keeps the sources, alone (``s3``) and with the tag (``t3science``).
+    ``facets`` keeps the sources, alone (``s3``) and with the tag (``t3science``), and since m017
+    the item's month (:data:`MONTH_TERM`).
     """
     text = f"{row}.title || ' ' || {row}.summary"
     by_tag = ", ".join(f"iif({row}.tag = '{tag}', {text}, '')" for tag in TAGS)
     source = f"(SELECT rowid FROM sources WHERE name = {row}.source)"
     facets = f"coalesce('s' || {source} || ' t' || {source} || lower({row}.tag), '')"
+    if month:
+        facets += " || ' ' || " + MONTH_TERM.format(row=row)
     return f"{search_key(row)}, {by_tag}, {facets}"
 
 
-#: Fills ``news_search`` from ``news`` (when m008 creates it, and after a bulk insert).
-INDEX_NEWS_SEARCH = f"INSERT INTO news_search (rowid, {SEARCH_COLUMNS}) SELECT {search_columns_by_tag('news')} FROM news"
+#: Fills ``news_search`` as m008 made it, when m008 creates it.
+INDEX_NEWS_SEARCH_M008 = f"INSERT INTO news_search (rowid, {SEARCH_COLUMNS}) SELECT {search_columns_by_tag('news')} FROM news"
+#: Fills ``news_search`` from ``news`` (when m017 makes it again, and after a bulk insert).
+INDEX_NEWS_SEARCH = f"INSERT INTO news_search (rowid, {SEARCH_COLUMNS}) SELECT {search_columns_by_tag('news', month=True)} FROM news"
 
 #: A stored time ``strftime`` can read is what the search key is made of.
 CHECK_TIME = (

@@ -32,6 +32,12 @@ from qsite.db.news_derived import (
 )
 from qsite.db.news_search_filters import BY_SOURCE, FEW_MATCHES, IN_FILTER, tag_arms
 
+#: A search whose ``since`` is in one of the last this many months of its range (up to ``until`` or
+#: the newest item) ANDs those months' terms. With more, the months' lists cost more than the walk
+#: past the range they save: each step of the AND seeks in them too (docs/performance.md, "A recent
+#: since").
+MONTHS_MAX = 3
+
 #: The names the templates use, and their values.
 LAYOUT = {
     "ROWID_BITS": str(SEARCH_ROWID_BITS),
@@ -51,6 +57,7 @@ LAYOUT = {
     "FEW": str(FEW_MATCHES),
     # the names of the sources asked (a JSON array; '' is none), as a list to test a name against
     "SOURCE_NAMES": "(select value from json_each(iif(:sources = '', '[]', :sources)))",
+    "MONTHS_MAX": str(MONTHS_MAX),
 }
 
 #: The MATCH expression of a search: q in the column of the tag asked (any tag: every column but
@@ -68,6 +75,27 @@ select case when :tag = '' then '- facets: (' || :q || ')'
   else '' end
 """
 
+#: What a page's search (not its count) ANDs to :data:`SEARCH`: for words ANDed (``"a" "b"``, as
+#: fts_query writes them) with a ``since`` at most :data:`MONTHS_MAX` months before the range's end
+#: (``until``, or the newest item), the terms of those months (:data:`qsite.db.news_derived.MONTH_TERM`).
+#: FTS5 walks an AND from its lists' first entries to each match, and past the range's end when no
+#: match is left in it: words that never meet after a recent ``since`` walked the whole index (10 ms
+#: at a million items); the months' lists end with the range. A page that is not full is its own
+#: count, so such a search runs no count. The count does not take them: each step of an AND seeks in
+#: the months' lists too, and a count steps to its 1,001st match (docs/performance.md, "A recent since").
+IN_MONTHS = """\
+|| coalesce((
+  -- a word alone, or words joined by OR, match at every entry of their lists: their walk stops at the range's end
+  with recursive months (month) as (
+    select date(:since, 'start of month') where :since <> '' and (instr(:q, '" "') or instr(:q, ' AND '))
+    union all
+    select date(month, '+1 month') from months
+    where month < date(coalesce(nullif(:until, ''), (select max(published_at) from news)), 'start of month')
+    limit ${MONTHS_MAX} + 1)
+  select ' AND facets: (' || group_concat(strftime('m%Y%m', month), ' OR ') || ')' from months
+  having count(*) <= ${MONTHS_MAX}), '')
+"""
+
 #: Newest first: one arm per way in (no filter, a tag, sources, a search), the others skipped at
 #: once by their constant conditions (datasette.yaml says how each reads its index).
 API_NEWS = """\
@@ -80,6 +108,7 @@ named (source) as (
 ),
 search (expr) as (
   ${SEARCH}
+  ${IN_MONTHS}
 ),
 by_source (expr) as (
   ${BY_SOURCE}
@@ -127,6 +156,7 @@ named (source) as (
 ),
 search (expr) as (
   ${SEARCH}
+  ${IN_MONTHS}
 ),
 by_source (expr) as (
   ${BY_SOURCE}
@@ -302,6 +332,7 @@ def render(name: str, way: str | None = None) -> str:
     tag_rowids = tag_arms("select rowid from ${TABLE} where ${MATCH}").replace("\n", "\n  ")
     fragments = {"SEARCH": Template(SEARCH.rstrip("\n")).substitute(LAYOUT), "COUNT": count_terms(),
                  "BY_SOURCE": Template(BY_SOURCE.rstrip("\n")).substitute(LAYOUT),
+                 "IN_MONTHS": Template(IN_MONTHS.rstrip("\n")).substitute(LAYOUT),
                  "IN_FILTER": Template(IN_FILTER.rstrip("\n")).substitute(LAYOUT, TAG_ROWIDS=tag_rowids),
                  "TAG_COUNT": tag_arms("select 1 from ${TABLE} where ${MATCH}") + "\nlimit +:count_limit"}
     if DIRECTIONS[name]:

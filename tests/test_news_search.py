@@ -17,11 +17,13 @@ import json
 import random
 import sqlite3
 from datetime import datetime, timedelta, timezone
+from string import Template
 
 import pytest
 import sqlite_utils
 
 from qsite.db.news_derived import SEARCH_ROWID_MASK
+from qsite.db.news_queries import IN_MONTHS, LAYOUT, SEARCH
 from qsite.db.news_search_filters import FEW_MATCHES
 from qsite.db.model import NEWS, TAGS, format_time
 from qsite.pipeline.store.records import Item
@@ -147,6 +149,60 @@ def test_search_follows_changes_and_deletions(db):
     assert held == db.execute("SELECT rowid FROM news WHERE summary = 'retitled anyon' ORDER BY 1").fetchall() != []
 
 
+def items_over_months(count: int, seed: int) -> list[tuple[str, str, Item]]:
+    """``(source, id, item)`` over seven months, most in the first and last minutes of a month, where a range's months change."""
+    rng = random.Random(seed)
+    made = []
+    for n, (source, id_, item) in enumerate(items(count, seed, prefix="m")):
+        month_start = datetime(2026, 5 + rng.randrange(7), 1, tzinfo=timezone.utc)
+        moment = month_start + timedelta(seconds=rng.choice((0, 59, 3600 * 24 * 14)) - rng.choice((0, 0, 1, 60)))
+        made.append((source, id_, item._replace(published_at=format_time(moment))))
+    return made
+
+
+def test_searches_over_months_find_every_match_when_their_months_join_them(db):
+    """A ``since`` in the last :data:`~qsite.db.news_queries.MONTHS_MAX` months of its range ANDs those months'
+    terms (``m202611``) into a page's search of words ANDed: the same pages (and counts) as the whole index,
+    ranges across a month's end, items moved to another month and removed."""
+    rows = items_over_months(400, seed=21)
+    insert(db, rows)
+    assert_searches_match(db, rounds=400, seed=22)
+    moved = [(id_, item, format_time(datetime.fromisoformat(item.published_at.replace("Z", "+00:00")) + timedelta(days=n % 3 * 20)))
+             for n, (_, id_, item) in enumerate(rows[:80])]
+    with transaction(db):
+        news_store.update_items(db, moved, "2026-12-01T00:00:00Z")
+        news_store.delete_published_before(db, "2026-06-01T00:00:00Z")
+    assert_searches_match(db, rounds=400, seed=23)
+    # a contentless index keeps no text: each item's month is the term the triggers put there
+    by_month = db.execute("SELECT strftime('m%Y%m', published_at), count(*) FROM news GROUP BY 1").fetchall()
+    assert [(month, db.execute("SELECT count(*) FROM news_search WHERE news_search MATCH ?", [f"facets: {month}"]).fetchone()[0])
+            for month, _ in by_month] == by_month
+
+
+@pytest.mark.parametrize(
+    ("since", "until", "months"),
+    [
+        ("2026-11-28T10:00:00Z", "", "m202611"),
+        ("2026-09-01T00:00:00Z", "", "m202609 OR m202610 OR m202611"),
+        ("2026-08-31T23:59:59Z", "", None),  # four months: the walk past the range costs less than their lists
+        ("2025-01-10T00:00:00Z", "2025-02-03T00:00:00Z", "m202501 OR m202502"),
+        ("2026-09-01T00:00:00Z", "2026-09-01T00:00:00Z", "m202609"),
+        ("", "2026-11-01T00:00:00Z", None),
+    ],
+)
+def test_a_search_since_the_newest_months_reads_their_terms(db, since, until, months):
+    """The months a page's search of words ANDed is ANDed with: from ``since``'s to ``until``'s, or to the newest item's."""
+    insert(db, [("Lab Notes", "newest", items(1, seed=24)[0][2]._replace(published_at="2026-11-29T08:00:00Z"))])
+    search = Template(SEARCH + IN_MONTHS).substitute(LAYOUT)  # a page's search
+    for q in ('"qubit" "laser"', '"qubit" AND ("laser" OR "photon")', '("qubit" AND "laser") NOT ("photon")'):
+        (expr,) = db.execute(search, {"q": q, "tag": "", "sources": "", "since": since, "until": until}).fetchone()
+        assert expr == f"- facets: ({q})" + (f" AND facets: ({months})" if months else "")
+    # a word alone, or words joined by OR, match at every entry of their lists: FTS5 stops at the range's end
+    for q in ('"qubit"', '("qubit" OR "laser")', '("qubit") NOT ("laser")'):
+        (expr,) = db.execute(search, {"q": q, "tag": "", "sources": "", "since": since, "until": until}).fetchone()
+        assert expr == f"- facets: ({q})"
+
+
 def test_a_published_snapshot_searches_the_same(db, tmp_path):
     """``qsite publish`` copies with VACUUM INTO, which keeps rowids: the keys still point at their items."""
     rows = items(300, seed=10)
@@ -197,6 +253,23 @@ def test_migration_8_indexes_by_tag_what_migration_6_indexed(tmp_path):
     db = open_database(path)
     assert [row[1] for row in db.execute("PRAGMA table_info(news_search)").fetchall()] == ["science", "industry", "investing", "facets"]
     assert_searches_match(db, rounds=150, seed=11)
+    db.close()
+
+
+def test_migration_17_indexes_the_months_of_the_items_already_stored(tmp_path):
+    """Items stored under m008's index (no months) are each under their month's term after m017 rebuilds it,
+    and its triggers keep the months as items come, move and go."""
+    path = tmp_path / "old.db"
+    database_before(path, "m017_news_search_months", SOURCES, items_over_months(150, seed=25))
+    month = "SELECT count(*) FROM news_search WHERE news_search MATCH 'facets: m202611'"
+    assert sqlite_utils.Database(path).execute(month).fetchone()[0] == 0
+    db = open_database(path)
+    held = db.execute("SELECT strftime('m%Y%m', published_at), count(*) FROM news GROUP BY 1").fetchall()
+    assert [(m, db.execute("SELECT count(*) FROM news_search WHERE news_search MATCH ?", [f"facets: {m}"]).fetchone()[0])
+            for m, _ in held] == held and len(held) > 5
+    assert_searches_match(db, rounds=150, seed=26)
+    insert(db, [("Lab Notes", "later", items(1, seed=28)[0][2]._replace(published_at="2026-12-02T00:00:00Z"))])
+    assert db.execute("SELECT count(*) FROM news_search WHERE news_search MATCH 'facets: m202612'").fetchone()[0] == 1
     db.close()
 
 

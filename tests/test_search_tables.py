@@ -6,7 +6,7 @@ FTS5's integrity check, and hold no page larger than its size in :data:`SEARCH_T
 rowid's few bytes): 1,000 bytes for the tables searches count in. Rows written later, by the
 triggers or by the bulk insert, keep those sizes. ``TestSearchTablesFollowNews`` holds the
 invariant of docs/invariants.md, "The search tables", over random sequences of every writer:
-bursts of items through the triggers, re-tagging, moves, new words, deletes, retention, a
+bursts of items through the triggers, re-tagging, moves, new words, new times, deletes, retention, a
 rebuild (the migration's and the bulk insert's) and FTS5's merges.
 """
 
@@ -122,7 +122,9 @@ def test_bulk_insert_writes_each_search_table_in_its_pages(tmp_path, table):
 
 #: Words that are their own stems (FTS5's porter tokenizer), so a plain scan of the text finds what the tables should.
 MODEL_WORDS = ("qubit", "photon", "ion", "chip", "error")
-MODEL_TIMES = [f"2026-11-{day:02d}T{hour:02d}:00:00Z" for day in (18, 19, 20, 21) for hour in (3, 15)]
+#: Times in three months, two of them a second either side of a month's end: ``news_search`` holds each item's month.
+MODEL_TIMES = [f"2026-11-{day:02d}T{hour:02d}:00:00Z" for day in (18, 19, 20, 21) for hour in (3, 15)] + [
+    "2026-10-31T23:59:59Z", "2026-12-01T00:00:00Z"]
 #: The mask that takes each table's key back to the item's ``news`` rowid.
 ITEM_ROWID = {table: SEARCH_ROWID_MASK if table == "news_search" else (1 << SOURCE_ROWID_BITS) - 1 for table in SEARCH_TABLES}
 
@@ -166,10 +168,10 @@ class TestSearchTablesFollowNews(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def change_some_items(self, data):
-        """Re-tag, move to another source, give new words, or delete: the update and delete triggers."""
+        """Re-tag, move to another source, give new words, another time, or delete: the update and delete triggers."""
         ids = [row[0] for row in self.db.conn.execute("SELECT id FROM news")]
         chosen = data.draw(st.lists(st.sampled_from(ids), max_size=12, unique=True)) if ids else []
-        what = data.draw(st.sampled_from(["tag", "source", "words", "delete"]))
+        what = data.draw(st.sampled_from(["tag", "source", "words", "published_at", "delete"]))
         with self.db.conn:
             for item_id in chosen:
                 if what == "delete":
@@ -177,7 +179,7 @@ class TestSearchTablesFollowNews(RuleBasedStateMachine):
                 elif what == "words":
                     self.db.conn.execute("UPDATE news SET summary = ? WHERE id = ?", [f"About {data.draw(st.sampled_from(MODEL_WORDS))}", item_id])
                 else:
-                    value = data.draw(st.sampled_from(TAGS if what == "tag" else SOURCES))
+                    value = data.draw(st.sampled_from({"tag": TAGS, "source": SOURCES, "published_at": MODEL_TIMES}[what]))
                     self.db.conn.execute(f"UPDATE news SET {what} = ? WHERE id = ?", [value, item_id])
 
     @rule(cutoff=st.sampled_from(MODEL_TIMES))
@@ -215,6 +217,11 @@ class TestSearchTablesFollowNews(RuleBasedStateMachine):
                 mask = ITEM_ROWID[table]
                 found = [key & mask for (key,) in conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ?", [word])]
                 assert sorted(found) == sorted(expected), (table, word)
+        # news_search's facets: each item under its month's term (migration 17), which a page's search ANDs
+        for (month,) in conn.execute("SELECT DISTINCT strftime('m%Y%m', value) FROM json_each(?)", [json.dumps(MODEL_TIMES)]):
+            expected = [rowid for (rowid,) in conn.execute("SELECT rowid FROM news WHERE strftime('m%Y%m', published_at) = ?", [month])]
+            found = [key & SEARCH_ROWID_MASK for (key,) in conn.execute("SELECT rowid FROM news_search WHERE news_search MATCH ?", [f"facets: {month}"])]
+            assert sorted(found) == sorted(expected), month
         for table in SEARCH_TABLES:
             assert (largest_page(conn, table) or 0) <= page_bytes(table) + PAGE_SLACK, table
 
