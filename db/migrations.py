@@ -269,9 +269,10 @@ def m017_news_search_months(db):
 
     FTS5 walks an AND of words from their lists' first entries to each match and, when no match
     is left in a search's range, on past its end to the lists' ends: two words that never meet
-    after a recent ``since`` read the whole index (10 ms at a million items). A search with a
-    ``since`` in the newest months ANDs the terms of the months it covers, whose lists end where
-    the range does (:data:`qsite.db.news_queries.SEARCH`). What a search finds is unchanged.
+    after a recent ``since`` read the whole index (8 ms at a million items). A page's search of
+    words ANDed with a ``since`` in the newest months ANDs the terms of the months it covers, whose
+    lists end where the range does (:data:`qsite.db.news_queries.IN_MONTHS`). What a search finds
+    is unchanged.
     """
     db.executescript(NEWS_SEARCH_MONTHS)
     rebuild_search_table(db, "news_search")

@@ -166,7 +166,7 @@ INDEX_NEWS_SEARCH_M006 = f"INSERT INTO news_search (rowid, words, facets) SELECT
 #: FTS5 walks an AND of words from their lists' first entries to each match, past a range's end when
 #: no match is left in it (it bounds an AND by its matches, not by a rowid range): with a recent
 #: ``since``, words that never meet walked the whole index. The terms of the months a range covers
-#: end that walk with the range (:data:`qsite.db.news_queries.SEARCH`, docs/performance.md).
+#: end that walk with the range (:data:`qsite.db.news_queries.IN_MONTHS`, docs/performance.md).
 MONTH_TERM = "strftime('m%Y%m', {row}.published_at)"
 
 #: The words columns of ``news_search`` since m008, one per tag (``science``, ...), then ``facets``.

@@ -32,8 +32,8 @@ from qsite.db.news_derived import (
 )
 from qsite.db.news_search_filters import BY_SOURCE, FEW_MATCHES, IN_FILTER, tag_arms
 
-#: A search whose ``since`` is in one of the last this many months of its range (up to ``until`` or
-#: the newest item) ANDs those months' terms. With more, the months' lists cost more than the walk
+#: A page's search of words ANDed whose ``since`` is in one of the last this many months of its
+#: range (up to ``until`` or the newest item) ANDs those months' terms (:data:`IN_MONTHS`). With more, the months' lists cost more than the walk
 #: past the range they save: each step of the AND seeks in them too (docs/performance.md, "A recent
 #: since").
 MONTHS_MAX = 3
