@@ -84,16 +84,16 @@ select case when :tag = '' then '- facets: (' || :q || ')'
 #: count, so such a search runs no count. The count does not take them: each step of an AND seeks in
 #: the months' lists too, and a count steps to its 1,001st match (docs/performance.md, "A recent since").
 IN_MONTHS = """\
-|| coalesce((
-  -- a word alone, or words joined by OR, match at every entry of their lists: their walk stops at the range's end
+-- a word alone, or words joined by OR, match at every entry of their lists: their walk stops at the range's end
+|| case when :since <> '' and (instr(:q, '" "') or instr(:q, ' AND ')) then coalesce((
   with recursive months (month) as (
-    select date(:since, 'start of month') where :since <> '' and (instr(:q, '" "') or instr(:q, ' AND '))
+    select date(:since, 'start of month')
     union all
     select date(month, '+1 month') from months
     where month < date(coalesce(nullif(:until, ''), (select max(published_at) from news)), 'start of month')
     limit ${MONTHS_MAX} + 1)
   select ' AND facets: (' || group_concat(strftime('m%Y%m', month), ' OR ') || ')' from months
-  having count(*) <= ${MONTHS_MAX}), '')
+  having count(*) <= ${MONTHS_MAX}), '') else '' end
 """
 
 #: Newest first: one arm per way in (no filter, a tag, sources, a search), the others skipped at
