@@ -33,9 +33,9 @@ from qsite.db.news_derived import (
 from qsite.db.news_search_filters import BY_SOURCE, FEW_MATCHES, IN_FILTER, tag_arms
 
 #: A page's search of words ANDed whose ``since`` is in one of the last this many months of its
-#: range (up to ``until`` or the newest item) ANDs those months' terms (:data:`IN_MONTHS`). With more, the months' lists cost more than the walk
-#: past the range they save: each step of the AND seeks in them too (docs/performance.md, "A recent
-#: since").
+#: range (up to ``until`` or the newest item) ANDs those months' terms (:data:`IN_MONTHS`). With
+#: more, the months' lists cost more than the walk past the range they save: each step of the AND
+#: seeks in them too (docs/performance.md, "A recent since").
 MONTHS_MAX = 3
 
 #: The names the templates use, and their values.
@@ -79,7 +79,7 @@ select case when :tag = '' then '- facets: (' || :q || ')'
 #: fts_query writes them) with a ``since`` at most :data:`MONTHS_MAX` months before the range's end
 #: (``until``, or the newest item), the terms of those months (:data:`qsite.db.news_derived.MONTH_TERM`).
 #: FTS5 walks an AND from its lists' first entries to each match, and past the range's end when no
-#: match is left in it: words that never meet after a recent ``since`` walked the whole index (10 ms
+#: match is left in it: words that never meet after a recent ``since`` walked the whole index (8 ms
 #: at a million items); the months' lists end with the range. A page that is not full is its own
 #: count, so such a search runs no count. The count does not take them: each step of an AND seeks in
 #: the months' lists too, and a count steps to its 1,001st match (docs/performance.md, "A recent since").

@@ -16,7 +16,7 @@ import itertools
 import json
 import random
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from string import Template
 
 import pytest
@@ -154,7 +154,7 @@ def items_over_months(count: int, seed: int) -> list[tuple[str, str, Item]]:
     rng = random.Random(seed)
     made = []
     for n, (source, id_, item) in enumerate(items(count, seed, prefix="m")):
-        month_start = datetime(2026, 5 + rng.randrange(7), 1, tzinfo=timezone.utc)
+        month_start = datetime(2026, 5 + rng.randrange(7), 1, tzinfo=UTC)
         moment = month_start + timedelta(seconds=rng.choice((0, 59, 3600 * 24 * 14)) - rng.choice((0, 0, 1, 60)))
         made.append((source, id_, item._replace(published_at=format_time(moment))))
     return made
@@ -167,7 +167,7 @@ def test_searches_over_months_find_every_match_when_their_months_join_them(db):
     rows = items_over_months(400, seed=21)
     insert(db, rows)
     assert_searches_match(db, rounds=400, seed=22)
-    moved = [(id_, item, format_time(datetime.fromisoformat(item.published_at.replace("Z", "+00:00")) + timedelta(days=n % 3 * 20)))
+    moved = [(id_, item, format_time(datetime.fromisoformat(item.published_at) + timedelta(days=n % 3 * 20)))
              for n, (_, id_, item) in enumerate(rows[:80])]
     with transaction(db):
         news_store.update_items(db, moved, "2026-12-01T00:00:00Z")
@@ -258,7 +258,7 @@ def test_migration_8_indexes_by_tag_what_migration_6_indexed(tmp_path):
 
 def test_migration_17_indexes_the_months_of_the_items_already_stored(tmp_path):
     """Items stored under m008's index (no months) are each under their month's term after m017 rebuilds it,
-    and its triggers keep the months as items come, move and go."""
+    and its insert trigger puts a new item under its own."""
     path = tmp_path / "old.db"
     database_before(path, "m017_news_search_months", SOURCES, items_over_months(150, seed=25))
     month = "SELECT count(*) FROM news_search WHERE news_search MATCH 'facets: m202611'"
