@@ -36,46 +36,80 @@ class SeaweedS3:
     bucket: str = BUCKET
 
 
+#: Sets of free ports ``weed mini`` is started on before giving up: another test may take a free one
+#: first, and the server exits (``port ... is not available``, or ``bind: address already in use``).
+PORT_ATTEMPTS = 3
+
+
 @contextmanager
 def seaweed_s3(folder: Path, timeout: float = 60) -> Iterator[SeaweedS3]:
     """``weed mini`` with its data in ``folder``, the bucket made, answering S3 PUTs; stopped (its process group) after."""
-    import obstore
-    from obstore.store import from_url
-
-    folder.mkdir(parents=True, exist_ok=True)
-    ports = {name: free_port() for name in PORTS}
-    argv = [str(Path(sys.executable).parent / "weed"), "mini", f"-dir={folder}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-            f"-bucket={BUCKET}", "-master.telemetry=false", *(f"-{name}={port}" for name, port in ports.items())]
     saved = {key: os.environ.get(key) for key in S3_ENV}
     os.environ.update(S3_ENV)
-    log = open(folder / "weed.log", "wb")
-    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    server = SeaweedS3(f"http://127.0.0.1:{ports['s3.port']}")
+    process = log = None
     try:
-        store = from_url(f"s3://{BUCKET}", endpoint=server.endpoint, client_options={"allow_http": True},
-                         retry_config={"max_retries": 0})
-        deadline = time.monotonic() + timeout
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"weed mini exited: {(folder / 'weed.log').read_text()[-2000:]}")
-            try:
-                obstore.put(store, ".probe", b"ok")
+        for attempt in range(PORT_ATTEMPTS):
+            data = folder if attempt == 0 else folder / f"attempt-{attempt}"  # a start that failed leaves its files
+            data.mkdir(parents=True, exist_ok=True)
+            ports = {name: free_port() for name in PORTS}
+            argv = [str(Path(sys.executable).parent / "weed"), "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+                    f"-bucket={BUCKET}", "-master.telemetry=false", *(f"-{name}={port}" for name, port in ports.items())]
+            log = open(data / "weed.log", "wb")
+            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            server = SeaweedS3(f"http://127.0.0.1:{ports['s3.port']}")
+            if _answers(process, server, data / "weed.log", timeout, last=attempt == PORT_ATTEMPTS - 1):
                 break
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.3)  # polls for the event (the server taking a write), with the deadline above
+            _stop(process)  # exited, but its group may not have
+            log.close()
         yield server
     finally:
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout=20)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        log.close()
+        if process is not None:
+            _stop(process)
+        if log is not None:
+            log.close()
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def _answers(process: subprocess.Popen, server: SeaweedS3, log: Path, timeout: float, last: bool) -> bool:
+    """Whether ``weed mini`` takes a write within ``timeout``; False when it exited on a port another took first
+    (and ``last`` is not set), so that it is started again on others. Any other end raises, with its log."""
+    import obstore
+    from obstore.store import from_url
+
+    store = from_url(f"s3://{BUCKET}", endpoint=server.endpoint, client_options={"allow_http": True},
+                     retry_config={"max_retries": 0})
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            said = log.read_text()
+            # taken before weed's own check of its ports, or between that check and its listening
+            if ("is not available" in said or "address already in use" in said) and not last:
+                return False
+            raise RuntimeError(f"weed mini exited: {log.read_text()[-2000:]}")
+        try:
+            obstore.put(store, ".probe", b"ok")
+            return True
+        except Exception:
+            if time.monotonic() > deadline:
+                _stop(process)
+                raise
+            time.sleep(0.3)  # polls for the event (the server taking a write), with the deadline above
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Stop ``process``'s group: SIGTERM, then SIGKILL after 20 s; nothing when it has exited already."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:  # the group is gone: the server exited on its own
+            break
+        try:
+            process.wait(timeout=20)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    process.wait()
