@@ -9,7 +9,6 @@ test process's environment for obstore while the server runs.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from tests.support.processes import free_port
+from tests.support.processes import free_port, stop_group
 
 S3_ENV = {"AWS_ACCESS_KEY_ID": "qsite-local", "AWS_SECRET_ACCESS_KEY": "qsite-local-secret", "AWS_REGION": "us-east-1"}
 BUCKET = "qsite-snapshots"
@@ -59,12 +58,12 @@ def seaweed_s3(folder: Path, timeout: float = 60) -> Iterator[SeaweedS3]:
             server = SeaweedS3(f"http://127.0.0.1:{ports['s3.port']}")
             if _answers(process, server, data / "weed.log", timeout, last=attempt == PORT_ATTEMPTS - 1):
                 break
-            _stop(process)  # exited, but its group may not have
+            stop_group(process, timeout=20)
             log.close()
         yield server
     finally:
         if process is not None:
-            _stop(process)
+            stop_group(process, timeout=20)
         if log is not None:
             log.close()
         for key, value in saved.items():
@@ -89,27 +88,12 @@ def _answers(process: subprocess.Popen, server: SeaweedS3, log: Path, timeout: f
             # taken before weed's own check of its ports, or between that check and its listening
             if ("is not available" in said or "address already in use" in said) and not last:
                 return False
-            raise RuntimeError(f"weed mini exited: {log.read_text()[-2000:]}")
+            raise RuntimeError(f"weed mini exited: {said[-2000:]}")
         try:
             obstore.put(store, ".probe", b"ok")
             return True
         except Exception:
             if time.monotonic() > deadline:
-                _stop(process)
-                raise
+                raise  # the caller stops it
             time.sleep(0.3)  # polls for the event (the server taking a write), with the deadline above
 
-
-def _stop(process: subprocess.Popen) -> None:
-    """Stop ``process``'s group: SIGTERM, then SIGKILL after 20 s; nothing when it has exited already."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:  # the group is gone: the server exited on its own
-            break
-        try:
-            process.wait(timeout=20)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    process.wait()
