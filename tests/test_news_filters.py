@@ -11,6 +11,7 @@ from qsite.pipeline.store import open_database
 from qsite.service.api.bodies import Build, Invalid
 from qsite.service.api.data_versions import read_versions
 from qsite.service.api.endpoints import ENDPOINTS
+from qsite.service.api.kinds import ZONE_NEEDED, DateTime
 from qsite.service.api.parameter_table import SOURCE_MAX, SOURCES_MAX
 from qsite.service.api.parameters import parse_params
 from qsite.service.api.search_language import MISPLACED_OR
@@ -374,3 +375,30 @@ def test_the_cursor_keeps_working_while_items_arrive(client, tmp_path):
         url = page["next"]
     expected = sorted((r for r in items() if r["source"] == COMMA), key=lambda r: (r["published_at"], r["id"]), reverse=True)
     assert ids(first["results"]) + ids(rest) == ids(expected)
+
+
+#: The 400's detail for a time that is no RFC 3339 date-time and no near miss of one.
+NOT_A_TIME = DateTime.detail
+
+
+@pytest.mark.parametrize(
+    ("given", "detail"),
+    [
+        ("2025-03-01", f"{ZONE_NEEDED}; a date alone is not one: its start in UTC is 2025-03-01T00:00:00Z"),
+        ("2025-03-01T08:30", f"{ZONE_NEEDED}; add one: in UTC, 2025-03-01T08:30:00Z"),
+        ("2025-03-01 08:30:15.25", f"{ZONE_NEEDED}; add one: in UTC, 2025-03-01T08:30:15.25Z"),
+        ("2025-02-30", NOT_A_TIME),  # no such day: no time to suggest
+        ("2025-03-01T24:30", NOT_A_TIME),
+        ("yesterday", NOT_A_TIME),
+    ],
+)
+def test_a_time_without_its_zone_is_a_400_that_writes_it_in_utc(client, given, detail):
+    """A date alone or a time with no zone names its parameter and says what to send; what it says is taken."""
+    for path, name in (("/api/v1/news", "since"), ("/api/v1/news", "until"), ("/api/v1/news", "updated_since"),
+                       ("/api/v1/news.atom", "since"), ("/api/v1/news/removed", "since")):
+        response = client.get(path, params={name: given})
+        assert response.status_code == 400, (path, name, given)
+        assert response.json()["errors"] == [{"parameter": name, "detail": detail}], (path, name)
+        if detail != NOT_A_TIME:
+            suggested = detail.rpartition(" ")[2]
+            assert client.get(path, params={name: suggested}).status_code == 200, (path, name, suggested)

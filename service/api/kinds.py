@@ -172,13 +172,43 @@ def exact_time(value: str) -> tuple[str, str] | None:
     return second, fraction[1:].ljust(9, "0")
 
 
+#: The start of the 400's detail for a date-time parameter: :attr:`DateTime.detail`, or how to
+#: write a near miss of one (:func:`_near_miss`).
+ZONE_NEEDED = "must be an RFC 3339 date-time with a time zone"
+
+#: What people write for a time that RFC 3339 does not take as one: a date alone (``2025-03-01``),
+#: or a date and time with no zone (``2025-03-01T08:00:00``, a space for the ``T`` too).
+_ZONELESS = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[Tt ](\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?))?", re.ASCII)
+
+
+def _near_miss(text: str) -> Refused | None:
+    """The 400's detail for a time that lacks only its time of day or its zone: how to write it.
+
+    Not read as UTC midnight or as UTC: a date's day begins at another instant in each zone, and a
+    client in one gets items of the day before or after. The 400 writes out the UTC reading for
+    the client to send; its date and time are the text's own digits (never more than 29 characters).
+    """
+    match = _ZONELESS.fullmatch(text)
+    if match is None:
+        return None
+    date, time_of_day = match.groups()
+    if time_of_day is not None and len(time_of_day) == 5:  # hours and minutes
+        time_of_day += ":00"
+    in_utc = f"{date}T{time_of_day or '00:00:00'}Z"
+    if parse_since(in_utc) is None:  # no such date or time (2025-13-01): nothing to suggest
+        return None
+    if time_of_day is None:
+        return Refused(f"{ZONE_NEEDED}; a date alone is not one: its start in UTC is {in_utc}")
+    return Refused(f"{ZONE_NEEDED}; add one: in UTC, {in_utc}")
+
+
 class DateTime(Kind):
     """An RFC 3339 date-time with a time zone; canonical: the stored form (:func:`parse_since`).
 
     :param round_up: a fraction of a second counts up, not down (an exclusive upper end, ``until``).
     """
 
-    detail = "must be an RFC 3339 date-time with a time zone, such as 2026-11-20T08:00:00Z"
+    detail = f"{ZONE_NEEDED}, such as 2026-11-20T08:00:00Z"
     schema = {"type": "string", "format": "date-time"}
 
     def __init__(self, round_up: bool = False):
@@ -187,7 +217,7 @@ class DateTime(Kind):
     def parse(self, text: str) -> str:
         value = parse_since(text, self.round_up)
         if value is None:
-            raise ValueError(text)
+            raise _near_miss(text) or ValueError(text)
         return value
 
 
