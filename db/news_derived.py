@@ -162,12 +162,13 @@ def search_columns(row: str) -> str:
 #: Fills m006's ``news_search`` (``words``, ``facets``) from ``news``, when m006 creates it.
 INDEX_NEWS_SEARCH_M006 = f"INSERT INTO news_search (rowid, words, facets) SELECT {search_columns('news')} FROM news"
 
-#: SQL: the facet term of an item's month in ``news_search`` since m017 (``m202611``), of ``{row}``.
+#: SQL: the facet term of the month of the time ``{time}`` (``m202611``): each item's in ``news_search``
+#: since m017, written by the triggers and the rebuild, and the months a page's search ANDs.
 #: FTS5 walks an AND of words from their lists' first entries to each match, past a range's end when
 #: no match is left in it (it bounds an AND by its matches, not by a rowid range): with a recent
 #: ``since``, words that never meet walked the whole index. The terms of the months a range covers
 #: end that walk with the range (:data:`qsite.db.news_queries.IN_MONTHS`, docs/performance.md).
-MONTH_TERM = "strftime('m%Y%m', {row}.published_at)"
+MONTH_TERM = "strftime('m%Y%m', {time})"
 
 #: The words columns of ``news_search`` since m008, one per tag (``science``, ...), then ``facets``.
 SEARCH_TAG_COLUMNS = tuple(tag.lower() for tag in TAGS)
@@ -190,7 +191,7 @@ def search_columns_by_tag(row: str, month: bool = False) -> str:
     source = f"(SELECT rowid FROM sources WHERE name = {row}.source)"
     facets = f"coalesce('s' || {source} || ' t' || {source} || lower({row}.tag), '')"
     if month:
-        facets += " || ' ' || " + MONTH_TERM.format(row=row)
+        facets += " || ' ' || " + MONTH_TERM.format(time=f"{row}.published_at")
     return f"{search_key(row)}, {by_tag}, {facets}"
 
 

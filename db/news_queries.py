@@ -24,6 +24,7 @@ from string import Template
 from qsite.db.news_arms import ARMS, WAYS
 from qsite.db.news_derived import (
     MINUTE_MAX,
+    MONTH_TERM,
     SEARCH_OPEN_END,
     SEARCH_ROWID_BITS,
     SEARCH_ROWID_MASK,
@@ -58,6 +59,8 @@ LAYOUT = {
     # the names of the sources asked (a JSON array; '' is none), as a list to test a name against
     "SOURCE_NAMES": "(select value from json_each(iif(:sources = '', '[]', :sources)))",
     "MONTHS_MAX": str(MONTHS_MAX),
+    # the term of each month a page's search ANDs, as news_search's facets hold it
+    "MONTH_TERM": MONTH_TERM.format(time="month"),
 }
 
 #: The MATCH expression of a search: q in the column of the tag asked (any tag: every column but
@@ -92,7 +95,7 @@ IN_MONTHS = """\
     select date(month, '+1 month') from months
     where month < date(coalesce(nullif(:until, ''), (select max(published_at) from news)), 'start of month')
     limit ${MONTHS_MAX} + 1)
-  select ' AND facets: (' || group_concat(strftime('m%Y%m', month), ' OR ') || ')' from months
+  select ' AND facets: (' || group_concat(${MONTH_TERM}, ' OR ') || ')' from months
   having count(*) <= ${MONTHS_MAX}), '') else '' end
 """
 
