@@ -21,8 +21,10 @@ TEST_BIN := $(TEST_VENV)/bin
 # whose build rules use profile-guided and link-time optimisation), else $(PYTHON). pyenv's default build uses
 # neither: side by side, qsite answered 8% more uncached requests a second on Debian's 3.11 than on pyenv's
 # (bench/README.md, "2026-11-29 19:15 to 21:00 UTC"). Never an interpreter uv would download; each target
-# names its environment. `make VENV_PYTHON=python3.11 install` chooses another.
-VENV_PYTHON ?= $(firstword $(wildcard /usr/bin/python3.11) $(PYTHON))
+# names its environment. `make VENV_PYTHON=python3.11 install` chooses another. Only a whole one: Debian's
+# python3.11-minimal alone has no sqlite3 module.
+SYSTEM_PYTHON := /usr/bin/python3.11
+VENV_PYTHON ?= $(shell $(SYSTEM_PYTHON) -c 'import sqlite3, ssl, venv' >/dev/null 2>&1 && echo $(SYSTEM_PYTHON) || echo $(PYTHON))
 export UV_PYTHON := $(VENV_PYTHON)
 export UV_PYTHON_DOWNLOADS := never
 # --locked: fail, naming `uv lock`, when uv.lock no longer matches pyproject.toml.
