@@ -63,9 +63,9 @@ from first cross join news on news.rowid = first.key & ${ROWID_MASK}
     (("search", "filtered_search"), """\
 select news.id, title, url, source, summary, tag, published_at, image_url, authors, updated_at
 from news_search cross join news on news.rowid = news_search.rowid & ${ROWID_MASK}
--- first not full is every match, no rest of a minute to read: an empty phrase, or FTS5 walks its lists
--- again from their first entries to a match past the range (FTS5 bounds an AND by its matches)
-where :q <> '' and news_search match (select iif((select count(*) from first) = coalesce(nullif(:limit, ''), 20), expr, '""') from search)
+-- no rest of a minute to read (first holds every match of its last one's minute): an empty phrase, or FTS5
+-- walks its lists again from their first entries to a match past the range (FTS5 bounds an AND by its matches)
+where :q <> '' and news_search match (select iif(${REST_NEEDED}, expr, '""') from search)
 ${REST}
 """),
 )

@@ -19,6 +19,7 @@ braces of its own (FTS5's column filters, ``{science}: ...``).
 
 from __future__ import annotations
 
+from operator import itemgetter
 from string import Template
 
 from qsite.db.news_arms import ARMS, WAYS
@@ -125,7 +126,7 @@ search_range (low, high) as (
   from bound
 ),
 first (key) as materialized (
-  select news_search.rowid from news_search cross join news on news.rowid = news_search.rowid & ${ROWID_MASK}
+  select news_search.rowid from news_search
   -- an empty range (a cursor before since) reads nothing: FTS5 would still look for a first match;
   -- a filter that matches a few times: the page is sorted from those (few), news_search is not read (an
   -- empty phrase: FTS5 runs the MATCH whatever the other conditions)
@@ -133,14 +134,22 @@ first (key) as materialized (
     and news_search match (select iif(:sources = '' and :tag = '' or (select count(*) from few) > ${FEW}, expr, '""')
                            from search)
     and news_search.rowid >= (select low from search_range) and news_search.rowid < (select high from search_range)
-    and published_at > :since and (published_at, news.id) < (select upper, upper_id from bound)
+    -- a key past the range's two edge minutes is in it by its minute alone; one in them, by its item's time,
+    -- looked up: most pages look up no item here (the rows are read once, by the arms)
+    and (news_search.rowid >= (select low from search_range) + ${MINUTE_STEP}
+         and news_search.rowid < (select high from search_range) - ${MINUTE_STEP}
+      or (select published_at > :since and (published_at, news.id) < (select upper, upper_id from bound)
+          from news where news.rowid = news_search.rowid & ${ROWID_MASK}))
   order by news_search.rowid
-  limit coalesce(nullif(:limit, ''), 20)
+  -- one match past the page: in another minute than the page's last, the page holds all of that minute's
+  limit coalesce(nullif(:limit, ''), 20) + 1
 ),
 ceiling (high) as (
-  -- first empty: an empty range (a NULL bound would be no bound at all to the FTS index)
-  select coalesce(iif(count(*) < coalesce(nullif(:limit, ''), 20), max(key) + 1,
-                      max(key) - (max(key) & ${ROWID_MASK}) + ${MINUTE_STEP}), -${OPEN_END})
+  -- the rest of the last match's minute, when first holds a match past the page in the same minute as the
+  -- one before it; else none (NULL: the rest arm's phrase is empty, and it reads nothing)
+  select iif(count(*) > coalesce(nullif(:limit, ''), 20)
+             and max(key) - (max(key) & ${ROWID_MASK}) = (select key - (key & ${ROWID_MASK}) from first order by key desc limit 1 offset 1),
+             max(key) - (max(key) & ${ROWID_MASK}) + ${MINUTE_STEP}, null)
   from first
 )
 ${ARMS}
@@ -173,7 +182,7 @@ search_range (low, high) as (
   from bound
 ),
 first (key) as materialized (
-  select news_search.rowid from news_search cross join news on news.rowid = news_search.rowid & ${ROWID_MASK}
+  select news_search.rowid from news_search
   -- an empty range (a cursor after until) reads nothing: FTS5 would still look for a first match;
   -- a filter that matches a few times: the page is sorted from those (few), news_search is not read (an
   -- empty phrase: FTS5 runs the MATCH whatever the other conditions)
@@ -181,14 +190,22 @@ first (key) as materialized (
     and news_search match (select iif(:sources = '' and :tag = '' or (select count(*) from few) > ${FEW}, expr, '""')
                            from search)
     and news_search.rowid >= (select low from search_range) and news_search.rowid < (select high from search_range)
-    and published_at < iif(:until = '', '~', :until) and (published_at, news.id) > (select lower, lower_id from bound)
+    -- a key past the range's two edge minutes is in it by its minute alone; one in them, by its item's time,
+    -- looked up: most pages look up no item here (the rows are read once, by the arms)
+    and (news_search.rowid >= (select low from search_range) + ${MINUTE_STEP}
+         and news_search.rowid < (select high from search_range) - ${MINUTE_STEP}
+      or (select published_at < iif(:until = '', '~', :until) and (published_at, news.id) > (select lower, lower_id from bound)
+          from news where news.rowid = news_search.rowid & ${ROWID_MASK}))
   order by news_search.rowid desc
-  limit coalesce(nullif(:limit, ''), 20)
+  -- one match past the page: in another minute than the page's last, the page holds all of that minute's
+  limit coalesce(nullif(:limit, ''), 20) + 1
 ),
 floor (low) as (
-  -- first empty: an empty range (a NULL bound would be no bound at all to the FTS index)
-  select coalesce(iif(count(*) < coalesce(nullif(:limit, ''), 20), min(key),
-                      min(key) - (min(key) & ${ROWID_MASK})), ${OPEN_END})
+  -- the rest of the last match's minute, when first holds a match past the page in the same minute as the
+  -- one before it; else none (NULL: the rest arm's phrase is empty, and it reads nothing)
+  select iif(count(*) > coalesce(nullif(:limit, ''), 20)
+             and min(key) - (min(key) & ${ROWID_MASK}) = (select key - (key & ${ROWID_MASK}) from first order by key limit 1 offset 1),
+             min(key) - (min(key) & ${ROWID_MASK}), null)
   from first
 )
 ${ARMS}
@@ -311,26 +328,44 @@ DIRECTIONS = {
     "api_news": {
         "RANGE": "published_at > :since and (published_at, id) < (select upper, upper_id from bound)",
         "ORDER": "published_at desc, id desc",
+        "REST_NEEDED": "(select high from ceiling) is not null",
         "REST": "  and news_search.rowid > coalesce((select max(key) from first), ${OPEN_END})\n"
-        "  and news_search.rowid < (select high from ceiling)\n"
+        "  and news_search.rowid < coalesce((select high from ceiling), -${OPEN_END})\n"
         "  and published_at > :since and (published_at, news.id) < (select upper, upper_id from bound)",
     },
     "api_news_oldest": {
         "RANGE": "published_at < iif(:until = '', '~', :until) and (published_at, id) > (select lower, lower_id from bound)",
         "ORDER": "published_at, id",
+        "REST_NEEDED": "(select low from floor) is not null",
         "REST": "  and news_search.rowid < coalesce((select min(key) from first), -${OPEN_END})\n"
-        "  and news_search.rowid >= (select low from floor)\n"
+        "  and news_search.rowid >= coalesce((select low from floor), ${OPEN_END})\n"
         "  and published_at < iif(:until = '', '~', :until) and (published_at, news.id) > (select lower, lower_id from bound)",
     },
     "api_news_count": {},  # no page: no arms
 }
 
 
+#: The ways whose own arms the API runs without the query's last ``order by`` and ``limit``, and puts in
+#: order itself (:func:`in_page_order`): theirs read at most a page, one match past it and the rest of a
+#: minute, and sorting those few rows in Python costs a fraction of SQLite's sorter, which copies every
+#: whole row into it (docs/performance.md, "Figures behind the API's limits").
+SORTED_BY_CALLER = frozenset({"search", "filtered_search"})
+
+
+def in_page_order(rows: list[dict], oldest_first: bool, limit: int) -> list[dict]:
+    """``rows`` of a page query's arms in the page's order (``published_at``, then ``id``: the queries'
+    ``order by``, each pair unique), the first ``limit`` of them; the list itself, sorted in place."""
+    rows.sort(key=itemgetter("published_at", "id"), reverse=not oldest_first)
+    del rows[limit:]
+    return rows
+
+
 def render(name: str, way: str | None = None) -> str:
     """The SQL of the canned query ``name``, every name of the layout replaced by its value.
 
     :param way: one of :data:`WAYS`: only that way's arms (what the API runs for a page that
-        takes it, :func:`qsite.db.news_arms.way_in`); by default every arm, the canned query.
+        takes it, :func:`qsite.db.news_arms.way_in`), without the last ``order by`` and ``limit``
+        for :data:`SORTED_BY_CALLER`; by default every arm, the canned query.
     """
     tag_rowids = tag_arms("select rowid from ${TABLE} where ${MATCH}").replace("\n", "\n  ")
     fragments = {"SEARCH": Template(SEARCH.rstrip("\n")).substitute(LAYOUT), "COUNT": count_terms(),
@@ -348,6 +383,8 @@ def render(name: str, way: str | None = None) -> str:
                 indent = " " * (len(line) - len(line.lstrip()))
                 line = line.replace("${" + key + "}", fragment.replace("\n", "\n" + indent))
         lines.append(line)
+    if way in SORTED_BY_CALLER:
+        del lines[-2:]  # the template's last two lines: its "order by" and "limit"
     return Template("\n".join(lines)).substitute(LAYOUT)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import orjson
 
 from qsite.db.news_arms import way_in
+from qsite.db.news_queries import SORTED_BY_CALLER, in_page_order
 from qsite.db.urls import public_location
 from qsite.service.api.bodies import Build, Invalid, Missing
 from qsite.service.api.cursors import keyset
@@ -155,10 +156,14 @@ def news(build: Build):
         count = build.count("news_count", count_params)
     if count == 0:
         page = []
-    elif oldest_first:
-        page = build.rows("news_oldest", {**filters, "after": position, "after_id": position_id, "limit": limit + 1}, way_in(filters))
     else:
-        page = build.rows("news", {**filters, "before": position, "before_id": position_id, "limit": limit + 1}, way_in(filters))
+        way = way_in(filters)
+        if oldest_first:
+            page = build.rows("news_oldest", {**filters, "after": position, "after_id": position_id, "limit": limit + 1}, way)
+        else:
+            page = build.rows("news", {**filters, "before": position, "before_id": position_id, "limit": limit + 1}, way)
+        if way in SORTED_BY_CALLER:
+            page = in_page_order(page, oldest_first, limit + 1)
     if count is None:
         # The first page: when it is not full, it holds every match, so it is the count.
         if len(page) <= limit:
