@@ -10,8 +10,10 @@ read-only connection, when it cannot:
   start on the threads, so a search crafted to be slow holds the loop no longer than that;
 - every read, inline or on a thread, is interrupted at ``api.sql_time_limit_ms`` from its
   start (a progress handler, every :data:`PROGRESS_STEPS` steps);
-- a connection whose read failed or was interrupted is closed, and the next read opens
-  another (Python 3.11 kept an interrupted statement marked running in its cache).
+- a connection whose read failed is closed, and the next read opens another; so is one whose
+  read was interrupted while its rows were fetched (Python 3.11 kept such a statement marked
+  running in its cache), but not one interrupted in the statement's first step, which every
+  canned query spends its time in (:meth:`ReadConnection.reusable_after_interrupt`).
 
 Relies on every canned query reading only the rows it answers with, through an index
 (``tests/test_query_plans.py``), which is what makes running them inline safe. In WAL mode
@@ -69,6 +71,34 @@ class ReadConnection(sqlite3.Connection):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.kept: dict = {}
+        #: Whether the last statement run by :meth:`execute` was interrupted in its first step.
+        self.stopped_in_first_step = False
+
+    def execute(self, sql: str, parameters=(), /) -> sqlite3.Cursor:
+        """``Connection.execute``, noting a statement interrupted in its first step (:meth:`reusable_after_interrupt`)."""
+        self.stopped_in_first_step = False
+        cursor = self.cursor()
+        try:
+            return cursor.execute(sql, parameters)
+        except sqlite3.OperationalError as exc:
+            if _is_interrupted(exc):
+                cursor.close()  # its statement reset a second time: see reusable_after_interrupt
+                self.stopped_in_first_step = True
+            raise
+
+    def reusable_after_interrupt(self) -> bool:
+        """Whether this connection may serve on after a read of it was interrupted: when the
+        statement was stopped in its first step (by :meth:`execute`), where every canned query spends
+        its time; not when it was stopped while its rows were fetched.
+
+        Python 3.11 (3.11.2 and 3.11.7 tried) leaves a statement interrupted while its rows were
+        fetched marked as running in the connection's statement cache, so each later read of the
+        same SQL was compiled again, for good. One stopped in its first step is reset once by
+        ``execute`` and again when its cursor is closed, and is taken from the cache again
+        (``tests/test_reader.py``). Closing the connection instead cost the event loop 33 ms at a
+        million items (the file's map undone, ``api.mmap_size``), then every statement compiled again.
+        """
+        return self.stopped_in_first_step
 
 
 def connect_read_only(path: str | Path, timeout: float = BUSY_TIMEOUT, mmap_size: int = 0) -> ReadConnection:
@@ -171,7 +201,9 @@ class Reader:
         timed.deadline = deadline
         try:
             return fn(timed.conn)
-        except sqlite3.Error:
+        except sqlite3.Error as exc:
+            if _is_interrupted(exc) and timed.conn.reusable_after_interrupt():
+                raise
             # Interrupted (see the module docstring), the file replaced, or the connection
             # left unusable: the next call on this thread opens a new one.
             self._local.timed = None
@@ -216,9 +248,10 @@ class Reader:
             return fn(timed.conn)
         except sqlite3.Error as exc:
             # Past the budget, a lock to wait for, a replaced file or an unusable connection:
-            # the next inline read opens a new one (an interrupted one too: see the module docstring).
-            self._inline = None
-            if timed is not None:
+            # the next inline read opens a new one (an interrupted one too, but in its first step:
+            # see the module docstring).
+            if timed is not None and not (_is_interrupted(exc) and timed.conn.reusable_after_interrupt()):
+                self._inline = None
                 timed.close()
             if _is_busy(exc) or (_is_interrupted(exc) and time.monotonic() < deadline):
                 return await self.run(fn, deadline)
