@@ -23,9 +23,8 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from feedgen.feed import FeedGenerator
 
-from qsite.db.news_arms import way_in
 from qsite.service.api.bodies import Build
-from qsite.service.api.news_bodies import news_filters
+from qsite.service.api.news_bodies import news_filters, page_rows
 from qsite.service.api.publishers import check_sources
 from qsite.service.api.responses import BASE_URL_PLACEHOLDER, parse_stored_time
 from qsite.service.http.problems import API_PREFIX
@@ -56,7 +55,7 @@ def items(build: Build) -> list[dict]:
     None, with a ``source`` no publisher has: a 400 (:func:`~qsite.service.api.publishers.check_sources`), as on /news.
     """
     filters = news_filters(build.values)
-    found = build.rows("news", {**filters, "before": "", "before_id": "", "limit": build.values["limit"]}, way_in(filters))
+    found = page_rows(build, filters, False, "", "", build.values["limit"])
     if not found:
         check_sources(build)
     return found

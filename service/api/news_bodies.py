@@ -52,6 +52,18 @@ def with_count_limit(filters: dict) -> dict:
     return {**filters, "count_limit": SEARCH_COUNT_MAX + 1}
 
 
+def page_rows(build: Build, filters: dict, oldest_first: bool, position, position_id, limit: int) -> list[dict]:
+    """The first ``limit`` items of a listing with :func:`news_filters`' ``filters``, in its order, after the
+    cursor's ``position`` (``''`` for the first page): the canned page query's arms of their way, the
+    few rows of a search's sorted here (:data:`qsite.db.news_queries.SORTED_BY_CALLER`)."""
+    way = way_in(filters)
+    if oldest_first:
+        rows = build.rows("news_oldest", {**filters, "after": position, "after_id": position_id, "limit": limit}, way)
+    else:
+        rows = build.rows("news", {**filters, "before": position, "before_id": position_id, "limit": limit}, way)
+    return in_page_order(rows, oldest_first, limit) if way in SORTED_BY_CALLER else rows
+
+
 def served_item(row: dict) -> dict:
     """One ``news`` row as served: its authors, stored as a JSON array, as a list; its change key is not served.
 
@@ -157,13 +169,7 @@ def news(build: Build):
     if count == 0:
         page = []
     else:
-        way = way_in(filters)
-        if oldest_first:
-            page = build.rows("news_oldest", {**filters, "after": position, "after_id": position_id, "limit": limit + 1}, way)
-        else:
-            page = build.rows("news", {**filters, "before": position, "before_id": position_id, "limit": limit + 1}, way)
-        if way in SORTED_BY_CALLER:
-            page = in_page_order(page, oldest_first, limit + 1)
+        page = page_rows(build, filters, oldest_first, position, position_id, limit + 1)
     if count is None:
         # The first page: when it is not full, it holds every match, so it is the count.
         if len(page) <= limit:
