@@ -194,7 +194,7 @@ def m010_news_counts_by_tag_and_source(db):
     A count by tag read every tag's and every source's counts of its months and
     days through the primary key and kept a third of them; a count by source
     read all of the source's months and days, the period not being in its
-    index. ``api_news_count`` has a term per way in (:data:`qsite.db.news_queries.COUNT_WAYS`),
+    index. ``api_news_count`` has a term per way in (:data:`qsite.db.news_count.COUNT_WAYS`),
     each reading its own range of one of these (what it gained: ``docs/performance.md``).
     """
     db.executescript(COUNTS_BY_TAG_AND_SOURCE)
