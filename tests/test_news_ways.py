@@ -121,7 +121,7 @@ class TestWaysReadTheWholeQuerysPage(RuleBasedStateMachine):
         way = way_in(params)
         whole = page(conn, self.whole[name], params)
         rows = page(conn, self.ways[name][way], params)
-        if way in SORTED_BY_CALLER:  # as the API reads them (news_bodies.news)
+        if way in SORTED_BY_CALLER:  # as the API reads them (news_bodies.page_rows)
             rows = in_page_order(rows, name == "api_news_oldest", params["limit"])
         assert rows == whole, (name, way, params)
 

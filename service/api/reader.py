@@ -13,7 +13,7 @@ read-only connection, when it cannot:
 - a connection whose read failed is closed, and the next read opens another; so is one whose
   read was interrupted while its rows were fetched (Python 3.11 kept such a statement marked
   running in its cache), but not one interrupted in the statement's first step, which every
-  canned query spends its time in (:meth:`ReadConnection.reusable_after_interrupt`).
+  canned query spends its time in (:meth:`ReadConnection.execute`).
 
 Relies on every canned query reading only the rows it answers with, through an index
 (``tests/test_query_plans.py``), which is what makes running them inline safe. In WAL mode
@@ -71,34 +71,31 @@ class ReadConnection(sqlite3.Connection):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.kept: dict = {}
-        #: Whether the last statement run by :meth:`execute` was interrupted in its first step.
+        #: Whether the last statement run by :meth:`execute` was interrupted in its first step: then
+        #: this connection may serve on (see :meth:`execute`).
         self.stopped_in_first_step = False
 
     def execute(self, sql: str, parameters=(), /) -> sqlite3.Cursor:
-        """``Connection.execute``, noting a statement interrupted in its first step (:meth:`reusable_after_interrupt`)."""
+        """``Connection.execute``, closing the cursor of a statement interrupted in its first step and
+        noting it (:attr:`stopped_in_first_step`), where every canned query spends its time.
+
+        Python 3.11 (3.11.2 and 3.11.7 tried) leaves a statement interrupted while its rows were
+        fetched marked as running in the connection's statement cache, so each later read of the
+        same SQL was compiled again, for good: such a connection is closed (:class:`Reader`). One
+        stopped in its first step is reset once by ``execute`` and again here by its cursor's
+        ``close``, and is taken from the cache again (``tests/test_reader.py``). Closing its
+        connection too cost the event loop 33 ms at a million items (the file's map undone,
+        ``api.mmap_size``), then every statement compiled again.
+        """
         self.stopped_in_first_step = False
         cursor = self.cursor()
         try:
             return cursor.execute(sql, parameters)
         except sqlite3.OperationalError as exc:
             if _is_interrupted(exc):
-                cursor.close()  # its statement reset a second time: see reusable_after_interrupt
+                cursor.close()  # its statement reset a second time
                 self.stopped_in_first_step = True
             raise
-
-    def reusable_after_interrupt(self) -> bool:
-        """Whether this connection may serve on after a read of it was interrupted: when the
-        statement was stopped in its first step (by :meth:`execute`), where every canned query spends
-        its time; not when it was stopped while its rows were fetched.
-
-        Python 3.11 (3.11.2 and 3.11.7 tried) leaves a statement interrupted while its rows were
-        fetched marked as running in the connection's statement cache, so each later read of the
-        same SQL was compiled again, for good. One stopped in its first step is reset once by
-        ``execute`` and again when its cursor is closed, and is taken from the cache again
-        (``tests/test_reader.py``). Closing the connection instead cost the event loop 33 ms at a
-        million items (the file's map undone, ``api.mmap_size``), then every statement compiled again.
-        """
-        return self.stopped_in_first_step
 
 
 def connect_read_only(path: str | Path, timeout: float = BUSY_TIMEOUT, mmap_size: int = 0) -> ReadConnection:
@@ -202,7 +199,7 @@ class Reader:
         try:
             return fn(timed.conn)
         except sqlite3.Error as exc:
-            if _is_interrupted(exc) and timed.conn.reusable_after_interrupt():
+            if _is_interrupted(exc) and timed.conn.stopped_in_first_step:
                 raise
             # Interrupted (see the module docstring), the file replaced, or the connection
             # left unusable: the next call on this thread opens a new one.
@@ -250,7 +247,7 @@ class Reader:
             # Past the budget, a lock to wait for, a replaced file or an unusable connection:
             # the next inline read opens a new one (an interrupted one too, but in its first step:
             # see the module docstring).
-            if timed is not None and not (_is_interrupted(exc) and timed.conn.reusable_after_interrupt()):
+            if timed is not None and not (_is_interrupted(exc) and timed.conn.stopped_in_first_step):
                 self._inline = None
                 timed.close()
             if _is_busy(exc) or (_is_interrupted(exc) and time.monotonic() < deadline):
