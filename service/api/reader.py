@@ -101,6 +101,10 @@ class ReadConnection(sqlite3.Connection):
 def connect_read_only(path: str | Path, timeout: float = BUSY_TIMEOUT, mmap_size: int = 0) -> ReadConnection:
     """A read-only connection to the database file at ``path`` (``mode=ro``: it can never write).
 
+    Through Python's ``sqlite3``, the copy of SQLite Datasette and its other plugins read with:
+    a second copy in the process (apsw's, which hands rows over faster) would release the POSIX
+    locks this copy's readers hold on the same file (docs/performance.md, "Measurements behind the code").
+
     In autocommit mode (``isolation_level=None``): callers begin the read
     transaction they need themselves.
 
