@@ -147,6 +147,12 @@ def _is_interrupted(exc: sqlite3.Error) -> bool:
     return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_INTERRUPT
 
 
+def _serves_on(timed: Timed, exc: sqlite3.Error) -> bool:
+    """Whether ``timed``'s connection stays open after its read raised ``exc``: only when the read was
+    interrupted in its statement's first step (:meth:`ReadConnection.execute`); any other failure closes it."""
+    return _is_interrupted(exc) and timed.conn.stopped_in_first_step
+
+
 class Timed:
     """A read-only connection whose query is interrupted once ``time.monotonic()`` passes :attr:`deadline`."""
 
@@ -203,7 +209,7 @@ class Reader:
         try:
             return fn(timed.conn)
         except sqlite3.Error as exc:
-            if _is_interrupted(exc) and timed.conn.stopped_in_first_step:
+            if _serves_on(timed, exc):
                 raise
             # Interrupted (see the module docstring), the file replaced, or the connection
             # left unusable: the next call on this thread opens a new one.
@@ -251,7 +257,7 @@ class Reader:
             # Past the budget, a lock to wait for, a replaced file or an unusable connection:
             # the next inline read opens a new one (an interrupted one too, but in its first step:
             # see the module docstring).
-            if timed is not None and not (_is_interrupted(exc) and timed.conn.stopped_in_first_step):
+            if timed is not None and not _serves_on(timed, exc):
                 self._inline = None
                 timed.close()
             if _is_busy(exc) or (_is_interrupted(exc) and time.monotonic() < deadline):
