@@ -65,14 +65,16 @@ LAYOUT = {
     "MONTH_TERM": MONTH_TERM.format(time="month"),
 }
 
+#: q in the column of the tag asked: the first part of :data:`SEARCH`.
+SCOPED = """case when :tag = '' then '- facets: (' || :q || ')'
+       when lower(:tag) in (${TAG_COLUMNS}) then '{' || lower(:tag) || '}: (' || :q || ')'
+       else '""' end"""
+
 #: The MATCH expression of a search: q in the column of the tag asked (any tag: every column but
 #: facets), AND the sources' facet terms. A tag that is no column matches nothing. :q is already an
 #: FTS5 expression (qsite.service.api.search_language.fts_query: quoted words, OR and NOT); in parentheses, the
 #: column filter applies to all of it, the words it excludes too.
-SEARCH = """\
-select case when :tag = '' then '- facets: (' || :q || ')'
-       when lower(:tag) in (${TAG_COLUMNS}) then '{' || lower(:tag) || '}: (' || :q || ')'
-       else '""' end || case
+SEARCH = "select " + SCOPED + """ || case
   when :tag <> '' and :sources <> '' then ' AND facets: (' || coalesce((select group_concat('t' || rowid || lower(:tag), ' OR ')
     from sources where name in ${SOURCE_NAMES}), 's0') || ')'
   when :sources <> '' then ' AND facets: (' || coalesce((select group_concat('s' || rowid, ' OR ')
@@ -81,16 +83,17 @@ select case when :tag = '' then '- facets: (' || :q || ')'
 """
 
 #: What a page's search (not its count) ANDs to :data:`SEARCH`: for words ANDed (``"a" "b"``, as
-#: fts_query writes them) with a ``since`` at most :data:`MONTHS_MAX` months before the range's end
-#: (``until``, or the newest item), the terms of those months (:data:`qsite.db.news_derived.MONTH_TERM`).
-#: FTS5 walks an AND from its lists' first entries to each match, and past the range's end when no
-#: match is left in it: words that never meet after a recent ``since`` walked the whole index (8 ms
-#: at a million items); the months' lists end with the range. A page that is not full is its own
-#: count, so such a search runs no count. The count does not take them: each step of an AND seeks in
-#: the months' lists too, and a count steps to its 1,001st match (docs/performance.md, "A recent since").
+#: fts_query writes them) or a word less another (``("a") NOT ("b")``) with a ``since`` at most
+#: :data:`MONTHS_MAX` months before the range's end (``until``, or the newest item), the terms of those
+#: months (:data:`qsite.db.news_derived.MONTH_TERM`). FTS5 walks an AND or a NOT from its lists' first
+#: entries to each match, and past the range's end when no match is left in it: words that never meet
+#: after a recent ``since`` walked the whole index (8 ms at a million items), and so did a word less
+#: another found with it in every item (23 ms); the months' lists end with the range. A page that is
+#: not full is its own count, so such a search runs no count. The count does not take them: each step
+#: of an AND seeks in the months' lists too, and a count steps to its 1,001st match (docs/performance.md,
+#: "A recent since").
 IN_MONTHS = """\
--- a word alone, or words joined by OR, match at every entry of their lists: their walk stops at the range's end
-|| case when :since <> '' and (instr(:q, '" "') or instr(:q, ' AND ')) then coalesce((
+case when :since <> '' and (instr(:q, '" "') or instr(:q, ' AND ') or instr(:q, ') NOT (')) then coalesce((
   with recursive months (month) as (
     select date(:since, 'start of month')
     union all
@@ -98,7 +101,25 @@ IN_MONTHS = """\
     where month < date(coalesce(nullif(:until, ''), (select max(published_at) from news)), 'start of month')
     limit ${MONTHS_MAX} + 1)
   select ' AND facets: (' || group_concat(${MONTH_TERM}, ' OR ') || ')' from months
-  having count(*) <= ${MONTHS_MAX}), '') else '' end
+  having count(*) <= ${MONTHS_MAX}), '') else '' end"""
+
+#: The included and the excluded side of a word less another, ``(a) NOT (b)``: fts_query's only NOT, at its top.
+INCLUDED = "substr(:q, 2, instr(:q, ') NOT (') - 2)"
+EXCLUDED = "substr(:q, instr(:q, ') NOT (') + 7, length(:q) - instr(:q, ') NOT (') - 7)"
+
+#: A page's search: :data:`SEARCH` ANDed with :data:`IN_MONTHS`. A word less another takes the months
+#: on its included side: FTS5 walks a NOT to its first match before an AND around it seeks in the
+#: months' lists, so they must bound that walk itself. Any other search runs the expression it ran
+#: before (a ``CASE`` whose first test fails at once: nothing more to evaluate).
+PAGE_SEARCH = """\
+-- a word alone, or words joined by OR, match at every entry of their lists: their walk stops at the range's end;
+-- words ANDed, and a word less another, take the months of a recent since (on a NOT's included side)
+select case when :since <> '' and instr(:q, ') NOT (') and ${IN_MONTHS} <> '' then
+    '(' || """ + SEARCH[len("select "):].rstrip("\n").replace(":q", INCLUDED) + """
+    || ${IN_MONTHS}
+    || ') NOT ' || """ + SCOPED.replace(":q", EXCLUDED) + """
+  else """ + SEARCH[len("select "):].rstrip("\n") + """
+    || ${IN_MONTHS} end
 """
 
 #: Newest first: one arm per way in (no filter, a tag, sources, a search), the others skipped at
@@ -112,8 +133,7 @@ named (source) as (
   select value from json_each(iif(:sources = '' or :q <> '', '[]', :sources))
 ),
 search (expr) as (
-  ${SEARCH}
-  ${IN_MONTHS}
+  ${PAGE_SEARCH}
 ),
 by_source (expr) as (
   ${BY_SOURCE}
@@ -168,8 +188,7 @@ named (source) as (
   select value from json_each(iif(:sources = '' or :q <> '', '[]', :sources))
 ),
 search (expr) as (
-  ${SEARCH}
-  ${IN_MONTHS}
+  ${PAGE_SEARCH}
 ),
 by_source (expr) as (
   ${BY_SOURCE}
@@ -253,6 +272,19 @@ def in_page_order(rows: list[dict], oldest_first: bool, limit: int) -> list[dict
     return rows
 
 
+def with_fragments(template: str, fragments: dict[str, str]) -> str:
+    """``template`` with each ``${NAME}`` of ``fragments`` replaced, a fragment indented as the line it stands on;
+    the layout's names are left for the caller."""
+    lines = []
+    for line in template.rstrip("\n").split("\n"):
+        for key, fragment in fragments.items():
+            if "${" + key + "}" in line:
+                indent = " " * (len(line) - len(line.lstrip()))
+                line = line.replace("${" + key + "}", fragment.replace("\n", "\n" + indent))
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def render(name: str, way: str | None = None) -> str:
     """The SQL of the canned query ``name``, every name of the layout replaced by its value.
 
@@ -266,16 +298,11 @@ def render(name: str, way: str | None = None) -> str:
                  "IN_MONTHS": Template(IN_MONTHS.rstrip("\n")).substitute(LAYOUT),
                  "IN_FILTER": Template(IN_FILTER.rstrip("\n")).substitute(LAYOUT, TAG_ROWIDS=tag_rowids),
                  "TAG_COUNT": tag_arms("select 1 from ${TABLE} where ${MATCH}") + "\nlimit +:count_limit"}
+    fragments["PAGE_SEARCH"] = with_fragments(PAGE_SEARCH, fragments)
     if DIRECTIONS[name]:
         arms = "union all\n".join(arm for ways, arm in ARMS if way is None or way in ways)
         fragments["ARMS"] = Template(arms.rstrip("\n")).safe_substitute(DIRECTIONS[name])  # the layout: below
-    lines = []
-    for line in TEMPLATES[name].rstrip("\n").split("\n"):
-        for key, fragment in fragments.items():
-            if "${" + key + "}" in line:  # the fragment, indented as the line it stands on
-                indent = " " * (len(line) - len(line.lstrip()))
-                line = line.replace("${" + key + "}", fragment.replace("\n", "\n" + indent))
-        lines.append(line)
+    lines = with_fragments(TEMPLATES[name], fragments).split("\n")
     if way in SORTED_BY_CALLER:
         del lines[-2:]  # the template's last two lines: its "order by" and "limit"
     return Template("\n".join(lines)).substitute(LAYOUT)

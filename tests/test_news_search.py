@@ -23,7 +23,7 @@ import pytest
 import sqlite_utils
 
 from qsite.db.news_derived import SEARCH_ROWID_MASK
-from qsite.db.news_queries import IN_MONTHS, LAYOUT, SEARCH
+from qsite.db.news_queries import IN_MONTHS, LAYOUT, PAGE_SEARCH, SCOPED, SEARCH, with_fragments
 from qsite.db.news_search_filters import FEW_MATCHES
 from qsite.db.model import NEWS, TAGS, format_time
 from qsite.pipeline.store.records import Item
@@ -191,14 +191,27 @@ def test_searches_over_months_find_every_match_when_their_months_join_them(db):
     ],
 )
 def test_a_search_since_the_newest_months_reads_their_terms(db, since, until, months):
-    """The months a page's search of words ANDed is ANDed with: from ``since``'s to ``until``'s, or to the newest item's."""
+    """The months a page's search of words ANDed, or of a word less another, is ANDed with: from ``since``'s to
+    ``until``'s, or to the newest item's."""
     insert(db, [("Lab Notes", "newest", items(1, seed=24)[0][2]._replace(published_at="2026-11-29T08:00:00Z"))])
-    search = Template(SEARCH + IN_MONTHS).substitute(LAYOUT)  # a page's search
-    for q in ('"qubit" "laser"', '"qubit" AND ("laser" OR "photon")', '("qubit" AND "laser") NOT ("photon")'):
+    fragments = {"SCOPED": SCOPED, "SEARCH": SEARCH, "IN_MONTHS": IN_MONTHS}
+    search = Template(with_fragments(PAGE_SEARCH, fragments)).substitute(LAYOUT)  # a page's search
+    in_months = f" AND facets: ({months})" if months else ""
+    for q in ('"qubit" "laser"', '"qubit" AND ("laser" OR "photon")'):
         (expr,) = db.execute(search, {"q": q, "tag": "", "sources": "", "since": since, "until": until}).fetchone()
-        assert expr == f"- facets: ({q})" + (f" AND facets: ({months})" if months else "")
+        assert expr == f"- facets: ({q})" + in_months
+    # a NOT walks its included words to their first match before an AND around it seeks: the months go inside
+    for included, excluded in (('"qubit" AND "laser"', '"photon"'), ('"qubit"', '"laser"'), ('("qubit" OR "laser")', '"photon" OR "anyon"')):
+        q = f"({included}) NOT ({excluded})"
+        (expr,) = db.execute(search, {"q": q, "tag": "", "sources": "", "since": since, "until": until}).fetchone()
+        assert expr == (f"(- facets: ({included}){in_months}) NOT - facets: ({excluded})" if months else f"- facets: ({q})")
+        (expr,) = db.execute(search, {"q": q, "tag": "Science", "sources": '["Lab Notes"]', "since": since, "until": until}).fetchone()
+        (source,) = db.execute("SELECT rowid FROM sources WHERE name = 'Lab Notes'").fetchone()
+        in_source = f" AND facets: (t{source}science)"
+        assert expr == (f"({{science}}: ({included}){in_source}{in_months}) NOT {{science}}: ({excluded})" if months
+                        else f"{{science}}: ({q}){in_source}")
     # a word alone, or words joined by OR, match at every entry of their lists: FTS5 stops at the range's end
-    for q in ('"qubit"', '("qubit" OR "laser")', '("qubit") NOT ("laser")'):
+    for q in ('"qubit"', '("qubit" OR "laser")'):
         (expr,) = db.execute(search, {"q": q, "tag": "", "sources": "", "since": since, "until": until}).fetchone()
         assert expr == f"- facets: ({q})"
 
