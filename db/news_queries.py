@@ -74,13 +74,13 @@ SCOPED = """case when :tag = '' then '- facets: (' || :q || ')'
 #: facets), AND the sources' facet terms. A tag that is no column matches nothing. :q is already an
 #: FTS5 expression (qsite.service.api.search_language.fts_query: quoted words, OR and NOT); in parentheses, the
 #: column filter applies to all of it, the words it excludes too.
-SEARCH = "select " + SCOPED + """ || case
+SEARCH_TERMS = SCOPED + """ || case
   when :tag <> '' and :sources <> '' then ' AND facets: (' || coalesce((select group_concat('t' || rowid || lower(:tag), ' OR ')
     from sources where name in ${SOURCE_NAMES}), 's0') || ')'
   when :sources <> '' then ' AND facets: (' || coalesce((select group_concat('s' || rowid, ' OR ')
     from sources where name in ${SOURCE_NAMES}), 's0') || ')'
-  else '' end
-"""
+  else '' end"""
+SEARCH = "select " + SEARCH_TERMS + "\n"
 
 #: What a page's search (not its count) ANDs to :data:`SEARCH`: for words ANDed (``"a" "b"``, as
 #: fts_query writes them) or a word less another (``("a") NOT ("b")``) with a ``since`` at most
@@ -115,10 +115,10 @@ PAGE_SEARCH = """\
 -- a word alone, or words joined by OR, match at every entry of their lists: their walk stops at the range's end;
 -- words ANDed, and a word less another, take the months of a recent since (on a NOT's included side)
 select case when :since <> '' and instr(:q, ') NOT (') and ${IN_MONTHS} <> '' then
-    '(' || """ + SEARCH[len("select "):].rstrip("\n").replace(":q", INCLUDED) + """
+    '(' || """ + SEARCH_TERMS.replace(":q", INCLUDED) + """
     || ${IN_MONTHS}
     || ') NOT ' || """ + SCOPED.replace(":q", EXCLUDED) + """
-  else """ + SEARCH[len("select "):].rstrip("\n") + """
+  else """ + SEARCH_TERMS + """
     || ${IN_MONTHS} end
 """
 
@@ -285,6 +285,11 @@ def with_fragments(template: str, fragments: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
+def page_search() -> str:
+    """:data:`PAGE_SEARCH` as both page queries run it: its months in, the layout's names replaced."""
+    return Template(with_fragments(PAGE_SEARCH, {"IN_MONTHS": IN_MONTHS})).substitute(LAYOUT)
+
+
 def render(name: str, way: str | None = None) -> str:
     """The SQL of the canned query ``name``, every name of the layout replaced by its value.
 
@@ -295,10 +300,9 @@ def render(name: str, way: str | None = None) -> str:
     tag_rowids = tag_arms("select rowid from ${TABLE} where ${MATCH}").replace("\n", "\n  ")
     fragments = {"SEARCH": Template(SEARCH.rstrip("\n")).substitute(LAYOUT), "COUNT": count_terms(),
                  "BY_SOURCE": Template(BY_SOURCE.rstrip("\n")).substitute(LAYOUT),
-                 "IN_MONTHS": Template(IN_MONTHS.rstrip("\n")).substitute(LAYOUT),
                  "IN_FILTER": Template(IN_FILTER.rstrip("\n")).substitute(LAYOUT, TAG_ROWIDS=tag_rowids),
                  "TAG_COUNT": tag_arms("select 1 from ${TABLE} where ${MATCH}") + "\nlimit +:count_limit"}
-    fragments["PAGE_SEARCH"] = with_fragments(PAGE_SEARCH, fragments)
+    fragments["PAGE_SEARCH"] = page_search()
     if DIRECTIONS[name]:
         arms = "union all\n".join(arm for ways, arm in ARMS if way is None or way in ways)
         fragments["ARMS"] = Template(arms.rstrip("\n")).safe_substitute(DIRECTIONS[name])  # the layout: below

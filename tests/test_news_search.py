@@ -17,13 +17,12 @@ import json
 import random
 import sqlite3
 from datetime import UTC, datetime, timedelta, timezone
-from string import Template
 
 import pytest
 import sqlite_utils
 
 from qsite.db.news_derived import SEARCH_ROWID_MASK
-from qsite.db.news_queries import IN_MONTHS, LAYOUT, PAGE_SEARCH, SCOPED, SEARCH, with_fragments
+from qsite.db.news_queries import page_search
 from qsite.db.news_search_filters import FEW_MATCHES
 from qsite.db.model import NEWS, TAGS, format_time
 from qsite.pipeline.store.records import Item
@@ -194,8 +193,7 @@ def test_a_search_since_the_newest_months_reads_their_terms(db, since, until, mo
     """The months a page's search of words ANDed, or of a word less another, is ANDed with: from ``since``'s to
     ``until``'s, or to the newest item's."""
     insert(db, [("Lab Notes", "newest", items(1, seed=24)[0][2]._replace(published_at="2026-11-29T08:00:00Z"))])
-    fragments = {"SCOPED": SCOPED, "SEARCH": SEARCH, "IN_MONTHS": IN_MONTHS}
-    search = Template(with_fragments(PAGE_SEARCH, fragments)).substitute(LAYOUT)  # a page's search
+    search = page_search()
     in_months = f" AND facets: ({months})" if months else ""
     for q in ('"qubit" "laser"', '"qubit" AND ("laser" OR "photon")'):
         (expr,) = db.execute(search, {"q": q, "tag": "", "sources": "", "since": since, "until": until}).fetchone()
