@@ -105,6 +105,8 @@ def run_wrk(args, url: str, seconds: float, headers: dict | None = None, walk: t
         "p50_ms": result["latency_us"]["p50"] / 1000,
         "p99_ms": result["latency_us"]["p99"] / 1000,
         "max_ms": result["latency_us"]["max"] / 1000,
+        # how far from the 25 ms bounds, in steps finer than the p99's (bench/wrk_report.lua)
+        "over_25ms_pct": result["latency_us"]["over_25ms_pct"],
         "requests": result["requests"],
         "errors": errors,
         "error_kinds": {k: v for k, v in result["errors"].items() if v},

@@ -458,6 +458,7 @@ def bench_uncached(args, procs: Processes, work: Path, results: dict) -> None:
             "rps": statistics.median(r["rps"] for r in rounds),
             "p50_ms": statistics.median(r["p50_ms"] for r in rounds),
             "p99_ms": statistics.median(r["p99_ms"] for r in rounds),
+            "over_25ms_pct": statistics.median(r["over_25ms_pct"] for r in rounds),
             "errors": sum(r["errors"] for r in rounds),
             "requests_walked": position.get(name, 1) - 1,
             "rounds": rounds,
