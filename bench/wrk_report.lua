@@ -3,6 +3,7 @@
 -- Only done() is defined: a response() callback would make wrk parse every
 -- body in Lua and slow the load generator down. bench/wrk_walk.lua adds its
 -- own fields through report().
+
 -- The share of requests (in percent) slower than `bound` microseconds, found by halving
 -- between percentiles: the p99 bounds' own question (a p99 within 25 ms is at most 1% over
 -- it), without the percentile's steps. wrk keeps a histogram, so each look is one scan of it.
