@@ -22,6 +22,7 @@ import pytest
 
 from qsite.config import load_config
 from qsite.db.redact import redact_text
+from qsite.pipeline.news import ingest as news_ingest
 from qsite.pipeline.news.ingest import ingest_news
 from qsite.pipeline.site.ingest import ingest_site
 from qsite.pipeline.store import open_database, transaction
@@ -145,7 +146,17 @@ FAILURES = {
         ["CREATE TRIGGER fail BEFORE INSERT ON news WHEN NEW.source = 'Bad' BEGIN SELECT RAISE(ROLLBACK, 'injected rollback'); END"],
         "injected rollback",
     ),
+    # A statement after the source's items are inserted fails, and the transaction stays open:
+    # its savepoint must undo the items.
+    "refused by a constraint": (
+        ["CREATE TRIGGER fail BEFORE UPDATE OF content_hash ON sources WHEN NEW.name = 'Bad' AND NEW.content_hash IS NOT NULL"
+         " BEGIN SELECT RAISE(ABORT, 'injected abort'); END"],
+        "injected abort",
+    ),
 }
+
+#: A real publisher's feed, whose stories none of the samples carry.
+REAL_FEED = Path(__file__).resolve().parent / "data" / "realfeeds" / "bbc-news.rss"
 
 
 @pytest.mark.parametrize("failure", FAILURES)
@@ -176,6 +187,48 @@ def test_a_source_the_database_refuses_fails_alone_and_the_next_source_is_stored
     reports, db = news_run({"Bad": "capital-brief.rdf", "Good": "industry-wire.atom"})
     assert reports["Bad"].status == "ok" and reports["Bad"].counts["new"] > 0  # retried at once, and stored
     assert reports["Good"].status == "unchanged"
+
+
+@pytest.mark.parametrize("failure", FAILURES)
+def test_a_source_refused_between_two_others_of_one_commit_costs_them_nothing(news_run, failure, monkeypatch):
+    """Sources are written several to a transaction (:class:`qsite.pipeline.store.Batch`), each in a
+    savepoint: the one the database refuses fails alone, whether SQLite keeps the transaction (its
+    savepoint is undone), ends it (the others are written again, alone) or refuses its COMMIT."""
+    monkeypatch.setattr(news_ingest, "COMMIT_SECONDS", 60.0)  # the three in one batch, however slow the machine
+    statements, message = FAILURES[failure]
+    reports, db = news_run({"Bad": "lab-notes.xml"})
+    before = items(db, "Bad")
+    for statement in statements:
+        db.execute(statement)
+
+    written = []
+    db.conn.set_trace_callback(written.append)
+    reports, db = news_run({"First": "industry-wire.atom", "Bad": "capital-brief.rdf", "Last": str(REAL_FEED)})
+    db.conn.set_trace_callback(None)
+    batch = written[written.index("SAVEPOINT unit"):]
+    assert batch.count("SAVEPOINT unit") == 3 and "COMMIT" not in batch[:batch.index("RELEASE unit")]
+    bad = reports["Bad"]
+    assert bad.failed and message in bad.error and "cannot rollback" not in bad.error
+    assert items(db, "Bad") == before and last_run(db, "Bad") == ("failed", redact_text(bad.error))
+    for name in ("First", "Last"):
+        assert reports[name].status == "ok" and reports[name].counts["new"] == len(items(db, name)) > 0
+        assert last_run(db, name) == ("ok", None)
+    assert [report.source for report in reports.values()] == ["First", "Bad", "Last"]
+    assert not db.conn.in_transaction
+
+
+def test_a_sweep_commits_several_sources_at_once(news_run, monkeypatch):
+    """What batching is for: three sources (two changed), one commit (each in a savepoint)."""
+    monkeypatch.setattr(news_ingest, "COMMIT_SECONDS", 60.0)
+    written = []
+    reports, db = news_run({"Lab": "lab-notes.xml"})
+    db.conn.set_trace_callback(written.append)
+    reports, db = news_run({"Lab": "lab-notes.xml", "Wire": "industry-wire.atom", "Brief": "capital-brief.rdf"})
+    db.conn.set_trace_callback(None)
+    assert reports["Lab"].status == "unchanged" and reports["Wire"].status == reports["Brief"].status == "ok"
+    batch = written[written.index("SAVEPOINT unit") - 1:]
+    last_release = len(batch) - 1 - batch[::-1].index("RELEASE unit")
+    assert batch[0] == "BEGIN IMMEDIATE" and batch.count("SAVEPOINT unit") == 3 and "COMMIT" not in batch[:last_release]
 
 
 def test_a_full_database_fails_the_source_that_needs_room_and_the_next_still_runs(news_run):

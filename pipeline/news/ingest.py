@@ -7,7 +7,8 @@ enough of it, or a body big enough that its parse needs a deadline) and
 :mod:`qsite.pipeline.news.normalise` makes each entry an item (and tags it).
 :mod:`qsite.pipeline.news.policy` decides what is due, what changed and how long a
 failing source waits; :mod:`qsite.pipeline.store` writes the outcome, each source
-in its own transaction. This module runs those steps in order.
+all or nothing, several sources to a transaction (:class:`qsite.pipeline.store.Batch`).
+This module runs those steps in order.
 
 A source that fails (including a parse that runs past its deadline, whose
 worker is killed, or a database that refuses its outcome) never stops the
@@ -26,6 +27,7 @@ import os
 import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 from typing import Callable
 
 import sqlite_utils
@@ -41,7 +43,7 @@ from qsite.pipeline.report import RunReport
 from qsite.pipeline.store import news as news_store
 from qsite.pipeline.store import runs as runs_store
 from qsite.pipeline.store import sources as sources_store
-from qsite.pipeline.store import end_on_own_second, transaction
+from qsite.pipeline.store import Batch, end_on_own_second, transaction
 
 log = logging.getLogger("qsite.news")
 
@@ -49,6 +51,10 @@ KIND = NEWS
 #: Fetches in flight at once. Below the client's connection limit, because httpcore
 #: rescans its whole queue of waiting requests on every change (quadratic in the queue).
 MAX_CONCURRENT_FETCHES = 16
+#: Seconds the sources written since the last commit wait for the next, at most: a sweep's
+#: store commits a few times a second, not once a source (a commit costs more than a source's
+#: rows; :class:`qsite.pipeline.store.Batch`), and what it wrote is visible this late at most.
+COMMIT_SECONDS = 0.5
 
 
 @dataclass
@@ -172,6 +178,14 @@ def _start_runs(db: sqlite_utils.Database, due: list[SourceConfig], now: str) ->
 async def _fetch_and_store(sweep: _Sweep, due: list[SourceConfig], parser: ParsePool, options: tuple[dict, dict], progress) -> list[RunReport]:
     client_options, fetch_options = options
     reports = []
+    batch = Batch(sweep.db, partial(_write, sweep), partial(_refused, sweep), partial(_store, sweep), COMMIT_SECONDS)
+
+    def commit():
+        for report in batch.commit():
+            reports.append(report)
+            if progress:
+                progress(report)
+
     slots = asyncio.Semaphore(MAX_CONCURRENT_FETCHES)
     # Building a client loads the CA bundle (tens of ms): only when some source is on the web.
     web = any(is_url(sweep.config.source_location(source)) for source in due)
@@ -184,14 +198,21 @@ async def _fetch_and_store(sweep: _Sweep, due: list[SourceConfig], parser: Parse
             }
             # Written in config order, so that of two sources carrying one story
             # the one listed first keeps it, whatever order the fetches finish in.
+            # Several sources in one transaction (Batch): what the batch holds is committed when
+            # it has been open COMMIT_SECONDS, or before the run would wait longer for a fetch or parse.
             for source in sweep.config.news.sources:
-                if source.name in tasks:
-                    report = _store(sweep, source, await tasks[source.name])
-                else:
-                    report = _not_due_report(source, sweep.rows[source.name])
-                reports.append(report)
-                if progress:
-                    progress(report)
+                if source.name not in tasks:
+                    batch.add(_not_due_report(source, sweep.rows[source.name]))
+                    continue
+                task = tasks[source.name]
+                if not task.done():
+                    await asyncio.wait([task], timeout=batch.time_left())
+                    if not task.done():
+                        commit()
+                batch.write((source, await task))
+                if not batch.time_left():
+                    commit()
+            commit()
     return reports
 
 
@@ -227,88 +248,100 @@ async def _fetch_and_parse(sweep: _Sweep, source: SourceConfig, client, slots, p
     return _Outcome(fetched, content_hash=content_hash, result=await parser.read(job))
 
 
-def _store(sweep: _Sweep, source: SourceConfig, outcome: _Outcome) -> RunReport:
-    """Write one source's outcome in one transaction and return its report.
+def _store(sweep: _Sweep, stored: tuple[SourceConfig, _Outcome]) -> RunReport:
+    """Write one source's outcome in a transaction of its own and return its report.
 
     When the database refuses the outcome (a full disk, a constraint), the
     transaction is rolled back, the failure recorded in a transaction of its
     own, and the run goes on with the next source. Only when even that cannot
-    be written does the error end the run.
+    be written does the error end the run. What a source of a :class:`~qsite.pipeline.store.Batch`
+    comes to when the batch cannot keep it apart from the others.
     """
-    row = sweep.rows[source.name]
+    try:
+        with transaction(sweep.db):
+            return _write(sweep, stored)
+    except sqlite3.Error as exc:
+        with transaction(sweep.db):
+            return _refused(sweep, stored, exc)
+
+
+def _refused(sweep: _Sweep, stored: tuple[SourceConfig, _Outcome], exc: sqlite3.Error) -> RunReport:
+    """Write that the database refused a source's outcome (nothing of it written) and return its report."""
+    source = stored[0]
+    message = f"{sweep.config.database_path}: cannot write the database: {exc}; nothing of this source changed"
+    return _write_failure(sweep, source, policy.store_failure(sweep.rows[source.name], message))
+
+
+def _write(sweep: _Sweep, stored: tuple[SourceConfig, _Outcome]) -> RunReport:
+    """Write one source's outcome (its failure, if the fetch or parse failed) and return its report; no transaction of its own."""
+    source, outcome = stored
     error = outcome.error.args[0] if outcome.error else (outcome.result.error if outcome.result else None)
     if error:
         failure = policy.fetch_failure(
-            row,
+            sweep.rows[source.name],
             error,
             sweep.started,
             sweep.config.news.every,
             gone=bool(outcome.error and outcome.error.gone),
             retry_after=outcome.error.retry_after if outcome.error else None,
         )
-        return _record_failure(sweep, source, failure)
-    try:
-        return _store_outcome(sweep, source, outcome)
-    except sqlite3.Error as exc:
-        message = f"{sweep.config.database_path}: cannot write the database: {exc}; nothing of this source changed"
-        return _record_failure(sweep, source, policy.store_failure(row, message))
+        return _write_failure(sweep, source, failure)
+    return _write_outcome(sweep, source, outcome)
 
 
-def _store_outcome(sweep: _Sweep, source: SourceConfig, outcome: _Outcome) -> RunReport:
+def _write_outcome(sweep: _Sweep, source: SourceConfig, outcome: _Outcome) -> RunReport:
     db, now = sweep.db, sweep.now
     counts: dict[str, int] = {}
     status, warning = "unchanged", None
-    with transaction(db):
-        if not outcome.unchanged:
-            result = outcome.result
-            known = news_store.known_items(db, source.name, result.items)
-            cutoff = policy.retention_cutoff(sweep.config.news.retention_days, sweep.started)
-            first_read = not news_store.holds_items(db, source.name)
-            changes = policy.merge_items(result.items, known, source.name, cutoff, first_read=first_read, seen_at=now)
-            if changes.new:
-                news_store.insert_items(db, source.name, changes.new, now)
-            if changes.updated:
-                news_store.update_items(db, changes.updated)
-            if changes.claimed:
-                news_store.claim_items(db, changes.claimed)
-            counts = changes.counts
-            counts["skipped"] += result.skipped
-            if result.skipped:
-                # The reason, in the run's audit row (ingest_runs.counts) and report line.
-                counts["skipped_no_link"] = result.skipped
-            if result.empty:
-                # Entries with nothing in them (a stray <item/>) are no stories: not skipped ones either.
-                counts["empty"] = result.empty
-            status, warning = ("warning", result.warning) if result.warning else ("ok", None)
-            if changes.new or changes.updated:
-                runs_store.bump_version(db, NEWS)  # when it commits, not when the sweep began: its Last-Modified
-        fetched = outcome.fetched
-        sources_store.record_fetch(
-            db,
-            source.name,
-            etag=fetched.etag,
-            last_modified=fetched.last_modified,
-            content_hash=outcome.content_hash,
-            fetched_at=now,
-            status=status,
-            warning=warning,
-        )
-        runs_store.finish_run(db, sweep.run_ids[source.name], status, counts, warning)
+    if not outcome.unchanged:
+        result = outcome.result
+        known = news_store.known_items(db, source.name, result.items)
+        cutoff = policy.retention_cutoff(sweep.config.news.retention_days, sweep.started)
+        first_read = not news_store.holds_items(db, source.name)
+        changes = policy.merge_items(result.items, known, source.name, cutoff, first_read=first_read, seen_at=now)
+        if changes.new:
+            news_store.insert_items(db, source.name, changes.new, now)
+        if changes.updated:
+            news_store.update_items(db, changes.updated)
+        if changes.claimed:
+            news_store.claim_items(db, changes.claimed)
+        counts = changes.counts
+        counts["skipped"] += result.skipped
+        if result.skipped:
+            # The reason, in the run's audit row (ingest_runs.counts) and report line.
+            counts["skipped_no_link"] = result.skipped
+        if result.empty:
+            # Entries with nothing in them (a stray <item/>) are no stories: not skipped ones either.
+            counts["empty"] = result.empty
+        status, warning = ("warning", result.warning) if result.warning else ("ok", None)
+        if changes.new or changes.updated:
+            runs_store.bump_version(db, NEWS)  # when it is written, not when the sweep began: its Last-Modified
+    fetched = outcome.fetched
+    sources_store.record_fetch(
+        db,
+        source.name,
+        etag=fetched.etag,
+        last_modified=fetched.last_modified,
+        content_hash=outcome.content_hash,
+        fetched_at=now,
+        status=status,
+        warning=warning,
+    )
+    runs_store.finish_run(db, sweep.run_ids[source.name], status, counts, warning)
     return RunReport(KIND, source.name, status, counts, warning)
 
 
-def _record_failure(sweep: _Sweep, source: SourceConfig, failure: policy.Failure) -> RunReport:
-    with transaction(sweep.db):
-        sources_store.record_failure(
-            sweep.db,
-            source.name,
-            tried_at=sweep.now,
-            error=failure.error,
-            consecutive_failures=failure.consecutive_failures,
-            next_fetch_at=failure.next_fetch_at,
-            disabled=failure.disabled,
-        )
-        runs_store.finish_run(sweep.db, sweep.run_ids[source.name], "failed", {}, failure.error)
+def _write_failure(sweep: _Sweep, source: SourceConfig, failure: policy.Failure) -> RunReport:
+    sources_store.record_failure(
+        sweep.db,
+        source.name,
+        tried_at=sweep.now,
+        error=failure.error,
+        consecutive_failures=failure.consecutive_failures,
+        next_fetch_at=failure.next_fetch_at,
+        disabled=failure.disabled,
+    )
+    runs_store.finish_run(sweep.db, sweep.run_ids[source.name], "failed", {}, failure.error)
     log.warning("news %s: %s", source.name, failure.error)
     return RunReport(KIND, source.name, "failed", {}, failure.shown)
 

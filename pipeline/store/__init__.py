@@ -9,9 +9,9 @@ Each module here owns some tables and offers narrow functions over them:
 
 This package itself opens the database and makes transactions. The database
 runs in WAL mode so that Datasette keeps reading while the pipeline writes;
-each unit of work (one export, one news source) is one :func:`transaction`,
-so readers see the old data or the new, never a mix. The schema itself is
-:mod:`qsite.db.migrations`.
+each unit of work (one export, one news source) is all or nothing: one
+:func:`transaction`, or one savepoint of a :class:`Batch` (news sources), so readers see
+the old data or the new, never a mix. The schema itself is :mod:`qsite.db.migrations`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Generic, Iterator, TypeVar
 
 import sqlite_utils
 
@@ -33,7 +33,7 @@ from qsite.db.snapshot import pending_migrations, unknown_migrations
 from qsite.pipeline.store.lock import WriterLockTimeout, writer_lock
 from qsite.pipeline.store.runs import bump_version, bump_versions, restamp, until_own_second
 
-__all__ = ["StoreError", "bump_version", "bump_versions", "end_on_own_second", "newer_schema", "open_and_migrate", "open_database", "transaction"]
+__all__ = ["Batch", "StoreError", "bump_version", "bump_versions", "end_on_own_second", "newer_schema", "open_and_migrate", "open_database", "transaction"]
 
 log = logging.getLogger("qsite.store")
 
@@ -174,6 +174,103 @@ def transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
     except BaseException:
         _rollback(conn)
         raise
+
+
+Unit = TypeVar("Unit")
+Report = TypeVar("Report")
+
+
+class Batch(Generic[Unit, Report]):
+    """Units of work written in one transaction, each in a savepoint of its own; their reports once committed.
+
+    Why: a commit costs more than a news source's rows (the news table's pages and the search
+    tables' flushes and merges, about 7 ms; ``bench/README.md``, "where the full ingest's time
+    goes"), so a sweep of many changed feeds, one transaction a source, spent most of its store
+    committing. What must not change: each unit is all or nothing, and what one unit does never
+    costs another its writes:
+
+    - a unit whose ``write`` raises :class:`sqlite3.Error` with the transaction still open is
+      rolled back to its savepoint, and ``refused`` writes its failure in its place;
+    - when SQLite ends the whole transaction itself (a trigger's ``RAISE(ROLLBACK)``, a full disk),
+      or the ``COMMIT`` fails (a deferred constraint), every unit of the batch not yet committed is
+      written again alone, one :func:`transaction` each (``alone``), as if never batched;
+    - any other exception rolls the batch back and, unless it is an interrupt, writes its
+      earlier units alone before it propagates.
+
+    :param write: writes a unit (no transaction of its own) and returns its report.
+    :param refused: writes, in the open transaction, the failure of a unit the database refused.
+    :param alone: the unit in a transaction of its own, its failures handled (what a unit did before batches).
+    :param seconds: how long a batch stays open: what it holds becomes visible at most this late.
+    """
+
+    def __init__(self, db: sqlite_utils.Database, write: Callable[[Unit], Report],
+                 refused: Callable[[Unit, sqlite3.Error], Report], alone: Callable[[Unit], Report], seconds: float):
+        self.conn = db.conn
+        self._write, self._refused, self._alone = write, refused, alone
+        self.seconds = seconds
+        self._began: float | None = None
+        #: ``[unit, report]`` in the order they came; unit None: nothing of it is left to write.
+        self._entries: list[list] = []
+
+    def time_left(self) -> float:
+        """Seconds until the open batch should commit; 0 when none is open."""
+        return 0.0 if self._began is None else max(0.0, self._began + self.seconds - time.monotonic())
+
+    def add(self, report: Report) -> None:
+        """A report of a unit with nothing to write, kept in its place among the others."""
+        self._entries.append([None, report])
+
+    def write(self, unit: Unit) -> None:
+        """Write ``unit`` in the open batch (beginning one if none is open)."""
+        conn = self.conn
+        try:
+            if self._began is None:
+                conn.execute("BEGIN IMMEDIATE")
+                self._began = time.monotonic()
+            conn.execute("SAVEPOINT unit")
+            try:
+                report = self._write(unit)
+            except sqlite3.Error as exc:
+                if not conn.in_transaction:
+                    raise
+                conn.execute("ROLLBACK TO unit")
+                conn.execute("RELEASE unit")
+                report = self._refused(unit, exc)
+            else:
+                conn.execute("RELEASE unit")
+        except sqlite3.Error:
+            # The transaction is gone (or even the failure could not be written): each unit alone.
+            self._entries.append([unit, None])
+            self._write_alone()
+            return
+        except Exception:
+            self._write_alone()
+            raise
+        except BaseException:
+            _rollback(conn)
+            self._began = None
+            raise
+        self._entries.append([unit, report])
+
+    def commit(self) -> list[Report]:
+        """Commit the open batch, if any; the reports of every unit since the last commit, in order."""
+        if self._began is not None:
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.Error:
+                self._write_alone()
+            self._began = None
+        reports = [report for _, report in self._entries]
+        self._entries = []
+        return reports
+
+    def _write_alone(self) -> None:
+        _rollback(self.conn)
+        self._began = None
+        for entry in self._entries:
+            if entry[0] is not None:
+                entry[1] = self._alone(entry[0])
+                entry[0] = None
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
