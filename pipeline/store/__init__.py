@@ -132,7 +132,7 @@ def _migrate(db: sqlite_utils.Database, path: Path) -> list[str]:
 def end_on_own_second(db: sqlite_utils.Database, datasets) -> None:
     """End a run that changed ``datasets`` on a second no earlier change has: their last versions' Last-Modified.
 
-    A run commits once per source (the news sweep), several times in one second, and those
+    A run commits several times in one second (the news sweep, :class:`Batch`), and those
     commits share a Last-Modified (the ETag tells them apart). Waiting once at its end
     (:func:`qsite.pipeline.store.runs.until_own_second`, under a second), not before each commit
     (a second per source, which made a sweep of many changed feeds last as many seconds), then moving the last
