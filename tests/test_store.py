@@ -217,6 +217,26 @@ def test_a_source_refused_between_two_others_of_one_commit_costs_them_nothing(ne
     assert not db.conn.in_transaction
 
 
+def test_an_error_that_is_no_database_error_keeps_the_sources_written_before_it(news_run, monkeypatch):
+    """A bug in writing one source ends the run with its error, as it always did; the sources the batch held
+    before it are written alone, and the connection is left outside any transaction."""
+    monkeypatch.setattr(news_ingest, "COMMIT_SECONDS", 60.0)
+    write_outcome = news_ingest._write_outcome
+
+    def failing(sweep, source, outcome):
+        if source.name == "Bad":
+            raise RuntimeError("a bug")
+        return write_outcome(sweep, source, outcome)
+
+    monkeypatch.setattr(news_ingest, "_write_outcome", failing)
+    with pytest.raises(RuntimeError, match="a bug"):
+        news_run({"First": "industry-wire.atom", "Bad": "capital-brief.rdf", "Last": "lab-notes.xml"})
+    monkeypatch.setattr(news_ingest, "_write_outcome", write_outcome)
+    reports, db = news_run({"First": "industry-wire.atom", "Bad": "capital-brief.rdf", "Last": "lab-notes.xml"})
+    assert reports["First"].status == "unchanged" and items(db, "First")  # written before the bug, and kept
+    assert reports["Bad"].status == reports["Last"].status == "ok"
+
+
 def test_a_sweep_commits_several_sources_at_once(news_run, monkeypatch):
     """What batching is for: three sources (two changed), one commit (each in a savepoint)."""
     monkeypatch.setattr(news_ingest, "COMMIT_SECONDS", 60.0)

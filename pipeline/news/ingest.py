@@ -190,7 +190,7 @@ async def _fetch_and_store(sweep: _Sweep, due: list[SourceConfig], parser: Parse
     # Building a client loads the CA bundle (tens of ms): only when some source is on the web.
     web = any(is_url(sweep.config.source_location(source)) for source in due)
     # The pool stops inside the event loop, before asyncio.run cancels what is left of an aborted run.
-    with parser:
+    with parser, batch:
         async with make_client(**client_options) if web else contextlib.nullcontext() as client:
             tasks = {
                 source.name: asyncio.ensure_future(_fetch_and_parse(sweep, source, client, slots, parser, fetch_options))

@@ -212,6 +212,16 @@ class Batch(Generic[Unit, Report]):
         #: ``[unit, report]`` in the order they came; unit None: nothing of it is left to write.
         self._entries: list[list] = []
 
+    def __enter__(self) -> Batch[Unit, Report]:
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        """Leaving on an exception (an interrupt, a cancelled run) rolls back what is not committed: the
+        connection is left outside any transaction, for the next run of a long-lived process."""
+        if kind is not None and self._began is not None:
+            _rollback(self.conn)
+            self._began = None
+
     def time_left(self) -> float:
         """Seconds until the open batch should commit; 0 when none is open."""
         return 0.0 if self._began is None else max(0.0, self._began + self.seconds - time.monotonic())
