@@ -218,8 +218,8 @@ def test_a_source_refused_between_two_others_of_one_commit_costs_them_nothing(ne
 
 
 def test_an_error_that_is_no_database_error_keeps_the_sources_written_before_it(news_run, monkeypatch):
-    """A bug in writing one source ends the run with its error, as it always did; the sources the batch held
-    before it are written alone, and the connection is left outside any transaction."""
+    """A bug in writing one source ends the run with its error, as it always did; what it wrote is undone,
+    the sources the batch held before it are committed, and the connection is left outside any transaction."""
     monkeypatch.setattr(news_ingest, "COMMIT_SECONDS", 60.0)
     write_outcome = news_ingest._write_outcome
 

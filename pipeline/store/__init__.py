@@ -194,8 +194,8 @@ class Batch(Generic[Unit, Report]):
     - when SQLite ends the whole transaction itself (a trigger's ``RAISE(ROLLBACK)``, a full disk),
       or the ``COMMIT`` fails (a deferred constraint), every unit of the batch not yet committed is
       written again alone, one :func:`transaction` each (``alone``), as if never batched;
-    - any other exception rolls the batch back and, unless it is an interrupt, writes its
-      earlier units alone before it propagates.
+    - any other exception undoes the unit it came from, and leaving the batch on an exception
+      (``with``) commits the units before it, as their own transactions would have been.
 
     :param write: writes a unit (no transaction of its own) and returns its report.
     :param refused: writes, in the open transaction, the failure of a unit the database refused.
@@ -216,11 +216,10 @@ class Batch(Generic[Unit, Report]):
         return self
 
     def __exit__(self, kind, value, traceback) -> None:
-        """Leaving on an exception (an interrupt, a cancelled run) rolls back what is not committed: the
-        connection is left outside any transaction, for the next run of a long-lived process."""
-        if kind is not None and self._began is not None:
-            _rollback(self.conn)
-            self._began = None
+        """Leaving on an exception (a bug, an interrupt, a cancelled run) commits the whole units the
+        batch holds, and leaves the connection outside any transaction for a long-lived process's next run."""
+        if kind is not None:
+            self.commit()
 
     def time_left(self) -> float:
         """Seconds until the open batch should commit; 0 when none is open."""
@@ -253,12 +252,8 @@ class Batch(Generic[Unit, Report]):
             self._entries.append([unit, None])
             self._write_alone()
             return
-        except Exception:
-            self._write_alone()
-            raise
         except BaseException:
-            _rollback(conn)
-            self._began = None
+            self._undo_unit()
             raise
         self._entries.append([unit, report])
 
@@ -267,12 +262,20 @@ class Batch(Generic[Unit, Report]):
         if self._began is not None:
             try:
                 self.conn.execute("COMMIT")
+                self._began = None
             except sqlite3.Error:
                 self._write_alone()
-            self._began = None
         reports = [report for _, report in self._entries]
         self._entries = []
         return reports
+
+    def _undo_unit(self) -> None:
+        """Undo what the unit being written wrote, keeping the batch's others; all of it if that cannot be done."""
+        try:
+            self.conn.execute("ROLLBACK TO unit")
+            self.conn.execute("RELEASE unit")
+        except sqlite3.Error:  # no transaction, or no such savepoint: the others are written alone
+            self._write_alone()
 
     def _write_alone(self) -> None:
         _rollback(self.conn)
