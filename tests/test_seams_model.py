@@ -12,7 +12,9 @@ plugin). After every step:
 - nothing retention removed comes back unless its publisher dates it inside
   the window;
 - one story is one item (one canonical URL, no tracking or navigation fragment);
-- the feeds out carry each item's ``updated_at``.
+- the feeds out carry each item's ``updated_at``;
+- an ingest in which the database refuses one source's items leaves that source's rows as they
+  were, and every source it reported stored is stored (the same feeds again find it unchanged).
 
 ``QSITE_SOAK=1`` runs many more and longer sequences.
 """
@@ -121,6 +123,20 @@ class Seams(RuleBasedStateMachine):
         })
         self.ingest()
 
+    @rule(refused=st.sampled_from(SOURCES), how=st.sampled_from(("ABORT", "ROLLBACK")), data=st.data())
+    def new_entries_refused(self, refused, how, data):
+        """A new story in each feed, and an ingest in which the database refuses one source's items (a
+        statement, or the whole transaction its batch shares with the other source)."""
+        for source in SOURCES:
+            self.stories += 1
+            n = self.stories
+            self.feeds[source].insert(0, {
+                "story": n, "link": f"https://{source.split('.')[0]}.example/story/{n}", "title": f"Story {n}",
+                "guid": f"http://{source}/?p={n}" if data.draw(st.booleans()) else None,
+                "date": self.now - timedelta(hours=data.draw(st.integers(0, 72))), "fragment": "",
+            })
+        self.ingest((refused, how))
+
     def entry(self, data):
         name, i = data.draw(st.sampled_from(self.entries()))
         return self.feeds[name][i]
@@ -197,14 +213,35 @@ class Seams(RuleBasedStateMachine):
                             "rules": [{"match": "Markets", "tag": "Investing"}]})
         return write_config(self.folder, news={"sources": sources, "retention_days": RETENTION_DAYS}, api={"rate_limit": "off"})
 
-    def ingest(self):
+    def ingest(self, refused: tuple[str, str] | None = None):
+        """Ingest the feeds as they are; with ``refused`` (a source, ``ABORT`` or ``ROLLBACK``), the database
+        refuses that source's new and changed items, which must leave its rows as they were and cost the
+        other source nothing."""
         config = self.config()
         db = open_database(load_config(config).database_path)
         try:
+            if refused:
+                source, how = refused
+                rows_before = db.execute("SELECT * FROM news WHERE source = ? ORDER BY id", [source]).fetchall()
+                for event in ("INSERT", "UPDATE"):  # the model's own source names: no quoting needed
+                    db.execute(f"CREATE TRIGGER refuse_{event.lower()} BEFORE {event} ON news WHEN NEW.source = '{source}'"
+                               f" BEGIN SELECT RAISE({how}, 'refused by the model'); END")
             reports = ingest_news(db, load_config(config), parse_workers=0, now=self.now)
+            if refused:
+                failed = [report for report in reports if report.failed]
+                assert all(report.source == source and "refused by the model" in report.error for report in failed), failed
+                if failed:
+                    assert db.execute("SELECT * FROM news WHERE source = ? ORDER BY id", [source]).fetchall() == rows_before
+                db.execute("DROP TRIGGER refuse_insert")
+                db.execute("DROP TRIGGER refuse_update")
+                # what was reported stored is stored: the same feeds again find the other source unchanged
+                stored = {report.source for report in reports if report.status in ("ok", "warning")}
+                again = ingest_news(db, load_config(config), parse_workers=0, now=self.now)
+                assert all(report.status == "unchanged" for report in again if report.source in stored), [r.line() for r in again]
         finally:
             db.close()
-        assert all(report.status in ("ok", "warning", "unchanged") for report in reports), [r.line() for r in reports]
+        assert all(report.status in ("ok", "warning", "unchanged") for report in reports if not refused or report.source != refused[0]), [
+            r.line() for r in reports]
         self.client = ApiClient(datasette_for_config(config))
         self.check()
 
