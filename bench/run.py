@@ -57,6 +57,7 @@ import httpx
 from bench.feeds import write_feeds
 from bench.harness import NEWS, Processes, free_port, memory_kb, news_config, qsite, qsite_environment, start_qsite, start_raw, wait_http
 from bench.metrics_cost import METRICS_PAIRS, METRICS_ROUNDS, bench_metrics_cost, overhead_us
+from bench.open_loop import k6_binary
 from bench.profiling import profile_serving, py_spy_record, shown, summarise_profile
 from bench.report import RAW_SERVERS, ratios, table, verdicts
 from bench.servers import bench_api, log, record_responses
@@ -315,6 +316,8 @@ def main(argv: list[str] | None = None) -> None:
     args.client_core = None if args.client_core < 0 else args.client_core
     if {"api", "uncached"} - set(args.skip) and not shutil.which("wrk"):
         raise SystemExit("bench: wrk is not installed; run bench/run.sh (make bench), which installs it")
+    if not {"uncached", "open-loop"} & set(args.skip):
+        k6_binary()  # its SystemExit names the install step now, not a quarter of an hour into the run
 
     args.out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")

