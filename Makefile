@@ -38,10 +38,18 @@ SYNC_TEST := UV_PROJECT_ENVIRONMENT=$(TEST_VENV) $(SYNC) --extra test
 # they were compiled again in every process, 3.4 s of each pytest process's 5.9 s of collection.
 unexport PYTHONDONTWRITEBYTECODE
 NODE_STAMP := tools/node_modules/.installed
+# A newer SQLite than Debian 12's 3.40.1, built by tools/build-sqlite.sh with Debian's options: `make test`
+# runs the suite on it and `make bench` measures qsite on it, as docs/deploy.md ("A newer SQLite")
+# recommends serving. Python's sqlite3 loads it through LD_LIBRARY_PATH, for the whole process.
+# `make up` and `make test-datasette1` keep the system's SQLite: serving needs no C compiler.
+SQLITE_VERSION := 3.53.2
+SQLITE_DIR := .tools/sqlite-$(SQLITE_VERSION)
+SQLITE_LIB := $(SQLITE_DIR)/libsqlite3.so.0
+ON_SQLITE := LD_LIBRARY_PATH=$(SQLITE_DIR) QSITE_EXPECT_SQLITE=$(SQLITE_VERSION)
 LOCALES := service/locales
 POT := $(LOCALES)/qsite.pot
 
-.PHONY: install dev system-packages lock tools up test test-run test-fast test-datasette1 test-neighbour docs cog bench profile soak cluster clean messages i18n-extract i18n-update i18n-compile
+.PHONY: install dev system-packages lock tools sqlite up test test-run test-fast test-datasette1 test-neighbour docs cog bench profile soak cluster clean messages i18n-extract i18n-update i18n-compile
 
 $(UV):
 	$(PYTHON) -m pip install --quiet --quiet --disable-pip-version-check --target $(dir $(@D)) uv==$(UV_VERSION)
@@ -68,6 +76,12 @@ $(NODE_STAMP): tools/package.json tools/package-lock.json
 # Only the tests need Node.js: serving does not.
 tools: $(NODE_STAMP)
 
+# `make sqlite`: the newer SQLite into .tools/ (about a minute; needs npm and a C compiler).
+$(SQLITE_LIB): tools/build-sqlite.sh
+	PYTHON=$(VENV_PYTHON) tools/build-sqlite.sh $(SQLITE_DIR)
+
+sqlite: $(SQLITE_LIB)
+
 # `make up PORT=8080 HOST=0.0.0.0`: where to serve (default 127.0.0.1:8001); a port in use is refused in one line.
 PORT ?= 8001
 HOST ?= 127.0.0.1
@@ -87,16 +101,17 @@ PYTEST := $(TEST_BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 # The system packages first (npm for `tools`, the programs the tests run), so that nothing starts
 # without them; then the suite with what is installed (test-run).
 test: system-packages
-	@$(MAKE) --no-print-directory dev tools
+	@$(MAKE) --no-print-directory dev tools sqlite
 	@$(MAKE) --no-print-directory test-run
 
 # The suite alone, installing nothing: every part runs whatever an earlier one did, and the exit
 # status is the first failure's (a failing parallel part never hides the serial one's result).
+# On the newer SQLite (tests/test_sqlite_library.py fails the run when it was not loaded).
 test-run:
 	status=0; \
 	$(TEST_BIN)/lint-imports --no-cache || status=$$?; \
-	$(PYTEST) -m "not serial" || status=$$?; \
-	$(TEST_BIN)/python -m pytest -q -m serial $(SERIAL_FILES) || status=$$?; \
+	$(ON_SQLITE) $(PYTEST) -m "not serial" || status=$$?; \
+	$(ON_SQLITE) $(TEST_BIN)/python -m pytest -q -m serial $(SERIAL_FILES) || status=$$?; \
 	exit $$status
 
 # While working: everything but the slow, cluster and browser tests; under a minute, no Node tools needed.
@@ -147,11 +162,11 @@ test-neighbour: dev
 # Benchmark: API vs raw ASGI and Datasette, ingestion vs feedparser, memory, and the uncached
 # path at a million news items (see bench/run.py; `bench/run.sh --skip uncached` for a quick run);
 # with the test extra, which has httptools for the uvicorn-httptools server; the qsite it runs is
-# `make install`'s, as `make up` serves it (bench/harness.py, SERVE_BIN).
-bench: $(UV)
+# `make install`'s, as `make up` serves it (bench/harness.py, SERVE_BIN), on the newer SQLite (SQLITE_DIR).
+bench: $(UV) $(SQLITE_LIB)
 	$(SYNC_SERVE)
 	$(SYNC_TEST) --extra bench
-	bench/run.sh
+	$(ON_SQLITE) bench/run.sh
 
 # Profiles of serving and of an ingest with py-spy (bench/profile.sh); with the test extra, as
 # `make bench`: its raw ASGI ceiling under uvicorn-httptools needs httptools.

@@ -44,6 +44,7 @@ import json
 import os
 import platform
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -279,8 +280,9 @@ def machine() -> dict:
         except Exception:
             versions[package] = None
     wrk = subprocess.run(["wrk", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
-    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(), "packages": versions, "wrk": wrk.strip(),
-            "qsite_environment": qsite_environment()}
+    # The bench's qsite serve inherits this process's LD_LIBRARY_PATH (`make bench`: the newer SQLite), so its SQLite is this one.
+    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
+            "packages": versions, "wrk": wrk.strip(), "qsite_environment": qsite_environment()}
 
 
 def main(argv: list[str] | None = None) -> None:

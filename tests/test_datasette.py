@@ -183,7 +183,13 @@ def test_a_query_that_makes_a_huge_value_fails_at_once(client, params):
 def test_printf_past_the_cap_makes_nothing(client):
     sql = "select length(printf('%.*c', 1000000000, 'x')) as made"  # 4.9 GB and 38 s before the cap
     response = client.get("/site.json", params={"sql": sql, "_shape": "array"}, follow_redirects=True)
-    assert response.json() == [{"made": None}]
+    # SQLite 3.40 answers NULL past the cap; later versions refuse the value as too big (the SQLite
+    # `make test` runs on, tools/build-sqlite.sh). Either way nothing is made, and no 5xx.
+    if response.status_code == 200:
+        assert response.json() == [{"made": None}]
+    else:
+        assert response.status_code == 400
+        assert "too big" in response.json()["error"]
 
 
 def test_a_table_filter_that_makes_a_huge_value_fails_at_once(client):
