@@ -11,6 +11,7 @@ import io
 import os
 import sqlite3
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -34,6 +35,13 @@ def test_the_process_runs_one_sqlite_library_the_one_asked_for():
     if expected:
         assert sqlite3.sqlite_version == expected, "run `make sqlite`: LD_LIBRARY_PATH names no SQLite of that version"
         assert mapped == {str(ROOT / ".tools" / f"sqlite-{expected}" / "libsqlite3.so.0")}
+
+
+def test_a_process_started_elsewhere_runs_the_same_sqlite(tmp_path):
+    """What the tests start (``qsite serve``, the pipeline) runs in other folders: a relative LD_LIBRARY_PATH would lose it."""
+    found = subprocess.run([sys.executable, "-c", "import sqlite3; print(sqlite3.sqlite_version)"], cwd=tmp_path,
+                           capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    assert found == sqlite3.sqlite_version
 
 
 def _fake_npm(bin_dir: Path, package: Path) -> None:
