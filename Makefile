@@ -39,10 +39,10 @@ SYNC_TEST := UV_PROJECT_ENVIRONMENT=$(TEST_VENV) $(SYNC) --extra test
 unexport PYTHONDONTWRITEBYTECODE
 NODE_STAMP := tools/node_modules/.installed
 # A newer SQLite than Debian 12's 3.40.1, built by tools/build-sqlite.sh with Debian's options: `make test`
-# runs the suite on it and `make bench` measures qsite on it, as docs/deploy.md ("A newer SQLite")
+# runs the suite on it and `make bench` and `make profile` measure qsite on it, as docs/deploy.md ("A newer SQLite")
 # recommends serving. Python's sqlite3 loads it through LD_LIBRARY_PATH, for the whole process.
 # `make up` and `make test-datasette1` keep the system's SQLite: serving needs no C compiler.
-SQLITE_VERSION := 3.53.2
+SQLITE_VERSION := $(shell sed -n 's/^SQLITE_VERSION=//p' tools/build-sqlite.sh)
 SQLITE_DIR := .tools/sqlite-$(SQLITE_VERSION)
 SQLITE_LIB := $(SQLITE_DIR)/libsqlite3.so.0
 ON_SQLITE := LD_LIBRARY_PATH=$(CURDIR)/$(SQLITE_DIR) QSITE_EXPECT_SQLITE=$(SQLITE_VERSION)
@@ -170,9 +170,9 @@ bench: $(UV) $(SQLITE_LIB)
 
 # Profiles of serving and of an ingest with py-spy (bench/profile.sh); with the test extra, as
 # `make bench`: its raw ASGI ceiling under uvicorn-httptools needs httptools.
-profile: $(UV)
+profile: $(UV) $(SQLITE_LIB)
 	$(SYNC_TEST) --extra profile
-	bench/profile.sh
+	$(ON_SQLITE) bench/profile.sh
 
 # Longer reliability run: 200 kills, 5-minute load, more fuzzing and hostile input (tests/test_crash.py etc.).
 soak: dev
