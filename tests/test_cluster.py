@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 from qsite.config import load_config
+from qsite.db.snapshot import NAME_PATTERN
 from qsite.db.snapshot_store import SnapshotStore
 from tests.support.feeds import growing_feed
 from tests.support.processes import qsite_serve, stop, wait_until
@@ -208,7 +209,11 @@ def test_replicas_follow_published_snapshots_through_nginx_without_a_failed_requ
                 matches = list(facts) if document["count"] == 6 else []
             assert matches, f"{path} answered from no published snapshot: {body[:300]}"
             seen_snapshots.update(matches if len(matches) == 1 else ())
-        assert len(seen_snapshots) > PUBLISHES, seen_snapshots  # the load really spanned the publishes
+        # The load really spanned the publishes: it was answered from the data of before them and from the final
+        # data. Not from each one between: through nginx's cache a snapshot followed within a second by the next
+        # may answer none of the load's requests (a CI run's load was answered from versions 5, 7 and 8, not 6).
+        seen_versions = {int(NAME_PATTERN.match(name).group(1)) for name in seen_snapshots}
+        assert final.file in seen_snapshots and min(seen_versions) <= start_version, (start_version, seen_snapshots)
 
         # Same snapshot, same validators on every replica: a CDN may revalidate against either.
         answers = [httpx.get(replica + "/api/v1/stats") for replica in replicas]
