@@ -114,6 +114,11 @@ class Seams(RuleBasedStateMachine):
     @rule(source=st.sampled_from(SOURCES), guid=st.booleans(), dated=st.booleans(), hours=st.integers(0, 72),
           fragment=st.sampled_from(FRAGMENTS))
     def new_entry(self, source, guid, dated, hours, fragment):
+        self.add_story(source, guid, dated, hours, fragment)
+        self.ingest()
+
+    def add_story(self, source, guid, dated, hours, fragment):
+        """A new story at the top of ``source``'s feed, ``hours`` before now (undated unless ``dated``)."""
         self.stories += 1
         n = self.stories
         self.feeds[source].insert(0, {
@@ -121,20 +126,13 @@ class Seams(RuleBasedStateMachine):
             "guid": f"http://{source}/?p={n}" if guid else None, "date": self.now - timedelta(hours=hours) if dated else None,
             "fragment": fragment,
         })
-        self.ingest()
 
     @rule(refused=st.sampled_from(SOURCES), how=st.sampled_from(("ABORT", "ROLLBACK")), data=st.data())
     def new_entries_refused(self, refused, how, data):
         """A new story in each feed, and an ingest in which the database refuses one source's items (a
         statement, or the whole transaction its batch shares with the other source)."""
         for source in SOURCES:
-            self.stories += 1
-            n = self.stories
-            self.feeds[source].insert(0, {
-                "story": n, "link": f"https://{source.split('.')[0]}.example/story/{n}", "title": f"Story {n}",
-                "guid": f"http://{source}/?p={n}" if data.draw(st.booleans()) else None,
-                "date": self.now - timedelta(hours=data.draw(st.integers(0, 72))), "fragment": "",
-            })
+            self.add_story(source, data.draw(st.booleans()), True, data.draw(st.integers(0, 72)), "")
         self.ingest((refused, how))
 
     def entry(self, data):
